@@ -1,0 +1,149 @@
+//! Flow identity and precedence (DESIGN.md §5, §6).
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::slot::Slot;
+
+/// Longest flow id accepted anywhere (DESIGN.md §10).
+pub const MAX_ID_BYTES: usize = 128;
+
+/// A flow group's id: one job's traffic from one host to another in one role, e.g.
+/// `"job7/h1>h2/agg"`. Cheap to clone because load tables and planners key maps by it.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FlowId(Arc<str>);
+
+/// Why a string cannot be a flow id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    #[error("empty id")]
+    Empty,
+    #[error("id of {0} bytes exceeds the {MAX_ID_BYTES}-byte limit")]
+    TooLong(usize),
+    #[error("id contains a control character")]
+    Control,
+}
+
+impl FlowId {
+    /// Validates and wraps an id received from outside.
+    pub fn new(s: &str) -> Result<Self, IdError> {
+        validate_id(s)?;
+        Ok(FlowId(Arc::from(s)))
+    }
+
+    /// The canonical id of a job's flow group from `src` to `dst` in `role`.
+    pub fn for_group(job: &str, src: &str, dst: &str, role: FlowRole) -> Self {
+        FlowId(Arc::from(format!("{job}/{src}>{dst}/{}", role.as_str())))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Shared validation of ids that arrive from the network or from files.
+pub fn validate_id(s: &str) -> Result<(), IdError> {
+    if s.is_empty() {
+        return Err(IdError::Empty);
+    }
+    if s.len() > MAX_ID_BYTES {
+        return Err(IdError::TooLong(s.len()));
+    }
+    if s.chars().any(char::is_control) {
+        return Err(IdError::Control);
+    }
+    Ok(())
+}
+
+impl fmt::Debug for FlowId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", &*self.0)
+    }
+}
+
+impl fmt::Display for FlowId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for FlowId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for FlowId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        FlowId::new(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// What a flow carries, which decides its dependency rule in Alg. 2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlowRole {
+    /// PS: worker → parameter server (gradient push).
+    Agg,
+    /// PS: parameter server → worker (parameter pull / broadcast).
+    Bcast,
+    /// Ring all-reduce: worker → next worker.
+    Ring,
+}
+
+impl FlowRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlowRole::Agg => "agg",
+            FlowRole::Bcast => "bcast",
+            FlowRole::Ring => "ring",
+        }
+    }
+}
+
+/// The order in which flows claim bandwidth in `precedence` feedback mode: older iterations
+/// first, flow id as the tie-break, so every scheduler and switch sorts flows identically.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PrecedenceKey {
+    pub iteration_start: Slot,
+    pub flow: FlowId,
+}
+
+impl PrecedenceKey {
+    pub fn new(iteration_start: Slot, flow: FlowId) -> Self {
+        PrecedenceKey {
+            iteration_start,
+            flow,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_validated() {
+        assert!(FlowId::new("job/h1>h2/agg").is_ok());
+        assert_eq!(FlowId::new(""), Err(IdError::Empty));
+        assert_eq!(FlowId::new(&"x".repeat(129)), Err(IdError::TooLong(129)));
+        assert_eq!(FlowId::new("a\nb"), Err(IdError::Control));
+        assert_eq!(
+            FlowId::for_group("j", "h1", "h2", FlowRole::Bcast).as_str(),
+            "j/h1>h2/bcast"
+        );
+    }
+
+    #[test]
+    fn precedence_sorts_by_iteration_then_id() {
+        let a = PrecedenceKey::new(Slot(5), FlowId::new("b").unwrap());
+        let b = PrecedenceKey::new(Slot(5), FlowId::new("c").unwrap());
+        let c = PrecedenceKey::new(Slot(4), FlowId::new("z").unwrap());
+        let mut v = vec![a.clone(), b.clone(), c.clone()];
+        v.sort();
+        assert_eq!(v, vec![c, a, b]);
+    }
+}

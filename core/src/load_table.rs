@@ -1,0 +1,645 @@
+//! The K-slot link load table (DESIGN.md §6), kept by `mlcc-switchd` for the links a switch
+//! transmits onto, by `mlccd` for its host's uplink, and by `mlcc-sim` for every link.
+//!
+//! Schedulers republish every flow's whole K-slot plan every slot, so an update *replaces* the
+//! flow's entry; counting it again would book the flow K times. Entries are soft state: one not
+//! refreshed for K slots expires, so a dead scheduler's bookings vanish within K·τ.
+//!
+//! Per link the table keeps the sum of all entries per slot and the sum per publisher, so the
+//! `all-others` feedback for a flow is O(K) however many entries the link holds. `precedence`
+//! feedback walks the entries that sort before the asking flow.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use crate::flow::{FlowId, PrecedenceKey};
+use crate::slot::Slot;
+use crate::topology::LinkId;
+use crate::units::BytesPerSec;
+
+/// Which other flows' bookings a flow sees as feedback.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FeedbackMode {
+    /// Every other flow's booking, as in the paper.
+    AllOthers,
+    /// Only bookings of flows whose precedence key sorts before the asking flow's, so two flows
+    /// starting in the same slot do not both grab the same empty slots and then both flee.
+    #[default]
+    Precedence,
+}
+
+impl std::str::FromStr for FeedbackMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "all-others" => Ok(FeedbackMode::AllOthers),
+            "precedence" => Ok(FeedbackMode::Precedence),
+            _ => Err(format!(
+                "unknown feedback mode {s:?} (expected all-others or precedence)"
+            )),
+        }
+    }
+}
+
+/// A rate may be at most this many times the link capacity; more is a broken scheduler.
+pub const MAX_RATE_OVER_CAPACITY: f64 = 4.0;
+
+/// The booked load slots remembered per link for `max_recent_load` (W in DESIGN.md §6).
+pub const HISTORY_SLOTS: usize = 4;
+
+/// One flow's booking on one link.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Entry {
+    /// Host whose scheduler published it; feedback to that host can leave its own flows out.
+    pub publisher: String,
+    pub first_slot: Slot,
+    /// Bytes/s for slots `first_slot..first_slot + rates.len()`.
+    pub rates: Vec<f64>,
+    pub key: PrecedenceKey,
+    /// Slot of the last update; the entry expires K slots later.
+    pub refreshed: Slot,
+}
+
+/// What a scheduler publishes for one flow on one link.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Update<'a> {
+    pub flow: &'a FlowId,
+    pub publisher: &'a str,
+    pub first_slot: Slot,
+    pub rates: &'a [f64],
+    pub key: &'a PrecedenceKey,
+    /// The flow finished or was withdrawn: its entry goes.
+    pub done: bool,
+}
+
+/// Who is asking for feedback.
+#[derive(Clone, Copy, Debug)]
+pub struct Query<'a> {
+    pub flow: &'a FlowId,
+    pub key: &'a PrecedenceKey,
+    /// Leave out every entry this host published: its scheduler accounts for its own flows
+    /// itself, with this slot's plans rather than last slot's.
+    pub exclude_publisher: Option<&'a str>,
+}
+
+/// Why an update or query was refused. Each names what was wrong so an RPC can say it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TableError {
+    #[error("link {0} is not in this table")]
+    UnknownLink(LinkId),
+    #[error("{got} rates exceed the horizon of {horizon} slots")]
+    TooManyRates { got: usize, horizon: usize },
+    #[error("rate #{index} is not finite")]
+    NotFinite { index: usize },
+    #[error("rate #{index} is negative")]
+    Negative { index: usize },
+    #[error(
+        "rate #{index} = {rate} B/s is more than {MAX_RATE_OVER_CAPACITY}x the link capacity {capacity} B/s"
+    )]
+    TooLarge {
+        index: usize,
+        rate: f64,
+        capacity: f64,
+    },
+    #[error("first slot {first} is outside the window {lo}..={hi} around the current slot")]
+    FirstSlotOutOfWindow { first: Slot, lo: Slot, hi: Slot },
+    #[error("precedence key names flow {key_flow}, not {flow}")]
+    KeyMismatch { flow: FlowId, key_flow: FlowId },
+}
+
+#[derive(Clone, Debug)]
+struct LinkLoad {
+    capacity: f64,
+    entries: HashMap<FlowId, Entry>,
+    by_key: BTreeSet<PrecedenceKey>,
+    /// Σ of all entries for slots `window_start..window_start + 2K`.
+    total: Vec<f64>,
+    by_publisher: HashMap<String, Vec<f64>>,
+    /// Booked load of the last W slots that passed, oldest first.
+    history: VecDeque<f64>,
+}
+
+impl LinkLoad {
+    fn new(capacity: f64, window: usize) -> Self {
+        LinkLoad {
+            capacity,
+            entries: HashMap::new(),
+            by_key: BTreeSet::new(),
+            total: vec![0.0; window],
+            by_publisher: HashMap::new(),
+            history: VecDeque::with_capacity(HISTORY_SLOTS),
+        }
+    }
+}
+
+/// The load table of one owner (a switch, a host, or the simulator's whole fabric).
+#[derive(Clone, Debug)]
+pub struct LoadTable {
+    horizon: usize,
+    now: Slot,
+    links: HashMap<LinkId, LinkLoad>,
+}
+
+/// Adds `sign × rates` of an entry to a per-slot sum whose index 0 is `window_start`.
+fn accumulate(sum: &mut [f64], window_start: Slot, e: &Entry, sign: f64) {
+    for (i, r) in e.rates.iter().enumerate() {
+        let slot = e.first_slot.0 + i as u64;
+        if let Some(idx) = slot.checked_sub(window_start.0) {
+            if let Some(cell) = sum.get_mut(idx as usize) {
+                *cell += sign * r;
+            }
+        }
+    }
+}
+
+/// The rate an entry books for absolute slot `slot` (0 outside its window).
+fn rate_at(e: &Entry, slot: Slot) -> f64 {
+    slot.0
+        .checked_sub(e.first_slot.0)
+        .and_then(|i| e.rates.get(i as usize).copied())
+        .unwrap_or(0.0)
+}
+
+impl LoadTable {
+    /// A table over `links` (id, capacity) with horizon K, starting at slot `now`.
+    pub fn new(
+        horizon: usize,
+        now: Slot,
+        links: impl IntoIterator<Item = (LinkId, BytesPerSec)>,
+    ) -> Self {
+        let window = 2 * horizon;
+        LoadTable {
+            horizon,
+            now,
+            links: links
+                .into_iter()
+                .map(|(id, c)| (id, LinkLoad::new(c.0, window)))
+                .collect(),
+        }
+    }
+
+    pub fn horizon(&self) -> usize {
+        self.horizon
+    }
+
+    pub fn now(&self) -> Slot {
+        self.now
+    }
+
+    pub fn contains(&self, link: LinkId) -> bool {
+        self.links.contains_key(&link)
+    }
+
+    pub fn links(&self) -> impl Iterator<Item = LinkId> + '_ {
+        self.links.keys().copied()
+    }
+
+    pub fn capacity(&self, link: LinkId) -> Result<BytesPerSec, TableError> {
+        self.link(link).map(|l| BytesPerSec(l.capacity))
+    }
+
+    fn link(&self, link: LinkId) -> Result<&LinkLoad, TableError> {
+        self.links.get(&link).ok_or(TableError::UnknownLink(link))
+    }
+
+    /// Moves the table to slot `to`: records the booked load of each slot that passed, drops
+    /// entries not refreshed for K slots. Going backwards is ignored (a clock step back must
+    /// not resurrect expired state).
+    pub fn advance(&mut self, to: Slot) {
+        if to <= self.now {
+            return;
+        }
+        let horizon = self.horizon as u64;
+        for l in self.links.values_mut() {
+            // Slots passing now..to; at most W matter for the history.
+            let passed = (to.0 - self.now.0).min(HISTORY_SLOTS as u64);
+            for s in (to.0 - passed)..to.0 {
+                let load = s
+                    .checked_sub(self.now.0)
+                    .and_then(|i| l.total.get(i as usize).copied())
+                    .unwrap_or(0.0);
+                if l.history.len() == HISTORY_SLOTS {
+                    l.history.pop_front();
+                }
+                l.history.push_back(load.max(0.0));
+            }
+            let expired: Vec<FlowId> = l
+                .entries
+                .iter()
+                .filter(|(_, e)| e.refreshed.0 + horizon <= to.0)
+                .map(|(f, _)| f.clone())
+                .collect();
+            for f in expired {
+                if let Some(e) = l.entries.remove(&f) {
+                    l.by_key.remove(&e.key);
+                }
+            }
+            // Rebuild the sums on the new window; this also sheds float drift from the
+            // incremental add/subtract done by updates.
+            l.total.iter_mut().for_each(|x| *x = 0.0);
+            l.by_publisher.clear();
+            for e in l.entries.values() {
+                accumulate(&mut l.total, to, e, 1.0);
+                let p = l
+                    .by_publisher
+                    .entry(e.publisher.clone())
+                    .or_insert_with(|| vec![0.0; 2 * self.horizon]);
+                accumulate(p, to, e, 1.0);
+            }
+        }
+        self.now = to;
+    }
+
+    /// Checks an update without applying it.
+    pub fn validate(&self, link: LinkId, u: &Update<'_>) -> Result<(), TableError> {
+        let l = self.link(link)?;
+        if u.key.flow != *u.flow {
+            return Err(TableError::KeyMismatch {
+                flow: u.flow.clone(),
+                key_flow: u.key.flow.clone(),
+            });
+        }
+        if u.done {
+            return Ok(());
+        }
+        if u.rates.len() > self.horizon {
+            return Err(TableError::TooManyRates {
+                got: u.rates.len(),
+                horizon: self.horizon,
+            });
+        }
+        for (index, &rate) in u.rates.iter().enumerate() {
+            if !rate.is_finite() {
+                return Err(TableError::NotFinite { index });
+            }
+            if rate < 0.0 {
+                return Err(TableError::Negative { index });
+            }
+            if rate > MAX_RATE_OVER_CAPACITY * l.capacity {
+                return Err(TableError::TooLarge {
+                    index,
+                    rate,
+                    capacity: l.capacity,
+                });
+            }
+        }
+        let k = self.horizon as u64;
+        let lo = Slot(self.now.0.saturating_sub(k));
+        let hi = self.now.plus(k);
+        if u.first_slot < lo || u.first_slot > hi {
+            return Err(TableError::FirstSlotOutOfWindow {
+                first: u.first_slot,
+                lo,
+                hi,
+            });
+        }
+        Ok(())
+    }
+
+    /// Replaces (or, with `done`, removes) the flow's entry on `link`. Invalid updates change
+    /// nothing.
+    pub fn update(&mut self, link: LinkId, u: &Update<'_>) -> Result<(), TableError> {
+        self.validate(link, u)?;
+        let window_start = self.now;
+        let window = 2 * self.horizon;
+        let l = self.links.get_mut(&link).expect("validated");
+        if let Some(old) = l.entries.remove(u.flow) {
+            l.by_key.remove(&old.key);
+            accumulate(&mut l.total, window_start, &old, -1.0);
+            if let Some(p) = l.by_publisher.get_mut(&old.publisher) {
+                accumulate(p, window_start, &old, -1.0);
+            }
+        }
+        if u.done {
+            return Ok(());
+        }
+        let e = Entry {
+            publisher: u.publisher.to_string(),
+            first_slot: u.first_slot,
+            rates: u.rates.to_vec(),
+            key: u.key.clone(),
+            refreshed: self.now,
+        };
+        accumulate(&mut l.total, window_start, &e, 1.0);
+        let p = l
+            .by_publisher
+            .entry(e.publisher.clone())
+            .or_insert_with(|| vec![0.0; window]);
+        accumulate(p, window_start, &e, 1.0);
+        l.by_key.insert(e.key.clone());
+        l.entries.insert(u.flow.clone(), e);
+        Ok(())
+    }
+
+    /// Removes every entry of `flow` on every link (a flow that finished everywhere at once).
+    pub fn withdraw(&mut self, flow: &FlowId) {
+        let links: Vec<LinkId> = self
+            .links
+            .iter()
+            .filter(|(_, l)| l.entries.contains_key(flow))
+            .map(|(id, _)| *id)
+            .collect();
+        for link in links {
+            let key = self.links[&link].entries[flow].key.clone();
+            let _ = self.update(
+                link,
+                &Update {
+                    flow,
+                    publisher: "",
+                    first_slot: self.now,
+                    rates: &[],
+                    key: &key,
+                    done: true,
+                },
+            );
+        }
+    }
+
+    /// Load on `link` for slots `from..from + out.len()` that `q`'s flow must plan around:
+    /// everything booked except its own entry (and its publisher's, if asked), restricted in
+    /// `precedence` mode to flows that sort before it.
+    pub fn feedback(
+        &self,
+        link: LinkId,
+        q: &Query<'_>,
+        mode: FeedbackMode,
+        from: Slot,
+        out: &mut [f64],
+    ) -> Result<(), TableError> {
+        let l = self.link(link)?;
+        out.iter_mut().for_each(|x| *x = 0.0);
+        match mode {
+            FeedbackMode::AllOthers => {
+                let own = l.entries.get(q.flow);
+                for (i, cell) in out.iter_mut().enumerate() {
+                    let slot = from.plus(i as u64);
+                    let Some(idx) = slot.since(self.now).map(|d| d as usize) else {
+                        continue;
+                    };
+                    let Some(&total) = l.total.get(idx) else {
+                        continue;
+                    };
+                    let mut v = total;
+                    if let Some(p) = q.exclude_publisher {
+                        if let Some(sum) = l.by_publisher.get(p) {
+                            v -= sum[idx];
+                        }
+                    }
+                    if let Some(e) = own {
+                        if q.exclude_publisher != Some(e.publisher.as_str()) {
+                            v -= rate_at(e, slot);
+                        }
+                    }
+                    *cell = v.max(0.0);
+                }
+            }
+            FeedbackMode::Precedence => {
+                for key in l.by_key.range(..q.key) {
+                    let e = &l.entries[&key.flow];
+                    if key.flow == *q.flow || q.exclude_publisher == Some(e.publisher.as_str()) {
+                        continue;
+                    }
+                    for (i, cell) in out.iter_mut().enumerate() {
+                        *cell += rate_at(e, from.plus(i as u64));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Total booked load on `link` in absolute slot `slot`.
+    pub fn load(&self, link: LinkId, slot: Slot) -> Result<f64, TableError> {
+        let l = self.link(link)?;
+        Ok(slot
+            .since(self.now)
+            .and_then(|i| l.total.get(i as usize).copied())
+            .unwrap_or(0.0)
+            .max(0.0))
+    }
+
+    /// The highest load booked on `link` in the last W slots that passed.
+    pub fn max_recent_load(&self, link: LinkId) -> Result<f64, TableError> {
+        Ok(self.link(link)?.history.iter().copied().fold(0.0, f64::max))
+    }
+
+    /// Entries on a link, in precedence order (for operators and tests).
+    pub fn entries(&self, link: LinkId) -> Result<Vec<(&FlowId, &Entry)>, TableError> {
+        let l = self.link(link)?;
+        Ok(l.by_key
+            .iter()
+            .map(|k| (&k.flow, &l.entries[&k.flow]))
+            .collect())
+    }
+
+    pub fn entry_count(&self, link: LinkId) -> Result<usize, TableError> {
+        Ok(self.link(link)?.entries.len())
+    }
+
+    /// Checks the internal invariants; for tests and debug assertions.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for (id, l) in &self.links {
+            if l.entries.len() != l.by_key.len() {
+                return Err(format!("link {id}: entries and key index disagree"));
+            }
+            let mut total = vec![0.0; 2 * self.horizon];
+            for (f, e) in &l.entries {
+                if &e.key.flow != f {
+                    return Err(format!("link {id}: entry {f} keyed under {}", e.key.flow));
+                }
+                if !l.by_key.contains(&e.key) {
+                    return Err(format!("link {id}: entry {f} missing from key index"));
+                }
+                if e.refreshed.0 + self.horizon as u64 <= self.now.0 {
+                    return Err(format!("link {id}: entry {f} should have expired"));
+                }
+                accumulate(&mut total, self.now, e, 1.0);
+            }
+            for (i, (a, b)) in total.iter().zip(&l.total).enumerate() {
+                if (a - b).abs() > 1e-6 * a.abs().max(1.0) {
+                    return Err(format!(
+                        "link {id}: slot sum {i} is {b}, entries add to {a}"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fid(s: &str) -> FlowId {
+        FlowId::new(s).unwrap()
+    }
+
+    fn table() -> LoadTable {
+        LoadTable::new(4, Slot(100), [(LinkId(0), BytesPerSec(100.0))])
+    }
+
+    fn put(t: &mut LoadTable, flow: &str, host: &str, start: u64, first: u64, rates: &[f64]) {
+        let f = fid(flow);
+        let key = PrecedenceKey::new(Slot(start), f.clone());
+        t.update(
+            LinkId(0),
+            &Update {
+                flow: &f,
+                publisher: host,
+                first_slot: Slot(first),
+                rates,
+                key: &key,
+                done: false,
+            },
+        )
+        .unwrap();
+    }
+
+    fn fb(
+        t: &LoadTable,
+        flow: &str,
+        start: u64,
+        host: Option<&str>,
+        mode: FeedbackMode,
+    ) -> Vec<f64> {
+        let f = fid(flow);
+        let key = PrecedenceKey::new(Slot(start), f.clone());
+        let mut out = vec![0.0; 4];
+        t.feedback(
+            LinkId(0),
+            &Query {
+                flow: &f,
+                key: &key,
+                exclude_publisher: host,
+            },
+            mode,
+            t.now(),
+            &mut out,
+        )
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn update_replaces_not_adds() {
+        let mut t = table();
+        put(&mut t, "a", "h1", 1, 100, &[10.0, 10.0, 10.0, 10.0]);
+        put(&mut t, "a", "h1", 1, 100, &[20.0, 0.0, 0.0, 0.0]);
+        assert_eq!(t.load(LinkId(0), Slot(100)).unwrap(), 20.0);
+        assert_eq!(t.load(LinkId(0), Slot(101)).unwrap(), 0.0);
+        assert_eq!(t.entry_count(LinkId(0)).unwrap(), 1);
+        t.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn feedback_excludes_the_asking_flow_and_its_host() {
+        let mut t = table();
+        put(&mut t, "a", "h1", 1, 100, &[10.0, 10.0, 0.0, 0.0]);
+        put(&mut t, "b", "h2", 2, 100, &[0.0, 30.0, 30.0, 0.0]);
+        put(&mut t, "c", "h1", 3, 101, &[5.0, 5.0, 5.0]);
+        let all = FeedbackMode::AllOthers;
+        assert_eq!(fb(&t, "a", 1, None, all), vec![0.0, 35.0, 35.0, 5.0]);
+        assert_eq!(fb(&t, "a", 1, Some("h1"), all), vec![0.0, 30.0, 30.0, 0.0]);
+        assert_eq!(fb(&t, "b", 2, None, all), vec![10.0, 15.0, 5.0, 5.0]);
+        // A flow the table has never seen gets everything.
+        assert_eq!(fb(&t, "new", 9, None, all), vec![10.0, 45.0, 35.0, 5.0]);
+    }
+
+    #[test]
+    fn precedence_only_counts_earlier_flows() {
+        let mut t = table();
+        put(&mut t, "a", "h1", 1, 100, &[10.0, 10.0, 0.0, 0.0]);
+        put(&mut t, "b", "h2", 2, 100, &[0.0, 30.0, 30.0, 0.0]);
+        put(&mut t, "c", "h3", 2, 100, &[1.0, 1.0, 1.0, 1.0]);
+        let p = FeedbackMode::Precedence;
+        assert_eq!(fb(&t, "a", 1, None, p), vec![0.0; 4]);
+        assert_eq!(fb(&t, "b", 2, None, p), vec![10.0, 10.0, 0.0, 0.0]);
+        // Same iteration start: the id breaks the tie ("b" < "c").
+        assert_eq!(fb(&t, "c", 2, None, p), vec![10.0, 40.0, 30.0, 0.0]);
+        assert_eq!(fb(&t, "c", 2, Some("h1"), p), vec![0.0, 30.0, 30.0, 0.0]);
+    }
+
+    #[test]
+    fn entries_expire_after_k_slots_without_refresh() {
+        let mut t = table();
+        put(&mut t, "a", "h1", 1, 100, &[10.0; 4]);
+        t.advance(Slot(103));
+        assert_eq!(t.entry_count(LinkId(0)).unwrap(), 1);
+        assert_eq!(t.load(LinkId(0), Slot(103)).unwrap(), 10.0);
+        t.advance(Slot(104));
+        assert_eq!(t.entry_count(LinkId(0)).unwrap(), 0);
+        assert_eq!(t.load(LinkId(0), Slot(104)).unwrap(), 0.0);
+        t.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn done_withdraws_and_history_keeps_max() {
+        let mut t = table();
+        put(&mut t, "a", "h1", 1, 100, &[10.0, 50.0, 20.0, 0.0]);
+        t.advance(Slot(103));
+        assert_eq!(t.max_recent_load(LinkId(0)).unwrap(), 50.0);
+        let f = fid("a");
+        let key = PrecedenceKey::new(Slot(1), f.clone());
+        t.update(
+            LinkId(0),
+            &Update {
+                flow: &f,
+                publisher: "h1",
+                first_slot: Slot(103),
+                rates: &[],
+                key: &key,
+                done: true,
+            },
+        )
+        .unwrap();
+        assert_eq!(t.entry_count(LinkId(0)).unwrap(), 0);
+        t.advance(Slot(110));
+        assert_eq!(t.max_recent_load(LinkId(0)).unwrap(), 0.0);
+    }
+
+    #[test]
+    fn invalid_updates_change_nothing() {
+        let mut t = table();
+        put(&mut t, "a", "h1", 1, 100, &[10.0; 4]);
+        let f = fid("a");
+        let key = PrecedenceKey::new(Slot(1), f.clone());
+        let bad = |rates: &'static [f64], first: u64| Update {
+            flow: &f,
+            publisher: "h1",
+            first_slot: Slot(first),
+            rates,
+            key: &key,
+            done: false,
+        };
+        let cases: Vec<(Update, fn(&TableError) -> bool)> = vec![
+            (bad(&[1.0; 5], 100), |e| {
+                matches!(e, TableError::TooManyRates { .. })
+            }),
+            (bad(&[f64::NAN], 100), |e| {
+                matches!(e, TableError::NotFinite { index: 0 })
+            }),
+            (bad(&[1.0, -1.0], 100), |e| {
+                matches!(e, TableError::Negative { index: 1 })
+            }),
+            (bad(&[401.0], 100), |e| {
+                matches!(e, TableError::TooLarge { .. })
+            }),
+            (bad(&[1.0], 200), |e| {
+                matches!(e, TableError::FirstSlotOutOfWindow { .. })
+            }),
+        ];
+        for (u, is) in cases {
+            let e = t.update(LinkId(0), &u).unwrap_err();
+            assert!(is(&e), "{e}");
+        }
+        assert!(matches!(
+            t.update(LinkId(9), &bad(&[1.0], 100)),
+            Err(TableError::UnknownLink(LinkId(9)))
+        ));
+        assert_eq!(t.load(LinkId(0), Slot(100)).unwrap(), 10.0);
+        t.check_invariants().unwrap();
+    }
+}

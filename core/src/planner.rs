@@ -1,0 +1,405 @@
+//! The per-host planner: one slot's inputs for all local flows in, each flow's rate and K-slot
+//! plan out (DESIGN.md §7, §8, §11 step 3).
+//!
+//! Flows are planned in precedence order. The feedback a caller passes in is the load booked by
+//! *other hosts* (switches leave out the asking host's entries); the planner adds its own flows'
+//! bookings itself, so a local flow sees the plans made earlier in the same slot at once instead
+//! of last slot's. In `all-others` mode a local flow also sees the previous plans of local flows
+//! not yet re-planned, mirroring what a switch would report.
+//!
+//! Deterministic: the same sequence of inputs gives the same outputs. The only state is each
+//! flow's last plan (for `all-others` bookings) and its achievable-rate filter (B_f).
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::alg1::{self, BYTE_EPSILON, SlotPrice};
+use crate::alg2::{self, Dependency};
+use crate::estimator::{AchievableRate, Delivery};
+use crate::flow::{FlowId, PrecedenceKey};
+use crate::load_table::FeedbackMode;
+use crate::slot::{Slot, SlotConfig};
+use crate::topology::LinkId;
+
+/// Knobs of the planner.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PlannerConfig {
+    pub slots: SlotConfig,
+    /// η: weight of the delay a plan imposes on others, against its own completion.
+    pub eta: f64,
+    pub mode: FeedbackMode,
+}
+
+impl Default for PlannerConfig {
+    fn default() -> Self {
+        PlannerConfig {
+            slots: SlotConfig::paper(),
+            eta: 1.0,
+            mode: FeedbackMode::default(),
+        }
+    }
+}
+
+/// One link of a flow's path with the load others booked on it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LinkFeedback {
+    pub link: LinkId,
+    /// c_l in bytes/s. A link with a capacity that is not a positive finite number is ignored
+    /// (it cannot constrain anything meaningfully, and a bad value must not freeze a flow).
+    pub capacity: f64,
+    /// Bytes/s booked by other hosts for slots n..n+K (missing slots count as unbooked).
+    pub load: Vec<f64>,
+}
+
+/// One flow's inputs for this slot.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FlowInput {
+    pub id: FlowId,
+    /// Slot the flow's current iteration started in: the first part of its precedence key.
+    pub iteration_start: Slot,
+    /// G: bytes the flow still has to send in this iteration.
+    pub remaining_bytes: f64,
+    /// S: bytes sent so far in this iteration.
+    pub sent_bytes: f64,
+    pub path: Vec<LinkFeedback>,
+    pub dependency: Dependency,
+    /// What the datapath measured for the flow during the previous slot.
+    pub delivery: Option<Delivery>,
+}
+
+/// What the planner decided for one flow.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FlowDecision {
+    pub id: FlowId,
+    pub key: PrecedenceKey,
+    /// Bytes/s to enforce during slot n.
+    pub rate: f64,
+    /// Bytes/s for slots n..n+K (`plan[0] == rate`); what gets published to load tables.
+    pub plan: Vec<f64>,
+    /// r_f: Alg. 1's rate for slot n, before dependency adjustment.
+    pub planned_rate: f64,
+    /// F_f = S + rate·τ: what peers compare against.
+    pub progress: f64,
+    /// B_f used for this slot.
+    pub achievable: f64,
+    /// Δ (bytes) the flow was sped up by, and bytes it was held back by.
+    pub boost: f64,
+    pub reduction: f64,
+    /// Slots until completion according to the plan, if within the horizon.
+    pub completion: Option<usize>,
+    /// G = 0: the flow publishes an empty schedule and withdraws.
+    pub done: bool,
+}
+
+/// The planner's answer for one slot.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SlotOutput {
+    pub slot: Slot,
+    /// One decision per distinct input flow, in input order.
+    pub decisions: Vec<FlowDecision>,
+    /// Flows planned last slot that are gone now: publish them as done.
+    pub withdrawn: Vec<FlowId>,
+}
+
+#[derive(Clone, Debug)]
+struct PrevPlan {
+    first_slot: Slot,
+    rates: Vec<f64>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Planner {
+    config: PlannerConfig,
+    prev: HashMap<FlowId, PrevPlan>,
+    estimators: HashMap<FlowId, AchievableRate>,
+}
+
+/// Per-link sums of the local flows' bookings for slots n..n+K.
+type LocalBookings = HashMap<LinkId, Vec<f64>>;
+
+fn usable(l: &LinkFeedback) -> bool {
+    l.capacity.is_finite() && l.capacity > 0.0
+}
+
+fn book(local: &mut LocalBookings, path: &[LinkFeedback], plan: &[f64], sign: f64, k: usize) {
+    for l in path.iter().filter(|l| usable(l)) {
+        let sums = local.entry(l.link).or_insert_with(|| vec![0.0; k]);
+        for (s, r) in sums.iter_mut().zip(plan) {
+            *s += sign * r;
+        }
+    }
+}
+
+impl Planner {
+    pub fn new(config: PlannerConfig) -> Self {
+        Planner {
+            config,
+            prev: HashMap::new(),
+            estimators: HashMap::new(),
+        }
+    }
+
+    pub fn config(&self) -> &PlannerConfig {
+        &self.config
+    }
+
+    /// Plans slot `slot` for every local flow.
+    pub fn plan(&mut self, slot: Slot, flows: &[FlowInput]) -> SlotOutput {
+        let k = self.config.slots.horizon();
+
+        // First occurrence of an id wins; a duplicate would double-book the flow.
+        let mut seen = HashMap::with_capacity(flows.len());
+        let inputs: Vec<&FlowInput> = flows
+            .iter()
+            .filter(|f| seen.insert(f.id.clone(), ()).is_none())
+            .collect();
+
+        // B_f per flow, after folding in last slot's measurement.
+        let achievable: Vec<f64> = inputs
+            .iter()
+            .map(|f| {
+                let est = self.estimators.entry(f.id.clone()).or_default();
+                if let Some(d) = f.delivery {
+                    est.observe(d);
+                }
+                let bottleneck = f
+                    .path
+                    .iter()
+                    .filter(|l| usable(l))
+                    .map(|l| l.capacity)
+                    .fold(f64::INFINITY, f64::min);
+                est.get(bottleneck)
+            })
+            .collect();
+
+        let mut order: Vec<usize> = (0..inputs.len()).collect();
+        let keys: Vec<PrecedenceKey> = inputs
+            .iter()
+            .map(|f| PrecedenceKey::new(f.iteration_start, f.id.clone()))
+            .collect();
+        order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
+
+        // What each flow currently has booked locally: in all-others mode its last plan,
+        // shifted onto this slot's window.
+        let initial: Vec<Option<Vec<f64>>> = inputs
+            .iter()
+            .map(|f| match self.config.mode {
+                FeedbackMode::Precedence => None,
+                FeedbackMode::AllOthers => self.prev.get(&f.id).map(|p| {
+                    (0..k)
+                        .map(|t| {
+                            slot.plus(t as u64)
+                                .since(p.first_slot)
+                                .and_then(|i| p.rates.get(i as usize).copied())
+                                .unwrap_or(0.0)
+                        })
+                        .collect()
+                }),
+            })
+            .collect();
+
+        let none = vec![None; inputs.len()];
+        let mut decisions = self.pass(&inputs, &keys, &achievable, &order, initial, &none);
+
+        // Held-back flows released bandwidth: give it to the others in the same slot.
+        let frozen: Vec<Option<Vec<f64>>> = decisions
+            .iter()
+            .map(|d| (d.reduction > 0.0).then(|| d.plan.clone()))
+            .collect();
+        if frozen.iter().any(Option::is_some) {
+            let current = match self.config.mode {
+                FeedbackMode::Precedence => none,
+                FeedbackMode::AllOthers => decisions.iter().map(|d| Some(d.plan.clone())).collect(),
+            };
+            let second = self.pass(&inputs, &keys, &achievable, &order, current, &frozen);
+            for (i, d) in second.into_iter().enumerate() {
+                if frozen[i].is_none() {
+                    decisions[i] = d;
+                }
+            }
+        }
+
+        // Remember plans; forget flows that are done or gone.
+        let mut withdrawn: Vec<FlowId> = self
+            .prev
+            .keys()
+            .filter(|id| !seen.contains_key(*id))
+            .cloned()
+            .collect();
+        withdrawn.sort();
+        for id in &withdrawn {
+            self.prev.remove(id);
+            self.estimators.remove(id);
+        }
+        self.estimators.retain(|id, _| seen.contains_key(id));
+        for d in &decisions {
+            if d.done {
+                self.prev.remove(&d.id);
+            } else {
+                self.prev.insert(
+                    d.id.clone(),
+                    PrevPlan {
+                        first_slot: slot,
+                        rates: d.plan.clone(),
+                    },
+                );
+            }
+        }
+        SlotOutput {
+            slot,
+            decisions,
+            withdrawn,
+        }
+    }
+
+    /// One planning pass in precedence order. `booked[i]` is what flow i has booked locally
+    /// when the pass starts; a flow with a `frozen` plan keeps it and is not re-planned.
+    fn pass(
+        &self,
+        inputs: &[&FlowInput],
+        keys: &[PrecedenceKey],
+        achievable: &[f64],
+        order: &[usize],
+        mut booked: Vec<Option<Vec<f64>>>,
+        frozen: &[Option<Vec<f64>>],
+    ) -> Vec<FlowDecision> {
+        let k = self.config.slots.horizon();
+        let tau = self.config.slots.tau_secs();
+        let mut local: LocalBookings = HashMap::new();
+        for (i, b) in booked.iter().enumerate() {
+            if let Some(plan) = b {
+                book(&mut local, &inputs[i].path, plan, 1.0, k);
+            }
+        }
+        let mut out: Vec<Option<FlowDecision>> = vec![None; inputs.len()];
+        let mut slots = vec![
+            SlotPrice {
+                price: 0.0,
+                cap: 0.0
+            };
+            k
+        ];
+        let mut view: Vec<Vec<f64>> = Vec::new();
+        for &i in order {
+            let f = inputs[i];
+            if let Some(plan) = &frozen[i] {
+                // Keep the decision made earlier; book it if the pass started without it.
+                if booked[i].is_none() {
+                    book(&mut local, &f.path, plan, 1.0, k);
+                }
+                continue;
+            }
+            if let Some(old) = booked[i].take() {
+                book(&mut local, &f.path, &old, -1.0, k);
+            }
+            let remaining = f.remaining_bytes.max(0.0);
+            let b = achievable[i];
+            if !(remaining > BYTE_EPSILON) || !remaining.is_finite() {
+                out[i] = Some(FlowDecision {
+                    id: f.id.clone(),
+                    key: keys[i].clone(),
+                    rate: 0.0,
+                    plan: vec![0.0; k],
+                    planned_rate: 0.0,
+                    progress: f.sent_bytes,
+                    achievable: b,
+                    boost: 0.0,
+                    reduction: 0.0,
+                    completion: Some(0),
+                    done: true,
+                });
+                continue;
+            }
+            // Load this flow plans around: other hosts' bookings plus local ones.
+            view.clear();
+            for l in f.path.iter().filter(|l| usable(l)) {
+                let mine = local.get(&l.link);
+                view.push(
+                    (0..k)
+                        .map(|t| {
+                            let ext = l.load.get(t).copied().filter(|x| x.is_finite());
+                            ext.unwrap_or(0.0).max(0.0) + mine.map_or(0.0, |m| m[t].max(0.0))
+                        })
+                        .collect(),
+                );
+            }
+            let usable_links = f.path.iter().filter(|l| usable(l));
+            alg1::path_prices(
+                usable_links
+                    .clone()
+                    .zip(&view)
+                    .map(|(l, v)| (l.capacity, v.as_slice())),
+                b,
+                &mut slots,
+            );
+            let bottleneck = usable_links.map(|l| l.capacity).fold(b, f64::min);
+            let sched = alg1::schedule(remaining, tau, &slots, bottleneck, self.config.eta);
+            let planned = sched.rates[0];
+            let adj = alg2::adjust(
+                &f.dependency,
+                f.sent_bytes.max(0.0),
+                planned,
+                slots[0].cap,
+                remaining,
+                tau,
+            );
+            let (plan, completion) = if adj.rate == planned {
+                (sched.rates, sched.completion)
+            } else {
+                let rest = alg1::schedule(
+                    remaining - adj.rate * tau,
+                    tau,
+                    &slots[1..],
+                    bottleneck,
+                    self.config.eta,
+                );
+                let mut plan = Vec::with_capacity(k);
+                plan.push(adj.rate);
+                plan.extend_from_slice(&rest.rates);
+                let completion = if rest.completion == Some(0) {
+                    Some(usize::from(adj.rate > 0.0))
+                } else {
+                    rest.completion.map(|c| c + 1)
+                };
+                (plan, completion)
+            };
+            book(&mut local, &f.path, &plan, 1.0, k);
+            booked[i] = Some(plan.clone());
+            out[i] = Some(FlowDecision {
+                id: f.id.clone(),
+                key: keys[i].clone(),
+                rate: adj.rate,
+                progress: f.sent_bytes.max(0.0) + adj.rate * tau,
+                plan,
+                planned_rate: planned,
+                achievable: b,
+                boost: adj.boost,
+                reduction: adj.reduction,
+                completion,
+                done: false,
+            });
+        }
+        out.into_iter()
+            .enumerate()
+            .map(|(i, d)| {
+                d.unwrap_or_else(|| {
+                    // Frozen: the caller overwrites it with the earlier decision.
+                    FlowDecision {
+                        id: inputs[i].id.clone(),
+                        key: keys[i].clone(),
+                        rate: 0.0,
+                        plan: vec![0.0; k],
+                        planned_rate: 0.0,
+                        progress: 0.0,
+                        achievable: achievable[i],
+                        boost: 0.0,
+                        reduction: 0.0,
+                        completion: None,
+                        done: false,
+                    }
+                })
+            })
+            .collect()
+    }
+}

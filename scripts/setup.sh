@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs everything mlcc needs to build, test and run its demo on a fresh Debian machine
+# (run as root). Idempotent and quick when everything is already there; both README commands
+# and CI call it, so a missing install step shows up in CI rather than on a user's machine.
+set -euo pipefail
+
+need_apt=()
+want_pkgs=(build-essential pkg-config)
+for p in "${want_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$p")
+done
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing Debian packages: ${need_apt[*]} (run as root, or install them)" >&2
+    exit 1
+  fi
+  echo "setup: installing ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  for d in "$HOME/.cargo/bin" /root/.cargo/bin /usr/local/cargo/bin; do
+    [ -x "$d/cargo" ] && export PATH="$d:$PATH" && break
+  done
+fi
+command -v cargo >/dev/null 2>&1 || {
+  echo "setup: cargo not found; install a stable Rust toolchain (1.95 or newer) first" >&2
+  exit 1
+}
+rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy >/dev/null 2>&1 || true

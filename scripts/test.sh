@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Sets up the machine and runs every check CI runs: formatting, clippy, the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo test"
+# Snapshot tests must fail on drift in CI rather than write new snapshots.
+export INSTA_UPDATE=no
+cargo test --workspace --locked
+echo "== benches compile"
+cargo bench --workspace --locked --no-run >/dev/null 2>&1 || { echo "benches do not build" >&2; exit 1; }
