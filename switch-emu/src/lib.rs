@@ -1,0 +1,16 @@
+//! mlcc-switch-emu: `mlcc-switchd`, the load table of one switch that cannot be programmed,
+//! served over gRPC (DESIGN.md §6, §10).
+//!
+//! `emulator` is the sans-IO state machine around `mlcc_core`'s load table; `grpc`, `server`
+//! and `metrics` are the thin async shell; `bench` is the load generator.
+
+pub mod bench;
+pub mod clock;
+pub mod config;
+pub mod emulator;
+pub mod grpc;
+pub mod metrics;
+pub mod server;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use emulator::Emulator;

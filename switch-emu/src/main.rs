@@ -1,0 +1,168 @@
+//! `mlcc-switchd`: keeps the K-slot link load table of one switch that cannot be programmed.
+//! Schedulers (mlccd) publish their flows' plans to it and read back what others booked.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use mlcc_core::topology::Topology;
+use mlcc_switch_emu::bench::BenchArgs;
+use mlcc_switch_emu::config::{Config, LogFormat, ServeArgs};
+use mlcc_switch_emu::{Emulator, SystemClock, server};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "mlcc-switchd",
+    version,
+    about = "mlcc switch emulator: the K-slot link load table of one switch, over gRPC",
+    long_about = "mlcc switch emulator: keeps the K-slot link load table of one switch that cannot \
+be programmed (DESIGN.md §6, §10).\n\n\
+Schedulers (mlccd) on the hosts call UpdateSchedule once per slot with all their flows' plans on \
+this switch's links, and FetchFeedback to read the load that other hosts booked. Entries are soft \
+state: one not refreshed for K slots expires, so a restart loses the table and schedulers rebuild \
+it within K slots.\n\n\
+Slots are absolute (realtime / τ): keep the clock synchronized (chrony/PTP) with the hosts.\n\n\
+Serves mlcc.v1.Switch, grpc.health.v1 and gRPC reflection on --listen, Prometheus metrics on \
+--metrics-listen. Stops gracefully on SIGTERM or SIGINT.",
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Load generator: drives a running mlcc-switchd with N simulated hosts and prints JSON.
+    Bench(BenchArgs),
+}
+
+fn init_logs(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Human => b.init(),
+        LogFormat::Json => b.json().init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Bench(args)) => {
+            init_logs(LogFormat::Human);
+            let rt = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("mlcc-switchd bench: cannot start the runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match rt.block_on(mlcc_switch_emu::bench::run(&args)) {
+                Ok(report) => {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&report).unwrap_or_default()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("mlcc-switchd bench: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        None => {
+            let config = match cli.serve.resolve() {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("mlcc-switchd: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            init_logs(config.log_format);
+            match serve(config) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!("{e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+fn serve(config: Config) -> Result<(), String> {
+    let topo = Topology::load(&config.topology).map_err(|e| e.to_string())?;
+    let clock = Arc::new(SystemClock);
+    let now = config
+        .slots
+        .slot_at(mlcc_switch_emu::Clock::now_ns(&SystemClock));
+    let emu = Emulator::new(
+        &topo,
+        &config.switch,
+        config.slots,
+        config.feedback_mode,
+        now,
+    )
+    .map_err(|e| format!("{}: {e}", config.topology.display()))?;
+    tracing::info!(
+        switch = %config.switch,
+        links = emu.link_stats().len(),
+        tau_ms = config.slots.tau().as_millis() as u64,
+        horizon = config.slots.horizon(),
+        mode = ?config.feedback_mode,
+        "load table ready"
+    );
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    rt.enable_all();
+    if let Some(n) = config.worker_threads {
+        rt.worker_threads(n.max(1));
+    }
+    let rt = rt
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+        let metrics = tokio::net::TcpListener::bind(config.metrics_listen)
+            .await
+            .map_err(|e| format!("cannot listen on {} (metrics): {e}", config.metrics_listen))?;
+        let mut running = server::start(emu, clock, listener, Some(metrics))
+            .await
+            .map_err(|e| e.to_string())?;
+        // Type=notify: ready once both listeners are bound. Outside systemd this is a no-op.
+        let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+        tokio::select! {
+            r = running.failed() => return r.map_err(|e| e.to_string()),
+            s = shutdown_signal() => tracing::info!("{s}: shutting down"),
+        }
+        let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+        running.stop().await.map_err(|e| e.to_string())
+    })
+}
+
+/// Resolves on SIGTERM or SIGINT (Ctrl-C), naming which.
+async fn shutdown_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = tokio::signal::ctrl_c() => "SIGINT",
+        },
+        Err(e) => {
+            tracing::warn!("cannot watch SIGTERM ({e}); only SIGINT stops the server");
+            let _ = tokio::signal::ctrl_c().await;
+            "SIGINT"
+        }
+    }
+}

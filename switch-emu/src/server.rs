@@ -1,0 +1,152 @@
+//! Starts and stops a switch emulator: the gRPC services, the metrics endpoint and the slot
+//! ticker, all sharing one [`Shared`]. Used by `main.rs` and by the tests (on ephemeral ports).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mlcc_proto::MAX_MESSAGE_BYTES;
+use mlcc_proto::v1 as pb;
+use mlcc_proto::v1::switch_server::SwitchServer;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tonic::transport::server::TcpIncoming;
+
+use crate::clock::Clock;
+use crate::emulator::Emulator;
+use crate::grpc::{Shared, SwitchService};
+use crate::metrics::{self, Metrics};
+
+/// How long shutdown waits for open calls and connections before giving up on them.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("gRPC server: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    #[error("gRPC reflection: {0}")]
+    Reflection(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error("server task failed: {0}")]
+    Task(String),
+}
+
+/// A running emulator.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub metrics_addr: Option<SocketAddr>,
+    pub shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    join: JoinHandle<Result<(), ServeError>>,
+}
+
+async fn stopped(mut rx: watch::Receiver<bool>) {
+    // An error means the sender is gone, which also means stop.
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+impl Running {
+    /// Stops accepting calls, lets open ones finish (up to [`SHUTDOWN_GRACE`]) and returns.
+    pub async fn stop(self) -> Result<(), ServeError> {
+        let _ = self.stop.send(true);
+        match tokio::time::timeout(SHUTDOWN_GRACE, self.join).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => Err(ServeError::Task(e.to_string())),
+            Err(_) => {
+                tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; exiting anyway");
+                Ok(())
+            }
+        }
+    }
+
+    /// Resolves if the server ends by itself (an error); used to exit instead of hanging.
+    pub async fn failed(&mut self) -> Result<(), ServeError> {
+        match (&mut self.join).await {
+            Ok(r) => r,
+            Err(e) => Err(ServeError::Task(e.to_string())),
+        }
+    }
+}
+
+/// Serves `emu` on `listener` (and metrics on `metrics_listener`) until [`Running::stop`].
+pub async fn start(
+    emu: Emulator,
+    clock: Arc<dyn Clock>,
+    listener: TcpListener,
+    metrics_listener: Option<TcpListener>,
+) -> Result<Running, ServeError> {
+    let io = |what| move |source| ServeError::Io { what, source };
+    let addr = listener.local_addr().map_err(io("gRPC listener"))?;
+    let metrics_addr = match &metrics_listener {
+        Some(l) => Some(l.local_addr().map_err(io("metrics listener"))?),
+        None => None,
+    };
+    let metrics = Arc::new(Metrics::new());
+    let shared = Arc::new(Shared::new(emu, clock, metrics.clone()));
+    shared.tick();
+    let (stop, rx) = watch::channel(false);
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<SwitchServer<SwitchService>>().await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|e| ServeError::Reflection(e.to_string()))?;
+    let switch = SwitchServer::new(SwitchService::new(shared.clone()))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let grpc = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(switch)
+        .serve_with_incoming_shutdown(incoming, stopped(rx.clone()));
+
+    let ticker = tokio::spawn(tick(shared.clone(), rx.clone()));
+    let metrics_task =
+        metrics_listener.map(|l| tokio::spawn(metrics::serve(l, metrics, stopped(rx.clone()))));
+    let join = tokio::spawn(async move {
+        let served = grpc.await;
+        let _ = ticker.await;
+        if let Some(m) = metrics_task {
+            match m.await {
+                Ok(Err(e)) => tracing::warn!("metrics endpoint: {e}"),
+                Err(e) => tracing::warn!("metrics task: {e}"),
+                Ok(Ok(())) => {}
+            }
+        }
+        served.map_err(ServeError::from)
+    });
+    tracing::info!(%addr, "serving mlcc.v1.Switch");
+    Ok(Running {
+        addr,
+        metrics_addr,
+        shared,
+        stop,
+        join,
+    })
+}
+
+/// At every slot boundary: advance the table (expiry, history) and refresh the link gauges, so
+/// a quiet switch still drops dead schedulers' bookings on time.
+async fn tick(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let slots = shared.lock().slots();
+    loop {
+        let now_ns = shared.clock().now_ns();
+        let next = slots.start_ns(slots.slot_at(now_ns).plus(1));
+        let wait = Duration::from_nanos(next.saturating_sub(now_ns)).min(slots.tau());
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let late = shared.clock().now_ns().saturating_sub(next);
+        shared.metrics.tick_late_seconds.observe(late as f64 * 1e-9);
+        shared.tick();
+    }
+}
