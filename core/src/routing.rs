@@ -162,7 +162,8 @@ impl Routes {
     /// Hop count of the shortest path from host `src` to host `dst`, `None` if there is none.
     pub fn distance(&self, src: NodeId, dst: NodeId) -> Option<u16> {
         let row = self.row(dst)?;
-        if !self.row_of.get(src.index()).is_some_and(|&r| r != u32::MAX) {
+        // Only hosts are endpoints; a switch has no row of its own.
+        if self.row_of.get(src.index()).is_none_or(|&r| r == u32::MAX) {
             return None;
         }
         Some(row[src.index()]).filter(|&d| d != UNREACHABLE)

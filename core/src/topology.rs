@@ -437,25 +437,25 @@ impl TopologyBuilder {
             match &node.kind {
                 NodeKind::Host { ip, .. } => {
                     hosts.push(id);
-                    if let Some(ip) = ip {
-                        if let Some(prev) = ip_index.insert(ip.to_canonical(), id) {
-                            return Err(TopologyError::DuplicateIp {
-                                ip: *ip,
-                                first: self.nodes[prev.index()].name.clone(),
-                                second: node.name.clone(),
-                            });
-                        }
+                    if let Some(ip) = ip
+                        && let Some(prev) = ip_index.insert(ip.to_canonical(), id)
+                    {
+                        return Err(TopologyError::DuplicateIp {
+                            ip: *ip,
+                            first: self.nodes[prev.index()].name.clone(),
+                            second: node.name.clone(),
+                        });
                     }
                 }
                 NodeKind::Switch { emulator, .. } => {
                     switches.push(id);
-                    if let Some(addr) = emulator {
-                        if !is_host_port(addr) {
-                            return Err(TopologyError::InvalidEmulator {
-                                switch: node.name.clone(),
-                                addr: addr.clone(),
-                            });
-                        }
+                    if let Some(addr) = emulator
+                        && !is_host_port(addr)
+                    {
+                        return Err(TopologyError::InvalidEmulator {
+                            switch: node.name.clone(),
+                            addr: addr.clone(),
+                        });
                     }
                 }
             }

@@ -1,0 +1,270 @@
+//! Property tests: invariants that must hold for any input, not just the hand-picked ones.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use mlcc_core::alg1::{self, BYTE_EPSILON, SlotPrice};
+use mlcc_core::alg2::Dependency;
+use mlcc_core::load_table::{Query, Update};
+use mlcc_core::planner::{FlowInput, LinkFeedback, PlannerConfig};
+use mlcc_core::topology::LinkId;
+use mlcc_core::{
+    BytesPerSec, FeedbackMode, FlowId, LoadTable, Planner, PrecedenceKey, Slot, SlotConfig,
+};
+
+const TAU: f64 = 0.06;
+
+fn slot_prices(k: usize) -> impl Strategy<Value = Vec<SlotPrice>> {
+    prop::collection::vec(
+        (0.0f64..3.0, 0.0f64..2e9).prop_map(|(price, cap)| SlotPrice { price, cap }),
+        k,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Alg. 1 plans finite, non-negative rates within each slot's cap, and plans exactly
+    /// min(G, what the caps allow).
+    #[test]
+    fn alg1_respects_caps_and_plans_all_it_can(
+        slots in (1usize..=20).prop_flat_map(slot_prices),
+        remaining in 0.0f64..2e8,
+        eta in 0.0f64..4.0,
+    ) {
+        let s = alg1::schedule(remaining, TAU, &slots, 1.25e9, eta);
+        prop_assert_eq!(s.rates.len(), slots.len());
+        for (r, sl) in s.rates.iter().zip(&slots) {
+            prop_assert!(r.is_finite() && *r >= 0.0, "rate {}", r);
+            prop_assert!(*r <= sl.cap * (1.0 + 1e-12) + 1e-9, "rate {} above cap {}", r, sl.cap);
+        }
+        let can = slots.iter().map(|s| s.cap * TAU).sum::<f64>();
+        let want = remaining.min(can);
+        let got = s.bytes(TAU);
+        // When nothing is left to plan the schedule may leave < 1 byte of crumbs.
+        prop_assert!((got - want).abs() <= BYTE_EPSILON + 1e-9 * want, "planned {} want {}", got, want);
+        prop_assert_eq!(s.completion.is_some(), remaining <= can + BYTE_EPSILON);
+        if let Some(beta) = s.completion {
+            prop_assert!(s.rates[beta.min(s.rates.len())..].iter().all(|r| *r == 0.0));
+        }
+    }
+}
+
+/// A random multi-host instance: links with capacities, flows with a host, a path over the
+/// links, bytes, a precedence start and a dependency.
+#[derive(Clone, Debug)]
+struct Instance {
+    capacities: Vec<f64>,
+    flows: Vec<(usize, Vec<usize>, f64, u64, Dependency)>,
+}
+
+fn instance() -> impl Strategy<Value = Instance> {
+    (1usize..=4).prop_flat_map(|links| {
+        let caps = prop::collection::vec(1e6f64..2e9, links);
+        let dep = prop_oneof![
+            Just(Dependency::None),
+            (0.0f64..5e7).prop_map(|p| Dependency::Ring {
+                predecessor_progress: p,
+                slack_bytes: 1e6
+            }),
+            prop::collection::vec(0.0f64..5e7, 1..3).prop_map(|v| Dependency::Broadcast {
+                aggregation_progress: v
+            }),
+            prop::collection::vec(0.0f64..5e7, 1..3).prop_map(|v| Dependency::Aggregation {
+                broadcast_progress: v
+            }),
+        ];
+        let flow = (
+            0usize..3,
+            prop::sample::subsequence((0..links).collect::<Vec<_>>(), 1..=links),
+            0.0f64..1e8,
+            0u64..5,
+            dep,
+        );
+        (caps, prop::collection::vec(flow, 1..12))
+            .prop_map(|(capacities, flows)| Instance { capacities, flows })
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// With `precedence` feedback and hosts planning in precedence order through a shared load
+    /// table, no link is ever booked above its capacity in any slot — with dependency boosts,
+    /// hold-backs and the second pass that hands released bandwidth to others.
+    #[test]
+    fn precedence_planning_never_overbooks_a_link(inst in instance()) {
+        let k = 10;
+        let cfg = PlannerConfig {
+            slots: SlotConfig::new(Duration::from_millis(60), k).unwrap(),
+            eta: 1.0,
+            mode: FeedbackMode::Precedence,
+        };
+        let links: Vec<(LinkId, BytesPerSec)> = inst
+            .capacities
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (LinkId(i as u32), BytesPerSec(*c)))
+            .collect();
+        let mut table = LoadTable::new(k, Slot(0), links);
+        // Hosts plan in order, and a host's flows all sort after the previous host's: the
+        // iteration start is offset by the host index, so planning order = precedence order.
+        for host in 0..3usize {
+            let hname = format!("h{host}");
+            let flows: Vec<FlowInput> = inst
+                .flows
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.0 == host)
+                .map(|(i, (_, path, bytes, start, dep))| {
+                    let id = FlowId::new(&format!("f{i}")).unwrap();
+                    let key = PrecedenceKey::new(Slot(host as u64 * 100 + start), id.clone());
+                    let path = path
+                        .iter()
+                        .map(|&l| {
+                            let mut load = vec![0.0; k];
+                            table
+                                .feedback(
+                                    LinkId(l as u32),
+                                    &Query { flow: &id, key: &key, exclude_publisher: Some(&hname) },
+                                    FeedbackMode::Precedence,
+                                    Slot(0),
+                                    &mut load,
+                                )
+                                .unwrap();
+                            LinkFeedback { link: LinkId(l as u32), capacity: inst.capacities[l], load }
+                        })
+                        .collect();
+                    FlowInput {
+                        id,
+                        iteration_start: key.iteration_start,
+                        remaining_bytes: *bytes,
+                        sent_bytes: 0.0,
+                        path,
+                        dependency: dep.clone(),
+                        delivery: None,
+                    }
+                })
+                .collect();
+            let out = Planner::new(cfg).plan(Slot(0), &flows);
+            for (d, f) in out.decisions.iter().zip(&flows) {
+                prop_assert!(d.plan.iter().all(|r| r.is_finite() && *r >= 0.0));
+                prop_assert!(d.plan.iter().all(|r| *r <= d.achievable * (1.0 + 1e-12)));
+                prop_assert_eq!(d.plan[0], d.rate);
+                for l in &f.path {
+                    table
+                        .update(
+                            l.link,
+                            &Update {
+                                flow: &d.id,
+                                publisher: &hname,
+                                first_slot: Slot(0),
+                                rates: &d.plan,
+                                key: &d.key,
+                                done: d.done,
+                            },
+                        )
+                        .unwrap();
+                }
+            }
+        }
+        for (i, c) in inst.capacities.iter().enumerate() {
+            for t in 0..k as u64 {
+                let load = table.load(LinkId(i as u32), Slot(t)).unwrap();
+                prop_assert!(load <= c * (1.0 + 1e-9), "link {} slot {}: {} > {}", i, t, load, c);
+            }
+        }
+        table.check_invariants().map_err(TestCaseError::fail)?;
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Update {
+        flow: u8,
+        host: u8,
+        first: u64,
+        rates: Vec<f64>,
+        start: u64,
+    },
+    Done {
+        flow: u8,
+    },
+    Advance(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u8..8, 0u8..3, 0u64..6, prop::collection::vec(-10.0f64..500.0, 0..7), 0u64..4)
+            .prop_map(|(flow, host, first, rates, start)| Op::Update { flow, host, first, rates, start }),
+        1 => (0u8..8).prop_map(|flow| Op::Done { flow }),
+        1 => (0u64..6).prop_map(Op::Advance),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Any sequence of updates, withdrawals and slot advances keeps the table consistent:
+    /// a flow has at most one entry, sums match the entries, expired entries are gone, bad
+    /// updates change nothing, and feedback is never negative or above the total load.
+    #[test]
+    fn load_table_replace_and_expiry_invariants(ops in prop::collection::vec(op(), 1..60)) {
+        let k = 5usize;
+        let mut t = LoadTable::new(k, Slot(10), [(LinkId(0), BytesPerSec(100.0))]);
+        let mut last_refresh: std::collections::HashMap<u8, Slot> = Default::default();
+        for op in ops {
+            match op {
+                Op::Update { flow, host, first, rates, start } => {
+                    let id = FlowId::new(&format!("f{flow}")).unwrap();
+                    let key = PrecedenceKey::new(Slot(start), id.clone());
+                    let before = t.entries(LinkId(0)).unwrap().len();
+                    let u = Update {
+                        flow: &id,
+                        publisher: &format!("h{host}"),
+                        first_slot: t.now().plus(first),
+                        rates: &rates,
+                        key: &key,
+                        done: false,
+                    };
+                    let valid = rates.iter().all(|r| (0.0..=400.0).contains(r)) && rates.len() <= k;
+                    let res = t.update(LinkId(0), &u);
+                    prop_assert_eq!(res.is_ok(), valid, "{:?}", res);
+                    if valid {
+                        last_refresh.insert(flow, t.now());
+                        let e = t.entries(LinkId(0)).unwrap();
+                        let mine: Vec<_> = e.iter().filter(|(f, _)| **f == id).collect();
+                        prop_assert_eq!(mine.len(), 1);
+                        prop_assert_eq!(&mine[0].1.rates, &rates);
+                    } else {
+                        prop_assert_eq!(t.entries(LinkId(0)).unwrap().len(), before);
+                    }
+                }
+                Op::Done { flow } => {
+                    let id = FlowId::new(&format!("f{flow}")).unwrap();
+                    t.withdraw(&id);
+                    last_refresh.remove(&flow);
+                    prop_assert!(t.entries(LinkId(0)).unwrap().iter().all(|(f, _)| **f != id));
+                }
+                Op::Advance(d) => {
+                    let to = t.now().plus(d);
+                    t.advance(to);
+                    last_refresh.retain(|_, s| s.0 + k as u64 > to.0);
+                    prop_assert_eq!(t.entries(LinkId(0)).unwrap().len(), last_refresh.len());
+                }
+            }
+            t.check_invariants().map_err(TestCaseError::fail)?;
+            let probe = FlowId::new("f0").unwrap();
+            let key = PrecedenceKey::new(Slot(2), probe.clone());
+            for mode in [FeedbackMode::AllOthers, FeedbackMode::Precedence] {
+                let mut out = vec![0.0; k];
+                t.feedback(LinkId(0), &Query { flow: &probe, key: &key, exclude_publisher: Some("h1") }, mode, t.now(), &mut out).unwrap();
+                for (i, v) in out.iter().enumerate() {
+                    let total = t.load(LinkId(0), t.now().plus(i as u64)).unwrap();
+                    prop_assert!(*v >= 0.0 && *v <= total + 1e-6, "feedback {} total {}", v, total);
+                }
+            }
+        }
+    }
+}
