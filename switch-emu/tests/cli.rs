@@ -1,0 +1,96 @@
+//! The `mlcc-switchd` binary: serving with JSON logs, stopping on SIGTERM, and the bench
+//! subcommand printing valid JSON (a small run; no timing is asserted).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mlcc-switchd");
+
+fn topology_file() -> std::path::PathBuf {
+    let p = std::env::temp_dir().join(format!("mlcc-switchd-cli-{}.toml", std::process::id()));
+    std::fs::write(
+        &p,
+        "[generate]\nkind = \"single-switch\"\nhosts = 8\nhost_link = \"10Gbit\"\n",
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+fn serves_benches_and_stops_on_sigterm() {
+    let topo = topology_file();
+    let mut child = Command::new(BIN)
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+        .args(["--switch", "sw1", "--tau", "20ms", "--horizon", "4"])
+        .args(["--feedback-mode", "all-others", "--log-format", "json"])
+        .arg("--topology")
+        .arg(&topo)
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    // The JSON log line announcing the gRPC address (the port is ephemeral).
+    let addr = loop {
+        let line = lines.next().expect("server exited before serving").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON log line");
+        if let Some(a) = v["fields"]["addr"].as_str()
+            && v["fields"]["message"] == "serving mlcc.v1.Switch"
+        {
+            break a.to_string();
+        }
+    };
+
+    let out = Command::new(BIN)
+        .args([
+            "bench", "--target", &addr, "--hosts", "4", "--flows", "3", "--slots", "3",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bench prints JSON");
+    assert_eq!(report["accepted_items"], 4 * 3 * 3);
+    assert_eq!(report["rpc"]["fetch_feedback"]["count"], 12);
+    assert!(report["bytes_per_slot_per_host"]["total"].as_u64().unwrap() > 0);
+    assert!(report["flow_updates_per_sec"].as_f64().unwrap() > 0.0);
+
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(rest.iter().any(|l| l.contains("SIGTERM")), "{rest:?}");
+    let _ = std::fs::remove_file(topo);
+}
+
+#[test]
+fn config_errors_are_clear_and_exit_2() {
+    let out = Command::new(BIN)
+        .args(["--switch", "sw1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--topology"), "{err}");
+}
