@@ -12,5 +12,7 @@ echo "== cargo test"
 # Snapshot tests must fail on drift in CI rather than write new snapshots.
 export INSTA_UPDATE=no
 cargo test --workspace --locked
+echo "== Alg. 1 against the exact optimum (core/tests/optimality.rs)"
+cat target/tmp/optimality-report.txt 2>/dev/null || echo "(no optimality report)"
 echo "== benches compile"
 cargo bench --workspace --locked --no-run >/dev/null 2>&1 || { echo "benches do not build" >&2; exit 1; }

@@ -125,8 +125,7 @@ impl Job {
                     .or_default() += bytes;
             }
         };
-        let slack;
-        match self.arch {
+        let slack = match self.arch {
             Arch::Allreduce => {
                 let n = workers.len() as u128;
                 if n < 2 {
@@ -137,7 +136,7 @@ impl Job {
                     let next = workers[(i + 1) % workers.len()];
                     add(&w.host, &next.host, FlowRole::Ring, per_flow);
                 }
-                slack = (m / n) as u64;
+                (m / n) as u64
             }
             Arch::Ps => {
                 let servers = self.members_of(Role::Server);
@@ -151,9 +150,9 @@ impl Job {
                         add(&p.host, &w.host, FlowRole::Bcast, per_flow);
                     }
                 }
-                slack = 0;
+                0
             }
-        }
+        };
         let ids: Vec<(FlowId, &(String, String, FlowRole))> = pairs
             .keys()
             .map(|k| (FlowId::for_group(&self.id, &k.0, &k.1, k.2), k))

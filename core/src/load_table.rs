@@ -146,10 +146,11 @@ pub struct LoadTable {
 fn accumulate(sum: &mut [f64], window_start: Slot, e: &Entry, sign: f64) {
     for (i, r) in e.rates.iter().enumerate() {
         let slot = e.first_slot.0 + i as u64;
-        if let Some(idx) = slot.checked_sub(window_start.0) {
-            if let Some(cell) = sum.get_mut(idx as usize) {
-                *cell += sign * r;
-            }
+        if let Some(cell) = slot
+            .checked_sub(window_start.0)
+            .and_then(|idx| sum.get_mut(idx as usize))
+        {
+            *cell += sign * r;
         }
     }
 }
@@ -382,15 +383,11 @@ impl LoadTable {
                         continue;
                     };
                     let mut v = total;
-                    if let Some(p) = q.exclude_publisher {
-                        if let Some(sum) = l.by_publisher.get(p) {
-                            v -= sum[idx];
-                        }
+                    if let Some(sum) = q.exclude_publisher.and_then(|p| l.by_publisher.get(p)) {
+                        v -= sum[idx];
                     }
-                    if let Some(e) = own {
-                        if q.exclude_publisher != Some(e.publisher.as_str()) {
-                            v -= rate_at(e, slot);
-                        }
+                    if let Some(e) = own.filter(|e| q.exclude_publisher != Some(&e.publisher)) {
+                        v -= rate_at(e, slot);
                     }
                     *cell = v.max(0.0);
                 }
@@ -614,7 +611,8 @@ mod tests {
             key: &key,
             done: false,
         };
-        let cases: Vec<(Update, fn(&TableError) -> bool)> = vec![
+        type Case<'a> = (Update<'a>, fn(&TableError) -> bool);
+        let cases: Vec<Case> = vec![
             (bad(&[1.0; 5], 100), |e| {
                 matches!(e, TableError::TooManyRates { .. })
             }),

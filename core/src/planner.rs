@@ -295,7 +295,7 @@ impl Planner {
             }
             let remaining = f.remaining_bytes.max(0.0);
             let b = achievable[i];
-            if !(remaining > BYTE_EPSILON) || !remaining.is_finite() {
+            if remaining <= BYTE_EPSILON || !remaining.is_finite() {
                 out[i] = Some(FlowDecision {
                     id: f.id.clone(),
                     key: keys[i].clone(),
