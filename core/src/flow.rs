@@ -119,6 +119,15 @@ impl PrecedenceKey {
             flow,
         }
     }
+
+    /// A key below every real key of iteration-start slot `start` (no valid id is empty), for
+    /// range queries over one iteration's flows.
+    pub(crate) fn first_of(start: Slot) -> Self {
+        PrecedenceKey {
+            iteration_start: start,
+            flow: FlowId(Arc::from("")),
+        }
+    }
 }
 
 #[cfg(test)]

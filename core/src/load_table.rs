@@ -6,10 +6,12 @@
 //! refreshed for K slots expires, so a dead scheduler's bookings vanish within K·τ.
 //!
 //! Per link the table keeps the sum of all entries per slot and the sum per publisher, so the
-//! `all-others` feedback for a flow is O(K) however many entries the link holds. `precedence`
-//! feedback walks the entries that sort before the asking flow.
+//! `all-others` feedback for a flow is O(K) however many entries the link holds. For
+//! `precedence` feedback it also keeps one sum per iteration-start slot: entries of older
+//! iterations are added a bucket at a time, and only the asking flow's own bucket is walked
+//! entry by entry (entries are stored in key order, inline, for that walk).
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -109,14 +111,42 @@ pub enum TableError {
     KeyMismatch { flow: FlowId, key_flow: FlowId },
 }
 
+/// Per-slot sums over a set of entries, on the table's window.
+#[derive(Clone, Debug)]
+struct Sums {
+    count: usize,
+    sum: Vec<f64>,
+}
+
+impl Sums {
+    fn new(window: usize) -> Self {
+        Sums {
+            count: 0,
+            sum: vec![0.0; window],
+        }
+    }
+}
+
+/// One publisher's entries on a link: their sum (all-others exclusion) and keys (precedence
+/// exclusion walks them; a host has few flows).
+#[derive(Clone, Debug)]
+struct Publisher {
+    sums: Sums,
+    keys: BTreeSet<PrecedenceKey>,
+}
+
 #[derive(Clone, Debug)]
 struct LinkLoad {
     capacity: f64,
-    entries: HashMap<FlowId, Entry>,
-    by_key: BTreeSet<PrecedenceKey>,
+    /// Entries in precedence order.
+    entries: BTreeMap<PrecedenceKey, Entry>,
+    /// Flow → its key in `entries`.
+    index: HashMap<FlowId, PrecedenceKey>,
     /// Σ of all entries for slots `window_start..window_start + 2K`.
     total: Vec<f64>,
-    by_publisher: HashMap<String, Vec<f64>>,
+    by_publisher: HashMap<String, Publisher>,
+    /// Σ of the entries of each iteration-start slot.
+    by_start: BTreeMap<Slot, Sums>,
     /// Booked load of the last W slots that passed, oldest first.
     history: VecDeque<f64>,
 }
@@ -125,12 +155,85 @@ impl LinkLoad {
     fn new(capacity: f64, window: usize) -> Self {
         LinkLoad {
             capacity,
-            entries: HashMap::new(),
-            by_key: BTreeSet::new(),
+            entries: BTreeMap::new(),
+            index: HashMap::new(),
             total: vec![0.0; window],
             by_publisher: HashMap::new(),
+            by_start: BTreeMap::new(),
             history: VecDeque::with_capacity(HISTORY_SLOTS),
         }
+    }
+
+    /// Adds (`sign` = 1) or removes (−1) an entry's contribution to every sum.
+    fn account(&mut self, window_start: Slot, e: &Entry, sign: f64) {
+        let window = self.total.len();
+        accumulate(&mut self.total, window_start, e, sign);
+        if !self.by_publisher.contains_key(&e.publisher) {
+            // Allocate the publisher's name only the first time it is seen on this link.
+            self.by_publisher.insert(
+                e.publisher.clone(),
+                Publisher {
+                    sums: Sums::new(window),
+                    keys: BTreeSet::new(),
+                },
+            );
+        }
+        let p = self
+            .by_publisher
+            .get_mut(&e.publisher)
+            .expect("inserted above");
+        accumulate(&mut p.sums.sum, window_start, e, sign);
+        let b = self
+            .by_start
+            .entry(e.key.iteration_start)
+            .or_insert_with(|| Sums::new(window));
+        accumulate(&mut b.sum, window_start, e, sign);
+        if sign > 0.0 {
+            p.sums.count += 1;
+            p.keys.insert(e.key.clone());
+            b.count += 1;
+        } else {
+            p.sums.count -= 1;
+            p.keys.remove(&e.key);
+            if p.sums.count == 0 {
+                self.by_publisher.remove(&e.publisher);
+            }
+            b.count -= 1;
+            if b.count == 0 {
+                self.by_start.remove(&e.key.iteration_start);
+            }
+        }
+    }
+
+    fn insert(&mut self, window_start: Slot, e: Entry) {
+        self.account(window_start, &e, 1.0);
+        self.index.insert(e.key.flow.clone(), e.key.clone());
+        self.entries.insert(e.key.clone(), e);
+    }
+
+    fn remove(&mut self, window_start: Slot, flow: &FlowId) -> Option<Entry> {
+        let key = self.index.remove(flow)?;
+        let e = self.entries.remove(&key)?;
+        self.account(window_start, &e, -1.0);
+        Some(e)
+    }
+
+    fn get(&self, flow: &FlowId) -> Option<&Entry> {
+        self.index.get(flow).and_then(|k| self.entries.get(k))
+    }
+
+    /// Recomputes every sum from the entries on a window starting at `window_start`; sheds the
+    /// float drift of incremental add/subtract.
+    fn rebuild(&mut self, window_start: Slot) {
+        let window = self.total.len();
+        self.total = vec![0.0; window];
+        self.by_publisher.clear();
+        self.by_start.clear();
+        let entries = std::mem::take(&mut self.entries);
+        for e in entries.values() {
+            self.account(window_start, e, 1.0);
+        }
+        self.entries = entries;
     }
 }
 
@@ -228,27 +331,16 @@ impl LoadTable {
             }
             let expired: Vec<FlowId> = l
                 .entries
-                .iter()
-                .filter(|(_, e)| e.refreshed.0 + horizon <= to.0)
-                .map(|(f, _)| f.clone())
+                .values()
+                .filter(|e| e.refreshed.0 + horizon <= to.0)
+                .map(|e| e.key.flow.clone())
                 .collect();
             for f in expired {
-                if let Some(e) = l.entries.remove(&f) {
-                    l.by_key.remove(&e.key);
+                if let Some(key) = l.index.remove(&f) {
+                    l.entries.remove(&key);
                 }
             }
-            // Rebuild the sums on the new window; this also sheds float drift from the
-            // incremental add/subtract done by updates.
-            l.total.iter_mut().for_each(|x| *x = 0.0);
-            l.by_publisher.clear();
-            for e in l.entries.values() {
-                accumulate(&mut l.total, to, e, 1.0);
-                let p = l
-                    .by_publisher
-                    .entry(e.publisher.clone())
-                    .or_insert_with(|| vec![0.0; 2 * self.horizon]);
-                accumulate(p, to, e, 1.0);
-            }
+            l.rebuild(to);
         }
         self.now = to;
     }
@@ -304,57 +396,28 @@ impl LoadTable {
     pub fn update(&mut self, link: LinkId, u: &Update<'_>) -> Result<(), TableError> {
         self.validate(link, u)?;
         let window_start = self.now;
-        let window = 2 * self.horizon;
         let l = self.links.get_mut(&link).expect("validated");
-        if let Some(old) = l.entries.remove(u.flow) {
-            l.by_key.remove(&old.key);
-            accumulate(&mut l.total, window_start, &old, -1.0);
-            if let Some(p) = l.by_publisher.get_mut(&old.publisher) {
-                accumulate(p, window_start, &old, -1.0);
-            }
+        l.remove(window_start, u.flow);
+        if !u.done {
+            l.insert(
+                window_start,
+                Entry {
+                    publisher: u.publisher.to_string(),
+                    first_slot: u.first_slot,
+                    rates: u.rates.to_vec(),
+                    key: u.key.clone(),
+                    refreshed: self.now,
+                },
+            );
         }
-        if u.done {
-            return Ok(());
-        }
-        let e = Entry {
-            publisher: u.publisher.to_string(),
-            first_slot: u.first_slot,
-            rates: u.rates.to_vec(),
-            key: u.key.clone(),
-            refreshed: self.now,
-        };
-        accumulate(&mut l.total, window_start, &e, 1.0);
-        let p = l
-            .by_publisher
-            .entry(e.publisher.clone())
-            .or_insert_with(|| vec![0.0; window]);
-        accumulate(p, window_start, &e, 1.0);
-        l.by_key.insert(e.key.clone());
-        l.entries.insert(u.flow.clone(), e);
         Ok(())
     }
 
     /// Removes every entry of `flow` on every link (a flow that finished everywhere at once).
     pub fn withdraw(&mut self, flow: &FlowId) {
-        let links: Vec<LinkId> = self
-            .links
-            .iter()
-            .filter(|(_, l)| l.entries.contains_key(flow))
-            .map(|(id, _)| *id)
-            .collect();
-        for link in links {
-            let key = self.links[&link].entries[flow].key.clone();
-            let _ = self.update(
-                link,
-                &Update {
-                    flow,
-                    publisher: "",
-                    first_slot: self.now,
-                    rates: &[],
-                    key: &key,
-                    done: true,
-                },
-            );
+        let now = self.now;
+        for l in self.links.values_mut() {
+            l.remove(now, flow);
         }
     }
 
@@ -371,38 +434,57 @@ impl LoadTable {
     ) -> Result<(), TableError> {
         let l = self.link(link)?;
         out.iter_mut().for_each(|x| *x = 0.0);
+        // Window index of out[0]; slots before the window (the past) or beyond it read as 0.
+        let offset = from.0 as i128 - self.now.0 as i128;
+        let add_sums = |out: &mut [f64], sums: &[f64], sign: f64| {
+            for (i, cell) in out.iter_mut().enumerate() {
+                let idx = offset + i as i128;
+                if let Some(v) = usize::try_from(idx).ok().and_then(|i| sums.get(i)) {
+                    *cell += sign * v;
+                }
+            }
+        };
+        let add_entry = |out: &mut [f64], e: &Entry, sign: f64| {
+            for (i, cell) in out.iter_mut().enumerate() {
+                *cell += sign * rate_at(e, from.plus(i as u64));
+            }
+        };
+        let excluded = |e: &Entry| q.exclude_publisher == Some(e.publisher.as_str());
+        let own = l.get(q.flow);
         match mode {
             FeedbackMode::AllOthers => {
-                let own = l.entries.get(q.flow);
-                for (i, cell) in out.iter_mut().enumerate() {
-                    let slot = from.plus(i as u64);
-                    let Some(idx) = slot.since(self.now).map(|d| d as usize) else {
-                        continue;
-                    };
-                    let Some(&total) = l.total.get(idx) else {
-                        continue;
-                    };
-                    let mut v = total;
-                    if let Some(sum) = q.exclude_publisher.and_then(|p| l.by_publisher.get(p)) {
-                        v -= sum[idx];
-                    }
-                    if let Some(e) = own.filter(|e| q.exclude_publisher != Some(&e.publisher)) {
-                        v -= rate_at(e, slot);
-                    }
-                    *cell = v.max(0.0);
+                add_sums(out, &l.total, 1.0);
+                if let Some(p) = q.exclude_publisher.and_then(|p| l.by_publisher.get(p)) {
+                    add_sums(out, &p.sums.sum, -1.0);
+                }
+                if let Some(e) = own.filter(|e| !excluded(e)) {
+                    add_entry(out, e, -1.0);
                 }
             }
             FeedbackMode::Precedence => {
-                for key in l.by_key.range(..q.key) {
-                    let e = &l.entries[&key.flow];
-                    if key.flow == *q.flow || q.exclude_publisher == Some(e.publisher.as_str()) {
-                        continue;
-                    }
-                    for (i, cell) in out.iter_mut().enumerate() {
-                        *cell += rate_at(e, from.plus(i as u64));
+                // Older iterations a bucket at a time, then the asking flow's own bucket.
+                for (_, b) in l.by_start.range(..q.key.iteration_start) {
+                    add_sums(out, &b.sum, 1.0);
+                }
+                let bucket_start = PrecedenceKey::first_of(q.key.iteration_start);
+                for (_, e) in l.entries.range(&bucket_start..q.key) {
+                    add_entry(out, e, 1.0);
+                }
+                // Then take out what this flow must not see among those.
+                if let Some(p) = q.exclude_publisher.and_then(|p| l.by_publisher.get(p)) {
+                    for k in p.keys.range(..q.key) {
+                        add_entry(out, &l.entries[k], -1.0);
                     }
                 }
+                if let Some(e) = own.filter(|e| e.key < *q.key && !excluded(e)) {
+                    add_entry(out, e, -1.0);
+                }
+                // Float cancellation must not report a negative load.
+                out.iter_mut().for_each(|x| *x = x.max(0.0));
             }
+        }
+        if mode == FeedbackMode::AllOthers {
+            out.iter_mut().for_each(|x| *x = x.max(0.0));
         }
         Ok(())
     }
@@ -425,10 +507,7 @@ impl LoadTable {
     /// Entries on a link, in precedence order (for operators and tests).
     pub fn entries(&self, link: LinkId) -> Result<Vec<(&FlowId, &Entry)>, TableError> {
         let l = self.link(link)?;
-        Ok(l.by_key
-            .iter()
-            .map(|k| (&k.flow, &l.entries[&k.flow]))
-            .collect())
+        Ok(l.entries.values().map(|e| (&e.key.flow, e)).collect())
     }
 
     pub fn entry_count(&self, link: LinkId) -> Result<usize, TableError> {
@@ -438,28 +517,63 @@ impl LoadTable {
     /// Checks the internal invariants; for tests and debug assertions.
     pub fn check_invariants(&self) -> Result<(), String> {
         for (id, l) in &self.links {
-            if l.entries.len() != l.by_key.len() {
-                return Err(format!("link {id}: entries and key index disagree"));
+            if l.entries.len() != l.index.len() {
+                return Err(format!("link {id}: entries and flow index disagree"));
             }
-            let mut total = vec![0.0; 2 * self.horizon];
-            for (f, e) in &l.entries {
-                if &e.key.flow != f {
-                    return Err(format!("link {id}: entry {f} keyed under {}", e.key.flow));
-                }
-                if !l.by_key.contains(&e.key) {
-                    return Err(format!("link {id}: entry {f} missing from key index"));
-                }
-                if e.refreshed.0 + self.horizon as u64 <= self.now.0 {
-                    return Err(format!("link {id}: entry {f} should have expired"));
-                }
-                accumulate(&mut total, self.now, e, 1.0);
-            }
-            for (i, (a, b)) in total.iter().zip(&l.total).enumerate() {
-                if (a - b).abs() > 1e-6 * a.abs().max(1.0) {
+            let mut fresh = LinkLoad::new(l.capacity, l.total.len());
+            for (k, e) in &l.entries {
+                if &e.key != k {
                     return Err(format!(
-                        "link {id}: slot sum {i} is {b}, entries add to {a}"
+                        "link {id}: entry {} stored under another key",
+                        e.key.flow
                     ));
                 }
+                if l.index.get(&k.flow) != Some(k) {
+                    return Err(format!(
+                        "link {id}: entry {} missing from flow index",
+                        k.flow
+                    ));
+                }
+                if e.refreshed.0 + self.horizon as u64 <= self.now.0 {
+                    return Err(format!("link {id}: entry {} should have expired", k.flow));
+                }
+                fresh.insert(self.now, e.clone());
+            }
+            let same = |a: &[f64], b: &[f64]| {
+                a.len() == b.len()
+                    && a.iter()
+                        .zip(b)
+                        .all(|(x, y)| (x - y).abs() <= 1e-6 * x.abs().max(1.0))
+            };
+            if !same(&fresh.total, &l.total) {
+                return Err(format!(
+                    "link {id}: slot sums {:?}, entries add to {:?}",
+                    l.total, fresh.total
+                ));
+            }
+            if fresh.by_start.len() != l.by_start.len()
+                || fresh
+                    .by_start
+                    .iter()
+                    .zip(&l.by_start)
+                    .any(|((s1, a), (s2, b))| {
+                        s1 != s2 || a.count != b.count || !same(&a.sum, &b.sum)
+                    })
+            {
+                return Err(format!(
+                    "link {id}: iteration-start sums disagree with entries"
+                ));
+            }
+            if fresh.by_publisher.len() != l.by_publisher.len()
+                || fresh.by_publisher.iter().any(|(p, a)| {
+                    l.by_publisher.get(p).is_none_or(|b| {
+                        a.sums.count != b.sums.count
+                            || a.keys != b.keys
+                            || !same(&a.sums.sum, &b.sums.sum)
+                    })
+                })
+            {
+                return Err(format!("link {id}: publisher sums disagree with entries"));
             }
         }
         Ok(())

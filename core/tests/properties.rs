@@ -255,14 +255,30 @@ proptest! {
                 }
             }
             t.check_invariants().map_err(TestCaseError::fail)?;
-            let probe = FlowId::new("f0").unwrap();
-            let key = PrecedenceKey::new(Slot(2), probe.clone());
-            for mode in [FeedbackMode::AllOthers, FeedbackMode::Precedence] {
-                let mut out = vec![0.0; k];
-                t.feedback(LinkId(0), &Query { flow: &probe, key: &key, exclude_publisher: Some("h1") }, mode, t.now(), &mut out).unwrap();
-                for (i, v) in out.iter().enumerate() {
-                    let total = t.load(LinkId(0), t.now().plus(i as u64)).unwrap();
-                    prop_assert!(*v >= 0.0 && *v <= total + 1e-6, "feedback {} total {}", v, total);
+            // Feedback equals a brute-force sum over the entries, for a few askers.
+            for (probe, start, host) in [("f0", 2u64, Some("h1")), ("f3", 0, None), ("f7", 3, Some("h0"))] {
+                let probe = FlowId::new(probe).unwrap();
+                let key = PrecedenceKey::new(Slot(start), probe.clone());
+                for mode in [FeedbackMode::AllOthers, FeedbackMode::Precedence] {
+                    let mut out = vec![0.0; k];
+                    t.feedback(LinkId(0), &Query { flow: &probe, key: &key, exclude_publisher: host }, mode, t.now(), &mut out).unwrap();
+                    let mut want = vec![0.0; k];
+                    for (f, e) in t.entries(LinkId(0)).unwrap() {
+                        let counted = *f != probe
+                            && host != Some(e.publisher.as_str())
+                            && (mode == FeedbackMode::AllOthers || e.key < key);
+                        if counted {
+                            for (i, w) in want.iter_mut().enumerate() {
+                                let slot = t.now().0 + i as u64;
+                                if let Some(r) = slot.checked_sub(e.first_slot.0).and_then(|d| e.rates.get(d as usize)) {
+                                    *w += r;
+                                }
+                            }
+                        }
+                    }
+                    for (got, want) in out.iter().zip(&want) {
+                        prop_assert!((got - want).abs() < 1e-6, "{:?}: got {:?} want {:?}", mode, out, want);
+                    }
                 }
             }
         }
