@@ -65,7 +65,8 @@ pub struct ServeArgs {
     /// Log format [default: human]. The level comes from RUST_LOG (default "info").
     #[arg(long, value_enum)]
     pub log_format: Option<LogFormat>,
-    /// Tokio worker threads [default: one per CPU the process may run on].
+    /// Tokio worker threads [default: one per CPU the process may run on]; 1 runs everything on
+    /// the main thread (best when pinned to one core).
     #[arg(long, value_name = "N")]
     pub worker_threads: Option<usize>,
 }

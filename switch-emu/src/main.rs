@@ -56,6 +56,8 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::Bench(args)) => {
             init_logs(LogFormat::Human);
+            // Multi-thread even when pinned to one core: measured, the current-thread runtime
+            // starves the connection tasks behind 1000 host tasks and every call times out.
             let rt = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
@@ -122,11 +124,18 @@ fn serve(config: Config) -> Result<(), String> {
         mode = ?config.feedback_mode,
         "load table ready"
     );
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    // One worker: a current-thread runtime saves the work-stealing scheduler's cross-thread
+    // wake-ups, which is what a switch pinned to one core wants.
+    let mut rt = match config.worker_threads {
+        Some(0 | 1) => tokio::runtime::Builder::new_current_thread(),
+        Some(n) => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n);
+            b
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
     rt.enable_all();
-    if let Some(n) = config.worker_threads {
-        rt.worker_threads(n.max(1));
-    }
     let rt = rt
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
