@@ -9,6 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use mlcc_core::job::{Arch, Role};
 use mlcc_scheduler::progress::{ProgressError, ProgressReader, abi};
 
+mod common;
+use common::crafted;
+
 unsafe extern "C" {
     fn mlcc_shim_layout(out: *mut u64);
     fn mlcc_shim_open(
@@ -188,60 +191,46 @@ fn snapshots_stay_consistent_under_a_busy_writer() {
     unsafe { mlcc_shim_close() };
 }
 
-/// Writes a valid file by hand, then lets `corrupt` damage it.
-fn crafted(dir: &Path, name: &str, corrupt: impl FnOnce(&mut Vec<u8>)) -> PathBuf {
-    let mut b = vec![0u8; abi::FILE_SIZE];
-    b[0..8].copy_from_slice(abi::MAGIC);
-    b[8..12].copy_from_slice(&abi::VERSION.to_le_bytes());
-    b[12..16].copy_from_slice(&(abi::HEADER_SIZE as u32).to_le_bytes());
-    b[16..19].copy_from_slice(b"job");
-    b[104..108].copy_from_slice(&42u32.to_le_bytes());
-    corrupt(&mut b);
-    let p = dir.join(name);
-    std::fs::write(&p, &b).unwrap();
-    p
-}
-
 #[test]
 fn corrupt_truncated_and_foreign_files_are_refused_with_reasons() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let ok = crafted(d, "mlcc.job.worker.0.42", |_| {});
+    let ok = crafted(d, "mlcc.job.worker.0.42", 42, |_| {});
     assert_eq!(ProgressReader::open(&ok).unwrap().header().job_id, "job");
     let cases: Vec<(PathBuf, &str)> = vec![
         (
-            crafted(d, "mlcc.job.worker.0.43", |b| b.truncate(100)),
+            crafted(d, "mlcc.job.worker.0.43", 42, |b| b.truncate(100)),
             "size 100",
         ),
         (
-            crafted(d, "mlcc.job.worker.0.44", |b| b[0] = b'X'),
+            crafted(d, "mlcc.job.worker.0.44", 42, |b| b[0] = b'X'),
             "bad magic",
         ),
         (
-            crafted(d, "mlcc.job.worker.0.45", |b| b[8] = 9),
+            crafted(d, "mlcc.job.worker.0.45", 42, |b| b[8] = 9),
             "ABI version 9",
         ),
         (
-            crafted(d, "mlcc.job.worker.0.46", |b| b[13] = 0),
+            crafted(d, "mlcc.job.worker.0.46", 42, |b| b[13] = 0),
             "header size 0",
         ),
         (
-            crafted(d, "mlcc.job.worker.0.47", |b| b[16] = 0xff),
+            crafted(d, "mlcc.job.worker.0.47", 42, |b| b[16] = 0xff),
             "job id",
         ),
         (
-            crafted(d, "mlcc.job.worker.0.48", |b| b[16..80].fill(b'a')),
+            crafted(d, "mlcc.job.worker.0.48", 42, |b| b[16..80].fill(b'a')),
             "job id",
         ),
         (
-            crafted(d, "mlcc.job.worker.0.49", |b| b[84] = 7),
+            crafted(d, "mlcc.job.worker.0.49", 42, |b| b[84] = 7),
             "unknown role 7",
         ),
         (
-            crafted(d, "mlcc.other.worker.0.42", |_| {}),
+            crafted(d, "mlcc.other.worker.0.42", 42, |_| {}),
             "does not match",
         ),
-        (crafted(d, "random-name", |_| {}), "does not match"),
+        (crafted(d, "random-name", 42, |_| {}), "does not match"),
     ];
     for (path, want) in cases {
         let e = ProgressReader::open(&path).unwrap_err().to_string();

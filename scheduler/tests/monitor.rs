@@ -1,0 +1,68 @@
+//! The progress directory monitor adopts valid files of live processes, reports each bad file
+//! once, and drops files that vanish or whose writer exits.
+
+use mlcc_scheduler::monitor::ProgressDir;
+
+mod common;
+use common::crafted;
+
+#[test]
+fn adopts_refuses_once_and_drops() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let me = std::process::id();
+    let good = crafted(d, &format!("mlcc.job.worker.0.{me}"), me, |_| {});
+    let rank1 = |b: &mut Vec<u8>| b[88] = 1;
+    let bad = crafted(d, &format!("mlcc.job.worker.1.{me}"), me, |b| {
+        rank1(b);
+        b[0] = b'X'
+    });
+    // A dead writer: a pid that cannot exist.
+    let dead = u32::MAX - 7;
+    crafted(d, &format!("mlcc.job.worker.2.{dead}"), dead, |b| b[88] = 2);
+    std::fs::write(d.join("unrelated"), b"x").unwrap();
+
+    let mut m = ProgressDir::new(d);
+    let r = m.rescan().unwrap();
+    assert_eq!(r.added, vec![good.clone()]);
+    assert_eq!(r.refused.len(), 1);
+    assert!(r.refused[0].to_string().contains("bad magic"));
+    assert_eq!(m.len(), 1);
+
+    // Nothing changed: nothing reported again.
+    let r = m.rescan().unwrap();
+    assert!(r.added.is_empty() && r.refused.is_empty() && r.removed.is_empty());
+
+    // The bad file is rewritten correctly: adopted now.
+    crafted(d, &format!("mlcc.job.worker.1.{me}"), me, |b| {
+        rank1(b);
+        b.push(0)
+    });
+    let r = m.rescan().unwrap();
+    assert!(
+        r.refused[0].to_string().contains("size 513"),
+        "a new version is reported"
+    );
+    crafted(d, &format!("mlcc.job.worker.1.{me}"), me, rank1);
+    let r = m.rescan().unwrap();
+    assert_eq!(r.added, vec![bad.clone()]);
+
+    let snaps = m.read();
+    assert_eq!(snaps.len(), 2);
+    assert!(
+        snaps
+            .iter()
+            .all(|s| s.as_ref().unwrap().header.job_id == "job")
+    );
+
+    std::fs::remove_file(&good).unwrap();
+    let r = m.rescan().unwrap();
+    assert_eq!(r.removed, vec![good]);
+    assert_eq!(m.len(), 1);
+}
+
+#[test]
+fn a_missing_directory_is_an_error_not_a_panic() {
+    let mut m = ProgressDir::new("/nonexistent/mlcc-test-dir");
+    assert!(m.rescan().is_err());
+}
