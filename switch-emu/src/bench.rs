@@ -1,22 +1,55 @@
 //! `mlcc-switchd bench`: a load generator that drives a running switch emulator the way a
 //! cluster of schedulers would — N hosts, each making one `FetchFeedback` and one
-//! `UpdateSchedule` per slot with F flows — and reports throughput, latency and wire bytes.
+//! `UpdateSchedule` per slot with F flows — and reports throughput, latency, wire bytes and
+//! the CPU both sides used.
+//!
+//! `--mode session` (the default) gives every host its own `Session` stream, the hosts sharing
+//! a few HTTP/2 connections; `--mode unary` makes two unary calls per host per slot. The session
+//! generator is built to cost little per message, so that it is not what limits the figure: each
+//! host's two requests are built once and only their slot, rates and seq change (sent as an
+//! `Arc`, encoded in place by a small codec), and replies are decoded into a skeleton that skips
+//! the per-link loads.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use mlcc_core::slot::{Slot, SlotConfig};
 use mlcc_proto::MAX_MESSAGE_BYTES;
 use mlcc_proto::v1 as pb;
 use mlcc_proto::v1::switch_client::SwitchClient;
 use prost::Message;
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Status;
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::transport::{Channel, Endpoint};
 
 use crate::clock::{Clock, SystemClock};
 
 /// gRPC frames each message with 1 flag byte and a 4-byte length.
 const GRPC_FRAME_BYTES: usize = 5;
+/// HTTP/2 frame header (length, type, flags, stream id) of a DATA frame.
+const H2_FRAME_BYTES: usize = 9;
+
+/// How the generator talks to the switch.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// One `Session` stream per host; fetch and update are messages on it.
+    Session,
+    /// Two unary calls per host per slot.
+    Unary,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Session => "session",
+            Mode::Unary => "unary",
+        }
+    }
+}
 
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
@@ -33,9 +66,20 @@ pub struct BenchArgs {
     /// Slots to run.
     #[arg(long, default_value_t = 50)]
     pub slots: u64,
-    /// TCP connections the hosts share [default: one per host, like real schedulers].
+    /// Session streams (one per host) or unary calls.
+    #[arg(long, value_enum, default_value_t = Mode::Session)]
+    pub mode: Mode,
+    /// TCP connections the hosts share [default: 8 in session mode (each host has its own
+    /// stream on one of them); one per host in unary mode].
     #[arg(long, value_name = "N")]
     pub connections: Option<usize>,
+    /// Process id of the server, to report the CPU it used during the run (from /proc).
+    #[arg(long, value_name = "PID")]
+    pub server_pid: Option<u32>,
+    /// Generator runtime threads [default: the CPUs this process may run on; 1 means a
+    /// current-thread runtime].
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
     /// Fire every host at the slot boundary. By default host i starts at i·τ/N into the slot,
     /// as unsynchronized schedulers would.
     #[arg(long)]
@@ -53,6 +97,8 @@ struct Stats {
     accepted: u64,
     rejected: u64,
     overruns: u64,
+    /// Replies that came after their message had timed out (session mode).
+    late_replies: u64,
     /// Summed over all host-slots: fetch request, fetch reply, update request, update reply.
     bytes: [u64; 4],
     host_slots: u64,
@@ -67,6 +113,7 @@ impl Stats {
         self.accepted += o.accepted;
         self.rejected += o.rejected;
         self.overruns += o.overruns;
+        self.late_replies += o.late_replies;
         for (a, b) in self.bytes.iter_mut().zip(o.bytes) {
             *a += b;
         }
@@ -197,6 +244,342 @@ async fn run_host(
     st
 }
 
+// ---------------------------------------------------------------------------------------------
+// Session mode.
+
+/// The part of a `SessionReply` the generator looks at. Same field numbers as mlcc.proto; prost
+/// skips the fields left out (the per-link loads), so decoding allocates next to nothing.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ReplySkeleton {
+    #[prost(uint64, tag = "1")]
+    seq: u64,
+    #[prost(message, optional, tag = "2")]
+    fetch_feedback: Option<FetchSkeleton>,
+    #[prost(message, optional, tag = "3")]
+    update_schedule: Option<UpdateSkeleton>,
+    #[prost(message, optional, tag = "4")]
+    error: Option<pb::SessionError>,
+}
+
+/// A message whose fields are all skipped: counts repeated items without keeping them (a Vec
+/// of a zero-sized type never allocates).
+#[derive(Clone, Copy, PartialEq, prost::Message)]
+struct Skipped {}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct FetchSkeleton {
+    #[prost(message, repeated, tag = "3")]
+    flows: Vec<Skipped>,
+    #[prost(message, repeated, tag = "4")]
+    rejected: Vec<Skipped>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct UpdateSkeleton {
+    #[prost(uint32, tag = "2")]
+    accepted: u32,
+    #[prost(message, repeated, tag = "3")]
+    rejected: Vec<Skipped>,
+}
+
+/// Encodes a shared, pre-built request in place; decodes replies into (wire size, skeleton).
+struct BenchCodec;
+
+struct ArcEncoder;
+
+struct SkeletonDecoder;
+
+impl Codec for BenchCodec {
+    type Encode = Arc<pb::SessionRequest>;
+    type Decode = (usize, ReplySkeleton);
+    type Encoder = ArcEncoder;
+    type Decoder = SkeletonDecoder;
+    fn encoder(&mut self) -> ArcEncoder {
+        ArcEncoder
+    }
+    fn decoder(&mut self) -> SkeletonDecoder {
+        SkeletonDecoder
+    }
+}
+
+impl Encoder for ArcEncoder {
+    type Item = Arc<pb::SessionRequest>;
+    type Error = Status;
+    fn encode(&mut self, item: Self::Item, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        item.encode(dst)
+            .map_err(|e| Status::internal(format!("encode: {e}")))
+    }
+}
+
+impl Decoder for SkeletonDecoder {
+    type Item = (usize, ReplySkeleton);
+    type Error = Status;
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Status> {
+        use prost::bytes::Buf;
+        let n = src.remaining();
+        ReplySkeleton::decode(src)
+            .map(|r| Some((n, r)))
+            .map_err(|e| Status::internal(format!("decode: {e}")))
+    }
+}
+
+/// A host's two requests, built once; each slot only changes seq, slot, first slot and rates.
+struct Prebuilt {
+    fetch: Arc<pb::SessionRequest>,
+    update: Arc<pb::SessionRequest>,
+}
+
+impl Prebuilt {
+    fn new(host: &Host, start: Slot, k: usize) -> Self {
+        let fetch = pb::FetchFeedbackRequest {
+            host: host.name.clone(),
+            slot: 0,
+            flows: host
+                .flows
+                .iter()
+                .map(|(f, l, _)| pb::FeedbackQuery {
+                    flow_id: f.clone(),
+                    links: vec![l.clone()],
+                    iteration_start_slot: start.0,
+                })
+                .collect(),
+        };
+        let update = pb::UpdateScheduleRequest {
+            host: host.name.clone(),
+            slot: 0,
+            flows: host
+                .flows
+                .iter()
+                .map(|(f, l, _)| pb::ScheduleItem {
+                    flow_id: f.clone(),
+                    links: vec![l.clone()],
+                    first_slot: 0,
+                    rates_bytes_per_sec: vec![0.0; k],
+                    iteration_start_slot: start.0,
+                    done: false,
+                })
+                .collect(),
+        };
+        use pb::session_request::Request as Req;
+        Prebuilt {
+            fetch: Arc::new(pb::SessionRequest {
+                seq: 0,
+                request: Some(Req::FetchFeedback(fetch)),
+            }),
+            update: Arc::new(pb::SessionRequest {
+                seq: 0,
+                request: Some(Req::UpdateSchedule(update)),
+            }),
+        }
+    }
+
+    /// This slot's fetch; the `Arc` is unshared by now (the previous one was encoded before
+    /// its reply came), so this changes it in place.
+    fn fetch(&mut self, seq: u64, slot: Slot) -> Arc<pb::SessionRequest> {
+        let m = Arc::make_mut(&mut self.fetch);
+        m.seq = seq;
+        if let Some(pb::session_request::Request::FetchFeedback(r)) = &mut m.request {
+            r.slot = slot.0;
+        }
+        self.fetch.clone()
+    }
+
+    /// This slot's update: the same rate pattern as unary mode, shifted every slot.
+    fn update(&mut self, seq: u64, slot: Slot, s: u64, caps: &[f64]) -> Arc<pb::SessionRequest> {
+        let m = Arc::make_mut(&mut self.update);
+        m.seq = seq;
+        if let Some(pb::session_request::Request::UpdateSchedule(r)) = &mut m.request {
+            r.slot = slot.0;
+            for (j, (item, cap)) in r.flows.iter_mut().zip(caps).enumerate() {
+                item.first_slot = slot.0;
+                for (t, rate) in item.rates_bytes_per_sec.iter_mut().enumerate() {
+                    *rate = cap / 4.0 * ((s as usize + j + t) % 4) as f64;
+                }
+            }
+        }
+        self.update.clone()
+    }
+}
+
+/// The wire size of a session request: protobuf, gRPC prefix and the DATA frame header.
+fn session_bytes(payload: usize) -> u64 {
+    (payload + GRPC_FRAME_BYTES + H2_FRAME_BYTES) as u64
+}
+
+type Replies = tonic::Streaming<(usize, ReplySkeleton)>;
+
+/// Waits for the reply to `seq`, skipping replies to messages that had already timed out.
+async fn reply_to(
+    replies: &mut Replies,
+    seq: u64,
+    timeout: Duration,
+    st: &mut Stats,
+) -> Result<(usize, ReplySkeleton), String> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        match tokio::time::timeout_at(deadline, replies.message()).await {
+            Err(_) => return Err(format!("no reply to #{seq} within {timeout:?}")),
+            Ok(Err(s)) => return Err(format!("session ended: {s}")),
+            Ok(Ok(None)) => return Err("session closed by the switch".into()),
+            Ok(Ok(Some((_, r)))) if r.seq < seq => st.late_replies += 1,
+            Ok(Ok(Some(r))) if r.1.seq == seq => return Ok(r),
+            Ok(Ok(Some((_, r)))) => {
+                return Err(format!("reply #{} while waiting for #{seq}", r.seq));
+            }
+        }
+    }
+}
+
+/// Opens a host's session; `None` (counted as errors by the caller) if the switch refuses.
+async fn open_session(
+    ch: Channel,
+) -> Result<(mpsc::Sender<Arc<pb::SessionRequest>>, Replies), String> {
+    let mut grpc = tonic::client::Grpc::new(ch).max_decoding_message_size(MAX_MESSAGE_BYTES);
+    grpc.ready().await.map_err(|e| format!("channel: {e}"))?;
+    let (tx, rx) = mpsc::channel(4);
+    let replies = grpc
+        .streaming(
+            tonic::Request::new(ReceiverStream::new(rx)),
+            tonic::codegen::http::uri::PathAndQuery::from_static("/mlcc.v1.Switch/Session"),
+            BenchCodec,
+        )
+        .await
+        .map_err(|e| format!("Session: {e}"))?
+        .into_inner();
+    Ok((tx, replies))
+}
+
+async fn run_session_host(
+    ch: Channel,
+    host: Host,
+    slots: SlotConfig,
+    start: Slot,
+    count: u64,
+    timeout: Duration,
+) -> Stats {
+    let mut st = Stats::default();
+    let caps: Vec<f64> = host.flows.iter().map(|f| f.2).collect();
+    let mut pre = Prebuilt::new(&host, start, slots.horizon());
+    let mut session = None;
+    let mut seq = 0u64;
+    for s in 0..count {
+        let slot = start.plus(s);
+        let begin = slots.start_ns(slot) + host.phase.as_nanos() as u64;
+        sleep_until_ns(begin).await;
+        st.host_slots += 1;
+        // (Re)open the session if there is none: at the start, or after the switch ended it.
+        if session.is_none() {
+            match open_session(ch.clone()).await {
+                Ok(x) => session = Some(x),
+                Err(e) => {
+                    tracing::debug!("{}: {e}", host.name);
+                    st.fetch_errors += 1;
+                    st.update_errors += 1;
+                    continue;
+                }
+            }
+        }
+        let Some((tx, replies)) = session.as_mut() else {
+            continue;
+        };
+        seq += 1;
+        let fetch = pre.fetch(seq, slot);
+        st.bytes[0] += session_bytes(fetch.encoded_len());
+        let t = Instant::now();
+        let fetched = match tx.send(fetch).await {
+            Ok(()) => reply_to(replies, seq, timeout, &mut st).await,
+            Err(_) => Err("session closed".into()),
+        };
+        match fetched {
+            Ok((n, r)) if r.error.is_none() => {
+                st.fetch_us.push(t.elapsed().as_micros() as u32);
+                st.bytes[1] += session_bytes(n);
+                if let Some(f) = r.fetch_feedback {
+                    st.rejected += f.rejected.len() as u64;
+                }
+            }
+            Ok((_, r)) => {
+                st.fetch_errors += 1;
+                tracing::debug!("fetch_feedback: {:?}", r.error);
+            }
+            Err(e) => {
+                st.fetch_errors += 1;
+                tracing::debug!("fetch_feedback: {e}");
+            }
+        }
+        seq += 1;
+        let update = pre.update(seq, slot, s, &caps);
+        st.bytes[2] += session_bytes(update.encoded_len());
+        let t = Instant::now();
+        let updated = match tx.send(update).await {
+            Ok(()) => reply_to(replies, seq, timeout, &mut st).await,
+            Err(_) => Err("session closed".into()),
+        };
+        match updated {
+            Ok((n, r)) if r.error.is_none() => {
+                st.update_us.push(t.elapsed().as_micros() as u32);
+                st.bytes[3] += session_bytes(n);
+                if let Some(u) = r.update_schedule {
+                    st.accepted += u64::from(u.accepted);
+                    st.rejected += u.rejected.len() as u64;
+                }
+            }
+            Ok((_, r)) => {
+                st.update_errors += 1;
+                tracing::debug!("update_schedule: {:?}", r.error);
+            }
+            Err(e) => {
+                st.update_errors += 1;
+                tracing::debug!("update_schedule: {e}");
+                // A session that ended is reopened next slot; a timeout keeps it (the late
+                // reply is skipped).
+                if e.starts_with("session") {
+                    session = None;
+                }
+            }
+        }
+        if SystemClock.now_ns() > begin + slots.tau_ns() {
+            st.overruns += 1;
+        }
+    }
+    st
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU accounting.
+
+/// CPU seconds (user + system) a process used so far, from /proc/<pid>/stat; `None` if it
+/// cannot be read. Linux reports them in USER_HZ = 100 ticks per second on every architecture.
+fn cpu_secs(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
+}
+
+/// The 1-minute load average, to tell a quiet machine from a busy one.
+fn loadavg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn cpu_json(before: Option<f64>, after: Option<f64>, elapsed: f64) -> Value {
+    match (before, after) {
+        (Some(b), Some(a)) => json!({
+            "cpu_secs": ((a - b) * 100.0).round() / 100.0,
+            "cpu_percent_of_one_core": ((a - b) / elapsed.max(1e-9) * 1000.0).round() / 10.0,
+        }),
+        _ => Value::Null,
+    }
+}
+
 /// Runs the benchmark and returns its report.
 pub async fn run(args: &BenchArgs) -> Result<Value, String> {
     if args.hosts == 0 || args.flows == 0 || args.slots == 0 {
@@ -211,7 +594,14 @@ pub async fn run(args: &BenchArgs) -> Result<Value, String> {
         .map_err(|e| format!("bad --target {:?}: {e}", args.target))?
         .tcp_nodelay(true)
         .connect_timeout(Duration::from_secs(5));
-    let connections = args.connections.unwrap_or(args.hosts).clamp(1, args.hosts);
+    let default_connections = match args.mode {
+        Mode::Session => 8,
+        Mode::Unary => args.hosts,
+    };
+    let connections = args
+        .connections
+        .unwrap_or(default_connections)
+        .clamp(1, args.hosts);
     let mut channels = Vec::with_capacity(connections);
     for _ in 0..connections {
         channels.push(
@@ -255,25 +645,56 @@ pub async fn run(args: &BenchArgs) -> Result<Value, String> {
             slots.tau() * i as u32 / args.hosts as u32
         };
         let host = Host { name, flows, phase };
-        tasks.push(tokio::spawn(run_host(
-            client(&channels[i % connections]),
-            host,
-            slots,
-            start,
-            args.slots,
-            timeout,
-        )));
+        let ch = &channels[i % connections];
+        tasks.push(match args.mode {
+            Mode::Session => tokio::spawn(run_session_host(
+                ch.clone(),
+                host,
+                slots,
+                start,
+                args.slots,
+                timeout,
+            )),
+            Mode::Unary => tokio::spawn(run_host(
+                client(ch),
+                host,
+                slots,
+                start,
+                args.slots,
+                timeout,
+            )),
+        });
     }
+    // CPU from the first slot boundary on; the set-up before it is not part of the figure.
+    sleep_until_ns(slots.start_ns(start)).await;
+    let server_pid = args.server_pid.map(|p| p.to_string());
+    let server_before = server_pid.as_deref().and_then(cpu_secs);
+    let self_before = cpu_secs("self");
+    let load_before = loadavg();
     let mut st = Stats::default();
     for t in tasks {
         st.merge(t.await.map_err(|e| format!("host task failed: {e}"))?);
     }
     let elapsed = (SystemClock.now_ns().saturating_sub(slots.start_ns(start))) as f64 * 1e-9;
+    let server_after = server_pid.as_deref().and_then(cpu_secs);
+    let self_after = cpu_secs("self");
     let per = |b: u64| (b as f64 / st.host_slots.max(1) as f64).round() as u64;
     let bytes: Vec<u64> = st.bytes.iter().map(|&b| per(b)).collect();
+    let bytes_note = match args.mode {
+        Mode::Session => {
+            "protobuf payload + 5-byte gRPC prefix + 9-byte HTTP/2 DATA frame header per \
+             message; the stream's opening HEADERS (once per host, not per slot), TCP/IP not \
+             counted"
+        }
+        Mode::Unary => {
+            "protobuf payload + 5-byte gRPC prefix; HTTP/2 HEADERS/DATA frames and trailers \
+             (per call), TCP/IP not counted"
+        }
+    };
     Ok(json!({
         "target": args.target,
         "switch": d.switch_name,
+        "mode": args.mode.name(),
         "hosts": args.hosts,
         "flows_per_host": args.flows,
         "slots": args.slots,
@@ -287,17 +708,23 @@ pub async fn run(args: &BenchArgs) -> Result<Value, String> {
         "accepted_items": st.accepted,
         "rejected_items": st.rejected,
         "slot_overruns": st.overruns,
+        "late_replies": st.late_replies,
         "rpc": {
             "fetch_feedback": latency(&mut st.fetch_us, st.fetch_errors),
             "update_schedule": latency(&mut st.update_us, st.update_errors),
         },
         "bytes_per_slot_per_host": {
-            "note": "protobuf payload + 5-byte gRPC frame; HTTP/2 headers, TCP/IP not counted",
+            "note": bytes_note,
             "fetch_feedback_request": bytes[0],
             "fetch_feedback_reply": bytes[1],
             "update_schedule_request": bytes[2],
             "update_schedule_reply": bytes[3],
             "total": bytes.iter().sum::<u64>(),
         },
+        "cpu": {
+            "server": cpu_json(server_before, server_after, elapsed),
+            "generator": cpu_json(self_before, self_after, elapsed),
+        },
+        "loadavg_1m": { "before": load_before, "after": loadavg() },
     }))
 }

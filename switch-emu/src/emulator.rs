@@ -59,6 +59,8 @@ pub struct Emulator {
     /// Owned links sorted by name, with capacities, for replies that list them.
     links: Vec<(Arc<str>, LinkId, f64)>,
     hosts: HashSet<String>,
+    /// Link ids of the item being handled, kept between calls so a call allocates none.
+    scratch: Vec<LinkId>,
 }
 
 fn clip(s: &str) -> String {
@@ -141,6 +143,7 @@ impl Emulator {
             by_name: links.iter().map(|(n, l, _)| (n.clone(), *l)).collect(),
             links,
             hosts: topo.hosts().map(|h| topo.node(h).name.clone()).collect(),
+            scratch: Vec::new(),
         })
     }
 
@@ -245,23 +248,25 @@ impl Emulator {
 
     /// `FetchFeedback`: per flow per link, the capacity and the load booked in slots
     /// `req.slot..req.slot+K` by everything except that flow and the asking host's own entries.
+    /// Takes the request by value: its flow ids and link names move into the reply, uncopied.
     pub fn fetch_feedback(
         &mut self,
         now: Slot,
-        req: &pb::FetchFeedbackRequest,
+        req: pb::FetchFeedbackRequest,
     ) -> Result<pb::FetchFeedbackReply, RequestError> {
         self.check_call(&req.host, req.flows.len())?;
         self.table.advance(now);
-        let from = if req.slot == 0 { now } else { Slot(req.slot) };
+        let pb::FetchFeedbackRequest { host, slot, flows } = req;
+        let from = if slot == 0 { now } else { Slot(slot) };
         let k = self.slots.horizon();
         let mut reply = pb::FetchFeedbackReply {
             switch_slot: now.0,
             from_slot: from.0,
-            flows: Vec::with_capacity(req.flows.len()),
+            flows: Vec::with_capacity(flows.len()),
             rejected: Vec::new(),
         };
-        let mut ids = Vec::new();
-        for (index, q) in req.flows.iter().enumerate() {
+        let mut ids = std::mem::take(&mut self.scratch);
+        for (index, q) in flows.into_iter().enumerate() {
             let flow = match self.resolve(index, &q.flow_id, &q.links, &mut ids) {
                 Ok(f) => f,
                 Err(r) => {
@@ -273,15 +278,15 @@ impl Emulator {
             let query = Query {
                 flow: &flow,
                 key: &key,
-                exclude_publisher: Some(&req.host),
+                exclude_publisher: Some(&host),
             };
             let mut links = Vec::with_capacity(ids.len());
             let mut failed = None;
-            for (&l, name) in ids.iter().zip(&q.links) {
+            for (&l, name) in ids.iter().zip(q.links) {
                 let mut load = vec![0.0; k];
                 match self.table.feedback(l, &query, self.mode, from, &mut load) {
                     Ok(()) => links.push(pb::LinkLoad {
-                        link: name.clone(),
+                        link: name,
                         capacity_bytes_per_sec: self.table.capacity(l).map(|c| c.0).unwrap_or(0.0),
                         load_bytes_per_sec: load,
                     }),
@@ -289,7 +294,7 @@ impl Emulator {
                         failed = Some(reject(
                             index,
                             &q.flow_id,
-                            name,
+                            &name,
                             reason_of(&e),
                             e.to_string(),
                         ));
@@ -300,11 +305,12 @@ impl Emulator {
             match failed {
                 Some(r) => reply.rejected.push(r),
                 None => reply.flows.push(pb::FlowFeedback {
-                    flow_id: q.flow_id.clone(),
+                    flow_id: q.flow_id,
                     links,
                 }),
             }
         }
+        self.scratch = ids;
         Ok(reply)
     }
 
@@ -323,7 +329,7 @@ impl Emulator {
             accepted: 0,
             rejected: Vec::new(),
         };
-        let mut ids = Vec::new();
+        let mut ids = std::mem::take(&mut self.scratch);
         'items: for (index, item) in req.flows.iter().enumerate() {
             let flow = match self.resolve(index, &item.flow_id, &item.links, &mut ids) {
                 Ok(f) => f,
@@ -368,6 +374,7 @@ impl Emulator {
             }
             reply.accepted += 1;
         }
+        self.scratch = ids;
         Ok(reply)
     }
 
@@ -518,18 +525,18 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            e.fetch_feedback(Slot(100), &req),
+            e.fetch_feedback(Slot(100), req.clone()),
             Err(RequestError::UnknownHost("h7".into()))
         );
         req.host = "bad\nhost".into();
         assert!(matches!(
-            e.fetch_feedback(Slot(100), &req),
+            e.fetch_feedback(Slot(100), req.clone()),
             Err(RequestError::InvalidHost { .. })
         ));
         req.host = "h1".into();
         req.flows = vec![Default::default(); MAX_FLOWS_PER_CALL + 1];
         assert!(matches!(
-            e.fetch_feedback(Slot(100), &req),
+            e.fetch_feedback(Slot(100), req.clone()),
             Err(RequestError::TooManyFlows { .. })
         ));
     }

@@ -7,11 +7,22 @@ use std::time::Instant;
 use mlcc_core::slot::Slot;
 use mlcc_proto::v1 as pb;
 use mlcc_proto::v1::switch_server::Switch;
-use tonic::{Request, Response, Status};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
 
 use crate::clock::Clock;
 use crate::emulator::{Emulator, RequestError};
-use crate::metrics::{LinkLabels, MethodLabels, Metrics, RejectLabels, RpcLabels};
+use crate::metrics::{
+    LinkLabels, MethodLabels, Metrics, RejectLabels, RpcLabels, SessionEndLabels,
+};
+
+/// Replies a session may leave unread before the switch ends it with RESOURCE_EXHAUSTED: a
+/// scheduler has at most two messages in flight per slot, so this many unread means the client
+/// stopped reading, and its replies must not pile up in the switch's memory.
+pub const SESSION_UNREAD_REPLIES: usize = 64;
 
 /// State shared by the gRPC handlers and the slot ticker.
 pub struct Shared {
@@ -64,30 +75,81 @@ impl Shared {
     }
 }
 
+/// A method's metrics for the common case (status ok), looked up once instead of hashing the
+/// labels under the family's lock on every call.
+#[derive(Clone)]
+struct MethodMetrics {
+    method: &'static str,
+    ok: Counter,
+    items: Counter,
+    seconds: Histogram,
+}
+
+impl MethodMetrics {
+    fn new(m: &Metrics, method: &'static str) -> Self {
+        MethodMetrics {
+            method,
+            ok: m
+                .rpcs
+                .get_or_create(&RpcLabels { method, code: "ok" })
+                .clone(),
+            items: m.items.get_or_create(&MethodLabels { method }).clone(),
+            seconds: m
+                .rpc_seconds
+                .get_or_create(&MethodLabels { method })
+                .clone(),
+        }
+    }
+}
+
 /// The `mlcc.v1.Switch` service.
 #[derive(Clone)]
 pub struct SwitchService {
     shared: Arc<Shared>,
+    fetch: MethodMetrics,
+    update: MethodMetrics,
+    describe: MethodMetrics,
+    table: MethodMetrics,
+    /// Becomes true when the server stops; open sessions end with UNAVAILABLE.
+    stopping: Option<watch::Receiver<bool>>,
 }
 
 impl SwitchService {
     pub fn new(shared: Arc<Shared>) -> Self {
-        SwitchService { shared }
+        let m = &shared.metrics;
+        SwitchService {
+            fetch: MethodMetrics::new(m, "fetch_feedback"),
+            update: MethodMetrics::new(m, "update_schedule"),
+            describe: MethodMetrics::new(m, "describe"),
+            table: MethodMetrics::new(m, "table"),
+            shared,
+            stopping: None,
+        }
+    }
+
+    /// Open sessions end (UNAVAILABLE) when `stopping` turns true, so a graceful shutdown does
+    /// not wait for long-lived streams.
+    pub fn with_shutdown(mut self, stopping: watch::Receiver<bool>) -> Self {
+        self.stopping = Some(stopping);
+        self
     }
 
     fn record(
         &self,
-        method: &'static str,
+        mm: &MethodMetrics,
         started: Instant,
         items: usize,
         code: &'static str,
         rejected: &[pb::Rejection],
     ) {
         let m = &self.shared.metrics;
-        m.rpcs.get_or_create(&RpcLabels { method, code }).inc();
-        m.items
-            .get_or_create(&MethodLabels { method })
-            .inc_by(items as u64);
+        let method = mm.method;
+        if code == "ok" {
+            mm.ok.inc();
+        } else {
+            m.rpcs.get_or_create(&RpcLabels { method, code }).inc();
+        }
+        mm.items.inc_by(items as u64);
         for r in rejected {
             let reason = pb::RejectReason::try_from(r.reason)
                 .map(|r| r.as_str_name())
@@ -101,9 +163,110 @@ impl SwitchService {
                 })
                 .inc();
         }
-        m.rpc_seconds
-            .get_or_create(&MethodLabels { method })
-            .observe(started.elapsed().as_secs_f64());
+        mm.seconds.observe(started.elapsed().as_secs_f64());
+    }
+
+    /// FetchFeedback, shared by the unary call and the session: one lock acquisition.
+    fn do_fetch(&self, req: pb::FetchFeedbackRequest) -> Result<pb::FetchFeedbackReply, Status> {
+        let started = Instant::now();
+        let items = req.flows.len();
+        let result = {
+            let mut emu = self.shared.lock();
+            let now = self.shared.now(&emu);
+            emu.fetch_feedback(now, req)
+        }
+        .map_err(status_of);
+        let (code, rejected) = outcome(&result);
+        self.record(&self.fetch, started, items, code, rejected);
+        result
+    }
+
+    /// UpdateSchedule, shared by the unary call and the session: one lock acquisition.
+    fn do_update(
+        &self,
+        req: &pb::UpdateScheduleRequest,
+    ) -> Result<pb::UpdateScheduleReply, Status> {
+        let started = Instant::now();
+        let result = {
+            let mut emu = self.shared.lock();
+            let now = self.shared.now(&emu);
+            emu.update_schedule(now, req)
+        }
+        .map_err(status_of);
+        let (code, rejected) = outcome(&result);
+        self.record(&self.update, started, req.flows.len(), code, rejected);
+        result
+    }
+
+    /// One session message: the reply, or the message's own fault as a `SessionError`.
+    fn session_message(&self, msg: pb::SessionRequest) -> pb::SessionReply {
+        use pb::session_reply::Reply;
+        use pb::session_request::Request as Req;
+        let reply = match msg.request {
+            Some(Req::FetchFeedback(r)) => self.do_fetch(r).map(Reply::FetchFeedback),
+            Some(Req::UpdateSchedule(r)) => self.do_update(&r).map(Reply::UpdateSchedule),
+            None => Err(Status::invalid_argument(
+                "session message carries no request (set fetch_feedback or update_schedule)",
+            )),
+        };
+        pb::SessionReply {
+            seq: msg.seq,
+            reply: Some(reply.unwrap_or_else(|s| {
+                Reply::Error(pb::SessionError {
+                    code: s.code() as i32,
+                    message: s.message().to_string(),
+                })
+            })),
+        }
+    }
+
+    /// Reads a session's messages in order and queues each reply; returns why it ended and
+    /// the status to end the reply stream with, if any.
+    async fn run_session(
+        &self,
+        mut inbound: Streaming<pb::SessionRequest>,
+        tx: &mpsc::Sender<Result<pb::SessionReply, Status>>,
+    ) -> (&'static str, Option<Status>) {
+        let mut stopping = self.stopping.clone();
+        loop {
+            let next = async {
+                match &mut stopping {
+                    Some(s) => tokio::select! {
+                        m = inbound.message() => Some(m),
+                        _ = s.wait_for(|s| *s) => None,
+                    },
+                    None => Some(inbound.message().await),
+                }
+            };
+            let msg = match next.await {
+                None => {
+                    return (
+                        "shutdown",
+                        Some(Status::unavailable("the switch is shutting down")),
+                    );
+                }
+                Some(Ok(Some(m))) => m,
+                Some(Ok(None)) => return ("closed", None),
+                // Malformed or oversized: tonic could not decode it. The stream cannot be
+                // resynchronized, so it ends; the server and other streams are unaffected.
+                Some(Err(s)) => return ("malformed", Some(s)),
+            };
+            // One slot of the channel stays free for the final status.
+            if tx.capacity() <= 1 {
+                return (
+                    "unread",
+                    Some(Status::resource_exhausted(format!(
+                        "session ended: {SESSION_UNREAD_REPLIES} replies left unread; read \
+                         replies as they come"
+                    ))),
+                );
+            }
+            let reply = self.session_message(msg);
+            if tx.try_send(Ok(reply)).is_err() {
+                // The reply stream was dropped: the client went away.
+                return ("closed", None);
+            }
+        }
     }
 }
 
@@ -170,34 +333,41 @@ impl Switch for SwitchService {
         &self,
         request: Request<pb::FetchFeedbackRequest>,
     ) -> Result<Response<pb::FetchFeedbackReply>, Status> {
-        let started = Instant::now();
-        let req = request.into_inner();
-        let result = {
-            let mut emu = self.shared.lock();
-            let now = self.shared.now(&emu);
-            emu.fetch_feedback(now, &req)
-        }
-        .map_err(status_of);
-        let (code, rejected) = outcome(&result);
-        self.record("fetch_feedback", started, req.flows.len(), code, rejected);
-        result.map(Response::new)
+        self.do_fetch(request.into_inner()).map(Response::new)
     }
 
     async fn update_schedule(
         &self,
         request: Request<pb::UpdateScheduleRequest>,
     ) -> Result<Response<pb::UpdateScheduleReply>, Status> {
-        let started = Instant::now();
-        let req = request.into_inner();
-        let result = {
-            let mut emu = self.shared.lock();
-            let now = self.shared.now(&emu);
-            emu.update_schedule(now, &req)
-        }
-        .map_err(status_of);
-        let (code, rejected) = outcome(&result);
-        self.record("update_schedule", started, req.flows.len(), code, rejected);
-        result.map(Response::new)
+        self.do_update(&request.into_inner()).map(Response::new)
+    }
+
+    type SessionStream = ReceiverStream<Result<pb::SessionReply, Status>>;
+
+    async fn session(
+        &self,
+        request: Request<Streaming<pb::SessionRequest>>,
+    ) -> Result<Response<Self::SessionStream>, Status> {
+        let inbound = request.into_inner();
+        // Bounded: a client that stops reading fills it and its session ends (run_session),
+        // so its replies cannot grow the switch's memory.
+        let (tx, rx) = mpsc::channel(SESSION_UNREAD_REPLIES + 1);
+        let svc = self.clone();
+        let m = self.shared.metrics.clone();
+        m.sessions_open.inc();
+        tokio::spawn(async move {
+            let (reason, status) = svc.run_session(inbound, &tx).await;
+            if let Some(s) = status {
+                tracing::debug!(reason, "session ended: {s}");
+                let _ = tx.try_send(Err(s));
+            }
+            m.sessions_open.dec();
+            m.sessions_ended
+                .get_or_create(&SessionEndLabels { reason })
+                .inc();
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
     }
 
     async fn describe(
@@ -210,7 +380,7 @@ impl Switch for SwitchService {
             let now = self.shared.now(&emu);
             emu.describe(now)
         };
-        self.record("describe", started, 0, "ok", &[]);
+        self.record(&self.describe, started, 0, "ok", &[]);
         Ok(Response::new(reply))
     }
 
@@ -227,7 +397,7 @@ impl Switch for SwitchService {
         }
         .map_err(status_of);
         let (code, rejected) = outcome(&result);
-        self.record("table", started, 0, code, rejected);
+        self.record(&self.table, started, 0, code, rejected);
         result.map(Response::new)
     }
 }

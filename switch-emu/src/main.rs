@@ -56,12 +56,19 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::Bench(args)) => {
             init_logs(LogFormat::Human);
-            // Multi-thread even when pinned to one core: measured, the current-thread runtime
-            // starves the connection tasks behind 1000 host tasks and every call times out.
-            let rt = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
+            // As many threads as CPUs it may use (1 under `taskset -c 1`): a current-thread
+            // runtime then, as extra threads on one core only add context switches.
+            let threads = args
+                .threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            let mut rt = if threads <= 1 {
+                tokio::runtime::Builder::new_current_thread()
+            } else {
+                let mut b = tokio::runtime::Builder::new_multi_thread();
+                b.worker_threads(threads);
+                b
+            };
+            let rt = match rt.enable_all().build() {
                 Ok(rt) => rt,
                 Err(e) => {
                     eprintln!("mlcc-switchd bench: cannot start the runtime: {e}");

@@ -31,6 +31,13 @@ pub struct RejectLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SessionEndLabels {
+    /// "closed" (the client ended it), "malformed", "unread" (too many replies unread),
+    /// "shutdown".
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LinkLabels {
     pub link: String,
 }
@@ -46,6 +53,8 @@ pub struct Metrics {
     pub link_load: Family<LinkLabels, Gauge<f64, AtomicU64>>,
     pub slot: Gauge,
     pub tick_late_seconds: Histogram,
+    pub sessions_open: Gauge,
+    pub sessions_ended: Family<SessionEndLabels, Counter>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -66,6 +75,8 @@ impl Metrics {
         let link_load = Family::<LinkLabels, Gauge<f64, AtomicU64>>::default();
         let slot = Gauge::default();
         let tick_late_seconds = latency_histogram();
+        let sessions_open = Gauge::default();
+        let sessions_ended = Family::<SessionEndLabels, Counter>::default();
         registry.register(
             "switch_rpcs",
             "gRPC calls served, by method and status",
@@ -73,7 +84,7 @@ impl Metrics {
         );
         registry.register(
             "switch_rpc_duration_seconds",
-            "Time spent handling a call (decode to reply), by method",
+            "Time spent handling a call or session message (decode to reply), by method",
             rpc_seconds.clone(),
         );
         registry.register(
@@ -106,6 +117,16 @@ impl Metrics {
             "How late the slot tick ran after the slot boundary",
             tick_late_seconds.clone(),
         );
+        registry.register(
+            "switch_sessions_open",
+            "Session streams open now",
+            sessions_open.clone(),
+        );
+        registry.register(
+            "switch_sessions_ended",
+            "Session streams ended, by reason",
+            sessions_ended.clone(),
+        );
         Metrics {
             registry,
             rpcs,
@@ -116,6 +137,8 @@ impl Metrics {
             link_load,
             slot,
             tick_late_seconds,
+            sessions_open,
+            sessions_ended,
         }
     }
 

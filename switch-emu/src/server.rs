@@ -98,7 +98,7 @@ pub async fn start(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()
         .map_err(|e| ServeError::Reflection(e.to_string()))?;
-    let switch = SwitchServer::new(SwitchService::new(shared.clone()))
+    let switch = SwitchServer::new(SwitchService::new(shared.clone()).with_shutdown(rx.clone()))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));

@@ -42,24 +42,35 @@ fn serves_benches_and_stops_on_sigterm() {
         }
     };
 
-    let out = Command::new(BIN)
-        .args([
-            "bench", "--target", &addr, "--hosts", "4", "--flows", "3", "--slots", "3",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bench prints JSON");
-    assert_eq!(report["accepted_items"], 4 * 3 * 3);
-    assert_eq!(report["rpc"]["fetch_feedback"]["count"], 12);
-    assert!(report["bytes_per_slot_per_host"]["total"].as_u64().unwrap() > 0);
-    assert!(report["flow_updates_per_sec"].as_f64().unwrap() > 0.0);
-
     let pid = child.id().to_string();
+    // Session mode is the default; unary mode is the other way in.
+    for mode in ["session", "unary"] {
+        let out = Command::new(BIN)
+            .args(["bench", "--target", &addr, "--hosts", "4", "--flows", "3"])
+            .args(["--slots", "3", "--mode", mode, "--server-pid", &pid])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("bench prints JSON");
+        println!("{mode}: {report}");
+        assert_eq!(report["mode"], mode);
+        assert_eq!(report["accepted_items"], 4 * 3 * 3, "{report}");
+        assert_eq!(report["rpc"]["fetch_feedback"]["count"], 12, "{report}");
+        assert_eq!(report["rpc"]["update_schedule"]["errors"], 0, "{report}");
+        assert!(report["bytes_per_slot_per_host"]["total"].as_u64().unwrap() > 0);
+        assert!(report["flow_updates_per_sec"].as_f64().unwrap() > 0.0);
+        assert!(report["cpu"]["server"]["cpu_secs"].is_number(), "{report}");
+        assert!(
+            report["cpu"]["generator"]["cpu_secs"].is_number(),
+            "{report}"
+        );
+    }
+
     assert!(
         Command::new("kill")
             .args(["-TERM", &pid])
