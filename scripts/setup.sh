@@ -5,7 +5,9 @@
 set -euo pipefail
 
 need_apt=()
-want_pkgs=(build-essential pkg-config)
+# mlcc-bpf: clang+llvm compile the BPF programs, libelf+zlib link libbpf, bpftool dumps the
+# kernel's vmlinux.h, iproute2 (ip, tc) builds the namespace testbed.
+want_pkgs=(build-essential pkg-config clang llvm libelf-dev zlib1g-dev bpftool iproute2)
 for p in "${want_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$p")
 done

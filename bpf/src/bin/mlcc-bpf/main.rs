@@ -1,0 +1,172 @@
+//! `mlcc-bpf`: operator and test CLI for the mlcc kernel datapath.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use mlcc_bpf::{
+    CcName, CwndPolicy, DEFAULT_PIN_DIR, Datapath, Expiry, KernelDatapath, LoadOptions, Rate,
+    RateOrder, SocketKey, unload_pinned,
+};
+
+mod bench;
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "mlcc kernel datapath: BPF congestion control that paces flows at planned rates"
+)]
+struct Cli {
+    /// bpffs directory holding the pinned datapath.
+    #[arg(long, global = true, env = "MLCC_BPF_PIN_DIR", default_value = DEFAULT_PIN_DIR)]
+    pin_dir: PathBuf,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Load the CC and sock_ops programs and pin them (they stay after this command exits).
+    Load {
+        /// Congestion-control name to register (global in the kernel).
+        #[arg(long, default_value = "mlcc")]
+        name: CcName,
+        /// cwnd cap as a percentage of the BDP at the ordered rate.
+        #[arg(long, default_value_t = CwndPolicy::default().gain_pct())]
+        cwnd_gain_pct: u32,
+        /// cwnd floor in segments.
+        #[arg(long, default_value_t = CwndPolicy::default().min_segments())]
+        min_cwnd: u32,
+        /// cgroup v2 directories whose TCP sockets join the CC (repeatable).
+        #[arg(long)]
+        cgroup: Vec<PathBuf>,
+    },
+    /// Put TCP sockets of a cgroup v2 directory on the CC.
+    AttachCgroup { cgroup: PathBuf },
+    /// Stop putting new sockets of a cgroup on the CC.
+    DetachCgroup { cgroup: PathBuf },
+    /// Order a rate for one socket (4-tuple as seen from its host).
+    SetRate {
+        /// Network namespace cookie of the socket (SO_NETNS_COOKIE; 1 is usually the host's).
+        #[arg(long, default_value_t = 1)]
+        netns_cookie: u64,
+        src: SocketAddr,
+        dst: SocketAddr,
+        /// e.g. 300Mbit, 1.5Gbit, 25MB (bytes/s)
+        rate: Rate,
+        /// Order lifetime in milliseconds; none: until cleared.
+        #[arg(long)]
+        ttl_ms: Option<u64>,
+    },
+    /// Remove a socket's order (it falls back to Reno).
+    ClearRate {
+        #[arg(long, default_value_t = 1)]
+        netns_cookie: u64,
+        src: SocketAddr,
+        dst: SocketAddr,
+    },
+    /// Print per-socket stats and orders as JSON lines.
+    Stats,
+    /// Unregister the CC, detach cgroups, remove the pins.
+    Unload,
+    /// Measure map and per-ACK program costs; prints JSON.
+    Bench {
+        #[arg(long, default_value_t = 1000)]
+        flows: u32,
+        /// Seconds of traffic for the per-ACK run-time measurement (0 to skip).
+        #[arg(long, default_value_t = 3)]
+        traffic_secs: u64,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mlcc-bpf: {e}");
+            let mut src = e.source();
+            while let Some(s) = src {
+                eprintln!("  caused by: {s}");
+                src = s.source();
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+type BoxError = Box<dyn std::error::Error>;
+
+fn run(cli: Cli) -> Result<(), BoxError> {
+    let dir = cli.pin_dir.as_path();
+    match cli.cmd {
+        Cmd::Load {
+            name,
+            cwnd_gain_pct,
+            min_cwnd,
+            cgroup,
+        } => {
+            let opts = LoadOptions {
+                cc_name: name,
+                pin_dir: dir.to_path_buf(),
+                cwnd: CwndPolicy::new(cwnd_gain_pct, min_cwnd)?,
+            };
+            let dp = KernelDatapath::load(&opts)?;
+            for cg in &cgroup {
+                if let Err(e) = dp.attach_cgroup(cg) {
+                    let _ = dp.unload();
+                    return Err(e.into());
+                }
+            }
+            println!(
+                "loaded congestion control {} pinned at {}",
+                dp.cc_name(),
+                dir.display()
+            );
+        }
+        Cmd::AttachCgroup { cgroup } => KernelDatapath::open(dir)?.attach_cgroup(&cgroup)?,
+        Cmd::DetachCgroup { cgroup } => KernelDatapath::open(dir)?.detach_cgroup(&cgroup)?,
+        Cmd::SetRate {
+            netns_cookie,
+            src,
+            dst,
+            rate,
+            ttl_ms,
+        } => {
+            let expiry =
+                ttl_ms.map_or(Expiry::Never, |ms| Expiry::After(Duration::from_millis(ms)));
+            let key = SocketKey::new(netns_cookie, src, dst);
+            KernelDatapath::open(dir)?.set_rates(&[RateOrder { key, rate, expiry }])?;
+        }
+        Cmd::ClearRate {
+            netns_cookie,
+            src,
+            dst,
+        } => {
+            KernelDatapath::open(dir)?.clear_rates(&[SocketKey::new(netns_cookie, src, dst)])?;
+        }
+        Cmd::Stats => print_stats(dir)?,
+        Cmd::Unload => unload_pinned(dir)?,
+        Cmd::Bench {
+            flows,
+            traffic_secs,
+        } => bench::run(flows, Duration::from_secs(traffic_secs))?,
+    }
+    Ok(())
+}
+
+fn print_stats(dir: &Path) -> Result<(), BoxError> {
+    let dp = KernelDatapath::open(dir)?;
+    for (key, stats) in dp.read_stats()? {
+        println!("{}", serde_json::json!({ "socket": key, "stats": stats }));
+    }
+    for (key, bytes_per_sec) in dp.orders()? {
+        println!(
+            "{}",
+            serde_json::json!({ "socket": key, "order_bytes_per_sec": bytes_per_sec })
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: (Apache-2.0 OR GPL-2.0) */
+/*
+ * Types shared between the BPF programs and the Rust side (src/raw.rs mirrors them; a Rust test
+ * checks that the skeleton's BTF-derived types have the same size and field offsets).
+ * Every name is prefixed mlcc_: the kernel's BTF already has types like flow_stats.
+ */
+#ifndef MLCC_H
+#define MLCC_H
+
+#define MLCC_MAX_SOCKETS 65536
+#define MLCC_CC_NAME_LEN 16
+
+/*
+ * A TCP socket, as seen from its own host. IPv4 addresses are stored IPv4-mapped (::ffff:a.b.c.d)
+ * so one layout serves both families and a dual-stack socket talking to an IPv4 peer has the
+ * same key as a plain IPv4 one. Addresses in network order, ports in host order.
+ */
+struct mlcc_sock_key {
+	__u64 netns_cookie;
+	__u32 src_addr[4];
+	__u32 dst_addr[4];
+	__u16 src_port;
+	__u16 dst_port;
+	__u32 _pad;
+};
+
+/* The daemon's order for one socket; expires_ns is CLOCK_MONOTONIC, ~0 for never. */
+struct mlcc_rate {
+	__u64 bytes_per_sec;
+	__u64 expires_ns;
+};
+
+enum mlcc_mode {
+	MLCC_MODE_FALLBACK = 0,
+	MLCC_MODE_PACED = 1,
+};
+
+/* What the CC saw at the socket's last ACK. */
+struct mlcc_sock_stats {
+	__u64 bytes_sent;
+	__u64 bytes_acked;
+	__u64 delivery_rate_bytes_per_sec;
+	__u64 pacing_rate_bytes_per_sec;
+	__u64 updated_ns;
+	__u32 retransmits;
+	__u32 srtt_us;
+	__u32 min_rtt_us;
+	__u32 snd_cwnd;
+	__u32 mode;
+	__u32 _pad;
+};
+
+/* Settings the operator may change while sockets run; one entry at index 0. */
+struct mlcc_config {
+	char cc_name[MLCC_CC_NAME_LEN];
+	__u32 cwnd_gain_pct;
+	__u32 min_cwnd_segs;
+};
+
+#endif

@@ -1,0 +1,276 @@
+//! Network-namespace fixtures for the root tests and the bench: namespaces and veth links with
+//! unique names, removed on drop (also when a test fails), and TCP flows with end-to-end
+//! checksums. Needs root, `ip` and `tc` (iproute2).
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::config::CcName;
+use crate::key::SocketKey;
+use crate::sys;
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// `<prefix>-<pid>-<n>`: unique on the machine while this process lives.
+pub fn unique_name(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Runs a command, turning a non-zero exit into an error that carries its stderr.
+pub fn run(cmd: &str, args: &[&str]) -> io::Result<()> {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .map_err(|e| io::Error::new(e.kind(), format!("running {cmd}: {e}")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "{cmd} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+/// A named network namespace (`ip netns`), deleted on drop.
+pub struct Netns {
+    name: String,
+    fd: File,
+}
+
+impl Netns {
+    pub fn create(prefix: &str) -> io::Result<Self> {
+        let name = unique_name(prefix);
+        run("ip", &["netns", "add", &name])?;
+        let fd = match File::open(format!("/run/netns/{name}")) {
+            Ok(fd) => fd,
+            Err(e) => {
+                let _ = run("ip", &["netns", "del", &name]);
+                return Err(e);
+            }
+        };
+        let ns = Self { name, fd };
+        ns.ip(&["link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `ip -n <ns> args...`
+    pub fn ip(&self, args: &[&str]) -> io::Result<()> {
+        let mut all = vec!["-n", &self.name];
+        all.extend_from_slice(args);
+        run("ip", &all)
+    }
+
+    /// `tc -n <ns> args...`
+    pub fn tc(&self, args: &[&str]) -> io::Result<()> {
+        let mut all = vec!["-n", &self.name];
+        all.extend_from_slice(args);
+        run("tc", &all)
+    }
+
+    /// Runs `f` on a thread inside the namespace; sockets it creates stay in the namespace.
+    pub fn enter<R: Send>(&self, f: impl FnOnce() -> io::Result<R> + Send) -> io::Result<R> {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                sys::enter_netns(self.fd.as_fd())?;
+                f()
+            })
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("namespace thread panicked")))
+        })
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = run("ip", &["netns", "del", &self.name]);
+    }
+}
+
+/// Two namespaces joined by a veth pair, `eth0` on each side.
+pub struct VethPair {
+    pub sender: Netns,
+    pub receiver: Netns,
+    pub sender_addr: Ipv4Addr,
+    pub receiver_addr: Ipv4Addr,
+}
+
+impl VethPair {
+    /// Optionally shaped to `rate_bits_per_sec` on the sender's egress with TBF (this kernel has
+    /// no fq or netem; TBF keeps a small queue so the link rate is what a flow can get).
+    pub fn create(rate_bits_per_sec: Option<u64>) -> io::Result<Self> {
+        let sender = Netns::create("mlcc-s")?;
+        let receiver = Netns::create("mlcc-r")?;
+        let (sender_addr, receiver_addr) =
+            (Ipv4Addr::new(10, 77, 0, 1), Ipv4Addr::new(10, 77, 0, 2));
+        sender.ip(&[
+            "link",
+            "add",
+            "eth0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            receiver.name(),
+        ])?;
+        sender.ip(&["addr", "add", "10.77.0.1/24", "dev", "eth0"])?;
+        receiver.ip(&["addr", "add", "10.77.0.2/24", "dev", "eth0"])?;
+        sender.ip(&["link", "set", "eth0", "up"])?;
+        receiver.ip(&["link", "set", "eth0", "up"])?;
+        if let Some(rate) = rate_bits_per_sec {
+            let rate = format!("{rate}bit");
+            sender.tc(&[
+                "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", &rate, "burst", "256kb",
+                "latency", "5ms",
+            ])?;
+        }
+        Ok(Self {
+            sender,
+            receiver,
+            sender_addr,
+            receiver_addr,
+        })
+    }
+}
+
+/// An order-sensitive checksum of a byte stream, fed in arbitrary pieces.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamSum {
+    pub bytes: u64,
+    sum: u64,
+}
+
+impl StreamSum {
+    pub fn feed(&mut self, data: &[u8]) {
+        for &b in data {
+            self.bytes += 1;
+            self.sum = self.sum.rotate_left(5) ^ u64::from(b).wrapping_mul(self.bytes | 1);
+        }
+    }
+}
+
+/// Accepts one connection and reads it to EOF.
+pub struct Receiver {
+    pub addr: SocketAddr,
+    handle: JoinHandle<io::Result<StreamSum>>,
+}
+
+impl Receiver {
+    pub fn start(ns: &Netns, addr: SocketAddr) -> io::Result<Self> {
+        let listener = ns.enter(|| TcpListener::bind(addr))?;
+        let addr = listener.local_addr()?;
+        let handle = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept()?;
+            let mut sum = StreamSum::default();
+            let mut buf = vec![0u8; 256 * 1024];
+            loop {
+                match conn.read(&mut buf) {
+                    Ok(0) => return Ok(sum),
+                    Ok(n) => sum.feed(&buf[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        });
+        Ok(Self { addr, handle })
+    }
+
+    pub fn finish(self) -> io::Result<StreamSum> {
+        self.handle
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("receiver panicked")))
+    }
+}
+
+/// Writes a pseudo-random stream as fast as the socket takes it until stopped.
+pub struct Sender {
+    pub key: SocketKey,
+    pub stream: TcpStream,
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<io::Result<StreamSum>>,
+}
+
+impl Sender {
+    /// Connects from `ns` (bound to `from` if given, so tests can make 4-tuples collide across
+    /// namespaces) and puts the socket on `cc` if given.
+    pub fn start(
+        ns: &Netns,
+        from: Option<SocketAddr>,
+        to: SocketAddr,
+        cc: Option<&CcName>,
+    ) -> io::Result<Self> {
+        let stream = ns.enter(|| {
+            let s = Socket::new(Domain::for_address(to), Type::STREAM, Some(Protocol::TCP))?;
+            if let Some(from) = from {
+                s.set_reuse_address(true)?;
+                s.bind(&from.into())?;
+            }
+            if let Some(cc) = cc {
+                sys::set_tcp_congestion(s.as_fd(), cc.as_str())?;
+            }
+            s.connect(&to.into())?;
+            Ok(TcpStream::from(s))
+        })?;
+        let key = SocketKey::of_stream(&stream)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut w = stream.try_clone()?;
+        let stop2 = Arc::clone(&stop);
+        let handle = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 128 * 1024];
+            let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+            for b in buf.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = x as u8;
+            }
+            let mut sum = StreamSum::default();
+            let mut off = 0usize;
+            while !stop2.load(Ordering::Relaxed) {
+                let n = match w.write(&buf[off..]) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                };
+                sum.feed(&buf[off..off + n]);
+                off = (off + n) % buf.len();
+            }
+            w.flush()?;
+            w.shutdown(std::net::Shutdown::Write)?;
+            Ok(sum)
+        });
+        Ok(Self {
+            key,
+            stream,
+            stop,
+            handle,
+        })
+    }
+
+    /// Stops writing, half-closes, and returns what was written.
+    pub fn finish(self) -> io::Result<StreamSum> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("sender panicked")))
+    }
+}
