@@ -1,4 +1,10 @@
 //! mlcc-scheduler: the per-host daemon `mlccd` and its operator CLI `mlccctl` (DESIGN.md §9–§11).
+//!
+//! `host` is the sans-IO per-slot logic; `monitor`, `progress`, `sockets` and `datapath` read
+//! and write the host; the daemon modules are the thin async shell around them.
 
+pub mod datapath;
+pub mod host;
 pub mod monitor;
 pub mod progress;
+pub mod sockets;

@@ -1,0 +1,1053 @@
+//! The per-slot logic of mlccd (DESIGN.md §5, §8, §11), without sockets or clocks.
+//!
+//! The async shell drives one slot in three steps and does all I/O in between:
+//! 1. [`HostScheduler::observe`]: progress files, their processes' connections and the datapath
+//!    counters in; flow groups, S/G bookkeeping and the feedback queries per switch out;
+//! 2. [`HostScheduler::plan`]: the switches' answers (or their absence) in; rate orders, schedule
+//!    batches per switch and progress messages per peer out;
+//! 3. [`HostScheduler::on_exchange`] / [`HostScheduler::on_exchange_reply`]: peers' progress in,
+//!    used by the next slot's dependencies (one slot stale, as in the paper).
+//!
+//! Keeping this pure is what lets the tests drive a whole cluster of schedulers in one process
+//! and the benchmark measure the decision work alone.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mlcc_core::alg2::Dependency;
+use mlcc_core::estimator::Delivery;
+use mlcc_core::flow::FlowRole;
+use mlcc_core::job::{Arch, Job, Role};
+use mlcc_core::load_table::{FeedbackMode, Update};
+use mlcc_core::planner::{FlowDecision, FlowInput, LinkFeedback, PlannerConfig};
+use mlcc_core::routing::{Routes, ecmp_hash_str};
+use mlcc_core::topology::{LinkId, NodeId, NodeKind, Owner, Topology};
+use mlcc_core::{FlowId, LoadTable, Planner, Slot, SlotConfig};
+use mlcc_proto::v1 as pb;
+use serde::Serialize;
+
+use crate::datapath::{RateOrder, SocketKey, SocketStats};
+use crate::progress::{ProgressHeader, ProgressSnapshot};
+use crate::sockets::TcpConn;
+
+/// Knobs of the per-host logic.
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    /// This host's name in the topology.
+    pub host: String,
+    pub slots: SlotConfig,
+    pub eta: f64,
+    pub mode: FeedbackMode,
+    /// Rate orders hold this many slots, so the BPF fallback takes over if mlccd stops.
+    pub order_expiry_slots: u32,
+    /// A flow that achieved at least this share of its rate was limited by the path, not by
+    /// its plan: its delivery feeds B_f.
+    pub backlog_share: f64,
+    /// Peer progress older than this many slots is ignored (no dependency adjustment).
+    pub peer_stale_slots: u64,
+    /// Remote port of the PS-Lite scheduler (DMLC_PS_ROOT_PORT): its control traffic is skipped.
+    pub ps_scheduler_port: Option<u16>,
+}
+
+impl HostConfig {
+    pub fn new(host: impl Into<String>, slots: SlotConfig) -> Self {
+        HostConfig {
+            host: host.into(),
+            slots,
+            eta: 1.0,
+            mode: FeedbackMode::default(),
+            order_expiry_slots: 3,
+            backlog_share: 0.95,
+            peer_stale_slots: 2,
+            ps_scheduler_port: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("host {0:?} is not a host of the topology")]
+    UnknownHost(String),
+    #[error("job {job}: {reason}")]
+    BadJob { job: String, reason: String },
+}
+
+/// One training process as seen this slot.
+#[derive(Clone, Debug)]
+pub struct ProcessObs {
+    pub header: ProgressHeader,
+    pub snapshot: ProgressSnapshot,
+    pub conns: Vec<TcpConn>,
+}
+
+/// Everything read at the start of a slot.
+#[derive(Clone, Debug, Default)]
+pub struct Observation {
+    pub processes: Vec<ProcessObs>,
+    /// Datapath counters; `None` when the datapath could not be read this slot.
+    pub stats: Option<Vec<(SocketKey, SocketStats)>>,
+}
+
+/// Where a flow group came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    Progress,
+    Admin,
+}
+
+/// Bookkeeping of one local flow group across slots.
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowState {
+    pub id: FlowId,
+    pub job: String,
+    pub role: FlowRole,
+    pub dst_host: String,
+    #[serde(skip)]
+    pub dst: NodeId,
+    #[serde(skip)]
+    pub path: Vec<LinkId>,
+    pub path_names: Vec<String>,
+    pub source: Source,
+    /// Sockets the datapath knows, and all connections found for the group.
+    pub sockets: Vec<SocketKey>,
+    pub connections: usize,
+    pub iteration: u64,
+    pub iteration_start: Slot,
+    /// Expected bytes of the current iteration and how that was estimated.
+    pub expected_bytes: f64,
+    pub expected_from: &'static str,
+    /// S_f and G_f.
+    pub sent_bytes: f64,
+    pub remaining_bytes: f64,
+    pub slack_bytes: f64,
+    /// Achieved rate over the last slot (bytes/s), `None` without datapath counters.
+    pub achieved: Option<f64>,
+    pub last_rate: f64,
+    #[serde(skip)]
+    baseline: HashMap<SocketKey, u64>,
+    #[serde(skip)]
+    prev_acked: Option<u64>,
+    pub decision: Option<FlowDecision>,
+    pub last_seen: Slot,
+    /// Why this flow has no dependency adjustment or plans around a silent switch.
+    pub degraded: Vec<String>,
+}
+
+/// Progress of another host's flow, from peer exchange.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PeerProgress {
+    pub sent: f64,
+    pub finish: f64,
+    pub iteration: u64,
+    pub seen: Slot,
+}
+
+/// The queries of one slot: per switch name, its address and one batch.
+#[derive(Clone, Debug, Default)]
+pub struct FeedbackRequests {
+    pub per_switch: BTreeMap<String, SwitchBatch<pb::FeedbackQuery>>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct SwitchBatch<T> {
+    pub address: String,
+    pub items: Vec<T>,
+}
+
+/// What the switches answered; a switch missing from the map did not answer in time.
+pub type FeedbackAnswers = HashMap<String, pb::FetchFeedbackReply>;
+
+/// Everything one slot decided.
+#[derive(Clone, Debug, Default)]
+pub struct SlotPlan {
+    pub slot: Slot,
+    pub orders: Vec<RateOrder>,
+    pub clear: Vec<SocketKey>,
+    pub schedules: BTreeMap<String, SwitchBatch<pb::ScheduleItem>>,
+    /// Per receiving host: this host's flows towards it.
+    pub peers: BTreeMap<String, Vec<pb::FlowProgress>>,
+    /// Degraded modes in force this slot, human readable.
+    pub degraded: Vec<String>,
+    pub silent_switches: Vec<String>,
+    /// Flows planned without a dependency because their upstream's peer is silent.
+    pub flows_without_peer: usize,
+}
+
+/// The pure per-host scheduler.
+pub struct HostScheduler {
+    cfg: HostConfig,
+    topo: Arc<Topology>,
+    routes: Routes,
+    me: NodeId,
+    planner: Planner,
+    table: LoadTable,
+    admin_jobs: BTreeMap<String, Job>,
+    flows: BTreeMap<FlowId, FlowState>,
+    /// Flows gone since last slot whose schedules must still be withdrawn.
+    gone: Vec<FlowState>,
+    upstream: HashMap<FlowId, PeerProgress>,
+    silent_peers: BTreeSet<String>,
+    /// Per-process notes of why connections were not scheduled (for operators).
+    pub notes: BTreeMap<String, String>,
+    slot: Slot,
+}
+
+/// Splits "job/src>dst/role".
+pub fn parse_flow_id(id: &str) -> Option<(&str, &str, &str, FlowRole)> {
+    let mut it = id.split('/');
+    let job = it.next()?;
+    let (src, dst) = it.next()?.split_once('>')?;
+    let role = match it.next()? {
+        "agg" => FlowRole::Agg,
+        "bcast" => FlowRole::Bcast,
+        "ring" => FlowRole::Ring,
+        _ => return None,
+    };
+    it.next().is_none().then_some((job, src, dst, role))
+}
+
+/// Per group, what one process contributes.
+struct Contribution {
+    sockets: Vec<SocketKey>,
+    conns: usize,
+    /// This process's share of the group's iteration bytes, and what it is based on.
+    expected: f64,
+    expected_from: &'static str,
+    sent_share: f64,
+    iteration: u64,
+    iteration_start_ns: u64,
+    slack: f64,
+}
+
+impl HostScheduler {
+    pub fn new(cfg: HostConfig, topo: Arc<Topology>) -> Result<Self, HostError> {
+        let me = topo
+            .node_by_name(&cfg.host)
+            .filter(|&n| topo.node(n).is_host())
+            .ok_or_else(|| HostError::UnknownHost(cfg.host.clone()))?;
+        let routes = Routes::new(&topo);
+        let owned = topo
+            .links_owned_by(me)
+            .into_iter()
+            .map(|l| (l, topo.link(l).capacity));
+        let table = LoadTable::new(cfg.slots.horizon(), Slot(0), owned);
+        let planner = Planner::new(PlannerConfig {
+            slots: cfg.slots,
+            eta: cfg.eta,
+            mode: cfg.mode,
+        });
+        Ok(HostScheduler {
+            cfg,
+            topo,
+            routes,
+            me,
+            planner,
+            table,
+            admin_jobs: BTreeMap::new(),
+            flows: BTreeMap::new(),
+            gone: Vec::new(),
+            upstream: HashMap::new(),
+            silent_peers: BTreeSet::new(),
+            notes: BTreeMap::new(),
+            slot: Slot(0),
+        })
+    }
+
+    pub fn config(&self) -> &HostConfig {
+        &self.cfg
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    pub fn flows(&self) -> impl Iterator<Item = &FlowState> {
+        self.flows.values()
+    }
+
+    pub fn table(&self) -> &LoadTable {
+        &self.table
+    }
+
+    pub fn slot(&self) -> Slot {
+        self.slot
+    }
+
+    pub fn admin_jobs(&self) -> impl Iterator<Item = &Job> {
+        self.admin_jobs.values()
+    }
+
+    /// `mlccctl job add`: a job whose library cannot write progress files. Validated now.
+    pub fn add_job(&mut self, job: Job) -> Result<(), HostError> {
+        job.flow_groups().map_err(|e| HostError::BadJob {
+            job: job.id.clone(),
+            reason: e.to_string(),
+        })?;
+        for m in &job.members {
+            if self.topo.node_by_name(&m.host).is_none() {
+                return Err(HostError::BadJob {
+                    job: job.id.clone(),
+                    reason: format!("member host {:?} is not in the topology", m.host),
+                });
+            }
+        }
+        self.admin_jobs.insert(job.id.clone(), job);
+        Ok(())
+    }
+
+    pub fn remove_job(&mut self, id: &str) -> bool {
+        self.admin_jobs.remove(id).is_some()
+    }
+
+    /// Replaces the topology (SIGHUP). Flows are re-routed next slot; the planner keeps its state.
+    pub fn set_topology(&mut self, topo: Arc<Topology>) -> Result<(), HostError> {
+        let me = topo
+            .node_by_name(&self.cfg.host)
+            .filter(|&n| topo.node(n).is_host())
+            .ok_or_else(|| HostError::UnknownHost(self.cfg.host.clone()))?;
+        self.routes = Routes::new(&topo);
+        let owned = topo
+            .links_owned_by(me)
+            .into_iter()
+            .map(|l| (l, topo.link(l).capacity));
+        self.table = LoadTable::new(self.cfg.slots.horizon(), self.slot, owned);
+        self.me = me;
+        self.topo = topo;
+        // Paths are recomputed from scratch for every flow next slot.
+        self.gone
+            .extend(std::mem::take(&mut self.flows).into_values());
+        Ok(())
+    }
+
+    fn tau(&self) -> f64 {
+        self.cfg.slots.tau_secs()
+    }
+
+    /// Which flow role a process's outgoing traffic has, or why it has none.
+    fn role_of(arch: Option<Arch>, role: Role) -> Result<FlowRole, &'static str> {
+        match (arch, role) {
+            (_, Role::Scheduler) => Err("PS-Lite scheduler: control traffic only"),
+            (None, _) => Err("architecture unknown (MLCC_JOB_ARCH unset; use mlccctl job add)"),
+            (Some(Arch::Ps), Role::Worker) => Ok(FlowRole::Agg),
+            (Some(Arch::Ps), Role::Server) => Ok(FlowRole::Bcast),
+            (Some(Arch::Allreduce), Role::Worker) => Ok(FlowRole::Ring),
+            (Some(Arch::Allreduce), Role::Server) => Err("all-reduce job with a server role"),
+        }
+    }
+
+    /// Step 1 of a slot: learns flows and their progress; returns the feedback to fetch.
+    pub fn observe(&mut self, slot: Slot, obs: &Observation) -> FeedbackRequests {
+        self.slot = slot;
+        self.table.advance(slot);
+        let me_name = self.cfg.host.clone();
+        // Datapath keys by 4-tuple: /proc does not give the netns cookie, the datapath does.
+        let mut by_tuple: HashMap<(std::net::SocketAddr, std::net::SocketAddr), Vec<SocketKey>> =
+            HashMap::new();
+        let mut acked: HashMap<SocketKey, u64> = HashMap::new();
+        if let Some(stats) = &obs.stats {
+            for (k, s) in stats {
+                by_tuple.entry((k.src, k.dst)).or_default().push(*k);
+                acked.insert(*k, s.bytes_acked);
+            }
+        }
+        let canon =
+            |a: std::net::SocketAddr| std::net::SocketAddr::new(a.ip().to_canonical(), a.port());
+
+        let mut contribs: BTreeMap<FlowId, (String, FlowRole, NodeId, Vec<Contribution>)> =
+            BTreeMap::new();
+        self.notes.clear();
+        for p in &obs.processes {
+            let h = &p.header;
+            let who = format!("{}.{:?}.{}.{}", h.job_id, h.role, h.rank, h.pid);
+            let arch = h
+                .arch
+                .or_else(|| self.admin_jobs.get(&h.job_id).map(|j| j.arch));
+            let role = match Self::role_of(arch, h.role) {
+                Ok(r) => r,
+                Err(why) => {
+                    self.notes.insert(who, why.to_string());
+                    continue;
+                }
+            };
+            // Remote host per connection; skipped ones are counted for the explanation.
+            let mut groups: BTreeMap<NodeId, (Vec<SocketKey>, usize)> = BTreeMap::new();
+            let (mut unknown, mut local, mut inbound, mut sched) = (0, 0, 0, 0);
+            for c in &p.conns {
+                if self.cfg.ps_scheduler_port == Some(c.remote.port()) && arch == Some(Arch::Ps) {
+                    sched += 1;
+                    continue;
+                }
+                let Some(remote) = self.topo.host_by_ip(c.remote.ip()) else {
+                    unknown += 1;
+                    continue;
+                };
+                if remote == self.me {
+                    local += 1;
+                    continue;
+                }
+                if role == FlowRole::Ring && c.accepted {
+                    inbound += 1;
+                    continue;
+                }
+                let g = groups.entry(remote).or_default();
+                g.1 += 1;
+                if let Some(keys) = by_tuple.get(&(canon(c.local), canon(c.remote))) {
+                    g.0.extend(keys);
+                }
+            }
+            self.notes.insert(
+                who,
+                format!(
+                    "{} {} group(s) from {} connection(s); skipped {unknown} to hosts outside \
+                     the topology, {local} intra-host, {inbound} inbound ring, {sched} to the \
+                     PS scheduler",
+                    groups.len(),
+                    role.as_str(),
+                    p.conns.len()
+                ),
+            );
+            if groups.is_empty() {
+                continue;
+            }
+            let n = groups.len() as f64;
+            let s = &p.snapshot;
+            let m = h.model_bytes as f64;
+            let world = h.world_size as f64;
+            let (expected, from) = if s.last_iteration_bytes > 0 {
+                (s.last_iteration_bytes as f64 / n, "last iteration")
+            } else if h.model_bytes > 0 {
+                match role {
+                    FlowRole::Ring if world >= 2.0 => (2.0 * (world - 1.0) / world * m, "model"),
+                    FlowRole::Ring => (m, "model (world size unknown)"),
+                    // A worker talks to every server: P = the server hosts it reaches.
+                    FlowRole::Agg => (m / n, "model / servers"),
+                    // A server does not know P before the first iteration: assume it holds it all.
+                    FlowRole::Bcast => (m, "model (server count unknown)"),
+                }
+            } else {
+                (0.0, "unknown")
+            };
+            let slack = if role == FlowRole::Ring && world >= 1.0 {
+                m / world
+            } else {
+                0.0
+            };
+            for (remote, (sockets, conns)) in groups {
+                let dst_name = self.topo.node(remote).name.clone();
+                let id = FlowId::for_group(&h.job_id, &me_name, &dst_name, role);
+                contribs
+                    .entry(id)
+                    .or_insert_with(|| (h.job_id.clone(), role, remote, Vec::new()))
+                    .3
+                    .push(Contribution {
+                        sockets,
+                        conns,
+                        expected,
+                        expected_from: from,
+                        sent_share: s.sent_this_iteration() as f64 / n,
+                        iteration: s.iteration,
+                        iteration_start_ns: s.iteration_start_ns,
+                        slack,
+                    });
+            }
+        }
+
+        // Admin jobs: their groups take datapath sockets towards their members that no
+        // progress-file group claimed, if exactly one admin group wants that remote host.
+        let claimed: HashSet<SocketKey> = contribs
+            .values()
+            .flat_map(|c| c.3.iter().flat_map(|x| x.sockets.iter().copied()))
+            .collect();
+        let mut admin_groups = Vec::new();
+        for job in self.admin_jobs.values() {
+            let Ok(groups) = job.flow_groups() else {
+                continue;
+            };
+            for g in groups {
+                if g.src == me_name
+                    && !contribs.contains_key(&g.id)
+                    && let Some(dst) = self.topo.node_by_name(&g.dst)
+                {
+                    admin_groups.push((g, dst));
+                }
+            }
+        }
+        let mut wanted: HashMap<NodeId, usize> = HashMap::new();
+        for (_, dst) in &admin_groups {
+            *wanted.entry(*dst).or_default() += 1;
+        }
+        let mut keys_by_host: HashMap<NodeId, Vec<SocketKey>> = HashMap::new();
+        for k in acked.keys() {
+            if !claimed.contains(k)
+                && let Some(h) = self.topo.host_by_ip(k.dst.ip())
+            {
+                keys_by_host.entry(h).or_default().push(*k);
+            }
+        }
+
+        let mut present = HashSet::new();
+        let tau_ns = self.cfg.slots.tau_ns();
+        for (id, (job, role, dst, cs)) in contribs {
+            present.insert(id.clone());
+            let sockets: Vec<SocketKey> = {
+                let mut v: Vec<SocketKey> =
+                    cs.iter().flat_map(|c| c.sockets.iter().copied()).collect();
+                v.sort();
+                v.dedup();
+                v
+            };
+            let iteration = cs.iter().map(|c| c.iteration).max().unwrap_or(0);
+            let start_ns = cs.iter().map(|c| c.iteration_start_ns).max().unwrap_or(0);
+            let expected: f64 = cs.iter().map(|c| c.expected).sum();
+            let from = cs
+                .iter()
+                .map(|c| c.expected_from)
+                .next()
+                .unwrap_or("unknown");
+            let sent_share: f64 = cs.iter().map(|c| c.sent_share).sum();
+            let slack = cs.iter().map(|c| c.slack).fold(0.0, f64::max);
+            let conns = cs.iter().map(|c| c.conns).sum();
+            let start = if start_ns > 0 {
+                Slot(start_ns / tau_ns.max(1))
+            } else {
+                slot
+            };
+            self.update_flow(
+                slot,
+                id,
+                FlowSpec {
+                    job,
+                    role,
+                    dst,
+                    source: Source::Progress,
+                    sockets,
+                    conns,
+                    expected,
+                    expected_from: from,
+                    sent_share: Some(sent_share),
+                    iteration: Some(iteration),
+                    start,
+                    slack,
+                },
+                &acked,
+            );
+        }
+        for (g, dst) in admin_groups {
+            present.insert(g.id.clone());
+            let sockets = if wanted.get(&dst) == Some(&1) {
+                let mut v = keys_by_host.get(&dst).cloned().unwrap_or_default();
+                v.sort();
+                v
+            } else {
+                Vec::new()
+            };
+            let conns = sockets.len();
+            self.update_flow(
+                slot,
+                g.id.clone(),
+                FlowSpec {
+                    job: g.job.clone(),
+                    role: g.role,
+                    dst,
+                    source: Source::Admin,
+                    sockets,
+                    conns,
+                    expected: g.bytes_per_iteration.as_f64(),
+                    expected_from: "mlccctl job add",
+                    sent_share: None,
+                    iteration: None,
+                    start: slot,
+                    slack: g.slack_bytes.as_f64(),
+                },
+                &acked,
+            );
+        }
+        let gone: Vec<FlowId> = self
+            .flows
+            .keys()
+            .filter(|id| !present.contains(*id))
+            .cloned()
+            .collect();
+        for id in gone {
+            if let Some(f) = self.flows.remove(&id) {
+                self.gone.push(f);
+            }
+        }
+        let horizon = self.cfg.peer_stale_slots.max(1) * 4;
+        self.upstream
+            .retain(|_, p| slot.since(p.seen).is_none_or(|d| d <= horizon));
+
+        // Feedback queries: switch-owned links of each active flow, batched per switch.
+        let mut req = FeedbackRequests::default();
+        for f in self.flows.values() {
+            if f.remaining_bytes <= 0.0 {
+                continue;
+            }
+            for (sw, addr, links) in self.switch_links(&f.path) {
+                let b = req.per_switch.entry(sw).or_insert_with(|| SwitchBatch {
+                    address: addr,
+                    items: Vec::new(),
+                });
+                b.items.push(pb::FeedbackQuery {
+                    flow_id: f.id.to_string(),
+                    links,
+                    iteration_start_slot: f.iteration_start.0,
+                });
+            }
+        }
+        req
+    }
+
+    /// The links of `path` grouped by the switch that owns them, for switches with an emulator.
+    fn switch_links(&self, path: &[LinkId]) -> Vec<(String, String, Vec<String>)> {
+        let mut out: Vec<(String, String, Vec<String>)> = Vec::new();
+        for &l in path {
+            if let Owner::Switch(s) = self.topo.owner(l) {
+                let node = self.topo.node(s);
+                if let NodeKind::Switch {
+                    emulator: Some(addr),
+                    ..
+                } = &node.kind
+                {
+                    let name = self.topo.link(l).name.clone();
+                    match out.iter_mut().find(|(n, _, _)| *n == node.name) {
+                        Some(e) => e.2.push(name),
+                        None => out.push((node.name.clone(), addr.clone(), vec![name])),
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn update_flow(
+        &mut self,
+        slot: Slot,
+        id: FlowId,
+        spec: FlowSpec,
+        acked: &HashMap<SocketKey, u64>,
+    ) {
+        let tau = self.tau();
+        let k = self.cfg.slots.horizon() as f64;
+        let topo = self.topo.clone();
+        let path = match self
+            .routes
+            .path(&topo, self.me, spec.dst, ecmp_hash_str(id.as_str()))
+        {
+            Ok(p) => p,
+            Err(e) => {
+                self.notes.insert(id.to_string(), format!("no path: {e}"));
+                return;
+            }
+        };
+        let f = self.flows.entry(id.clone()).or_insert_with(|| FlowState {
+            id: id.clone(),
+            job: spec.job.clone(),
+            role: spec.role,
+            dst_host: topo.node(spec.dst).name.clone(),
+            dst: spec.dst,
+            path_names: path.iter().map(|&l| topo.link(l).name.clone()).collect(),
+            path: path.clone(),
+            source: spec.source,
+            sockets: Vec::new(),
+            connections: 0,
+            iteration: spec.iteration.unwrap_or(0),
+            iteration_start: spec.start,
+            expected_bytes: 0.0,
+            expected_from: "unknown",
+            sent_bytes: 0.0,
+            remaining_bytes: 0.0,
+            slack_bytes: 0.0,
+            achieved: None,
+            last_rate: 0.0,
+            baseline: HashMap::new(),
+            prev_acked: None,
+            decision: None,
+            last_seen: slot,
+            degraded: Vec::new(),
+        });
+        f.last_seen = slot;
+        f.connections = spec.conns;
+        f.slack_bytes = spec.slack;
+        // A new iteration: counters restart from what the sockets have acked so far.
+        if let Some(it) = spec.iteration
+            && it != f.iteration
+        {
+            f.iteration = it;
+            f.iteration_start = spec.start;
+            f.baseline.clear();
+        }
+        // Sockets first seen mid-iteration count from now on.
+        for k in &spec.sockets {
+            if let Some(&a) = acked.get(k) {
+                f.baseline.entry(*k).or_insert(a);
+            }
+        }
+        f.baseline.retain(|k, _| spec.sockets.contains(k));
+        f.sockets = spec.sockets;
+        let measured: Option<u64> = (!f.sockets.is_empty()
+            && f.sockets.iter().all(|k| acked.contains_key(k)))
+        .then(|| f.sockets.iter().map(|k| acked[k]).sum());
+        let since_start: Option<f64> = measured.map(|_| {
+            f.sockets
+                .iter()
+                .map(|k| acked[k].saturating_sub(f.baseline.get(k).copied().unwrap_or(0)) as f64)
+                .sum()
+        });
+        f.achieved = match (measured, f.prev_acked) {
+            (Some(now), Some(prev)) => Some(now.saturating_sub(prev) as f64 / tau),
+            _ => None,
+        };
+        f.prev_acked = measured;
+        let mut sent = since_start.or(spec.sent_share).unwrap_or(0.0);
+        f.expected_bytes = spec.expected;
+        f.expected_from = spec.expected_from;
+        if spec.source == Source::Admin && spec.expected > 0.0 && sent >= spec.expected {
+            // No iteration counter: each bytes_per_iteration chunk is an iteration.
+            let chunks = (sent / spec.expected).floor();
+            for key in f.sockets.clone() {
+                // Move the baselines forward proportionally; exactness is not needed here.
+                if let Some(b) = f.baseline.get_mut(&key) {
+                    let per = (chunks * spec.expected / f.sockets.len() as f64) as u64;
+                    *b = b.saturating_add(per);
+                }
+            }
+            sent -= chunks * spec.expected;
+            f.iteration += chunks as u64;
+            f.iteration_start = slot;
+        }
+        if f.expected_bytes <= 0.0 {
+            // Nothing says how much is coming: keep the flow planned as a bulk transfer that
+            // always has a horizon's worth left at the path's capacity.
+            let cap = topo.bottleneck(&f.path).0;
+            f.expected_bytes = sent + cap * tau * k;
+            f.expected_from = "unknown: bulk";
+        }
+        f.sent_bytes = sent;
+        f.remaining_bytes = (f.expected_bytes - sent).max(0.0);
+    }
+
+    /// The upstream dependency of a local flow from peers' latest values (DESIGN.md §8).
+    fn dependency(&self, f: &FlowState) -> Dependency {
+        let me = self.cfg.host.as_str();
+        let fresh = |p: &PeerProgress| {
+            p.iteration == f.iteration
+                && self
+                    .slot
+                    .since(p.seen)
+                    .is_some_and(|d| d <= self.cfg.peer_stale_slots)
+        };
+        let values: Vec<f64> = self
+            .upstream
+            .iter()
+            .filter(|(_, p)| fresh(p))
+            .filter_map(|(id, p)| {
+                let (job, src, dst, role) = parse_flow_id(id.as_str())?;
+                let wanted = job == f.job
+                    && match f.role {
+                        FlowRole::Ring => role == FlowRole::Ring && dst == me,
+                        FlowRole::Agg => role == FlowRole::Bcast && src == f.dst_host,
+                        FlowRole::Bcast => role == FlowRole::Agg && dst == me,
+                    };
+                wanted.then_some(p.finish)
+            })
+            .collect();
+        if values.is_empty() {
+            return Dependency::None;
+        }
+        match f.role {
+            FlowRole::Ring => Dependency::Ring {
+                predecessor_progress: values.iter().copied().fold(f64::INFINITY, f64::min),
+                slack_bytes: f.slack_bytes,
+            },
+            FlowRole::Agg => Dependency::Aggregation {
+                broadcast_progress: values,
+            },
+            FlowRole::Bcast => Dependency::Broadcast {
+                aggregation_progress: values,
+            },
+        }
+    }
+
+    /// Step 2 of a slot: plans every local flow with the switches' answers.
+    pub fn plan(&mut self, answers: &FeedbackAnswers) -> SlotPlan {
+        let slot = self.slot;
+        let tau = self.tau();
+        let mut plan = SlotPlan {
+            slot,
+            ..Default::default()
+        };
+        // Loads by (flow, link) from the switches that answered.
+        let mut loads: HashMap<(&str, &str), &pb::LinkLoad> = HashMap::new();
+        for r in answers.values() {
+            for ff in &r.flows {
+                for l in &ff.links {
+                    loads.insert((ff.flow_id.as_str(), l.link.as_str()), l);
+                }
+            }
+        }
+        let mut silent: BTreeSet<String> = BTreeSet::new();
+        let mut inputs = Vec::with_capacity(self.flows.len());
+        let mut degraded_flows: HashMap<FlowId, Vec<String>> = HashMap::new();
+        for f in self.flows.values() {
+            let mut notes = Vec::new();
+            let mut path = Vec::with_capacity(f.path.len());
+            for &l in &f.path {
+                let link = self.topo.link(l);
+                let mut fb = LinkFeedback {
+                    link: l,
+                    capacity: link.capacity.0,
+                    load: Vec::new(),
+                };
+                if let Owner::Switch(s) = self.topo.owner(l) {
+                    let node = self.topo.node(s);
+                    let emulated = matches!(
+                        node.kind,
+                        NodeKind::Switch {
+                            emulator: Some(_),
+                            ..
+                        }
+                    );
+                    if emulated && f.remaining_bytes > 0.0 {
+                        if !answers.contains_key(&node.name) {
+                            silent.insert(node.name.clone());
+                            notes.push(format!("switch {} silent: its links unbooked", node.name));
+                        } else if let Some(ll) = loads.get(&(f.id.as_str(), link.name.as_str())) {
+                            if ll.capacity_bytes_per_sec.is_finite()
+                                && ll.capacity_bytes_per_sec > 0.0
+                            {
+                                fb.capacity = ll.capacity_bytes_per_sec;
+                            }
+                            fb.load.clone_from(&ll.load_bytes_per_sec);
+                        }
+                    }
+                }
+                path.push(fb);
+            }
+            let dependency = self.dependency(f);
+            if dependency == Dependency::None && self.silent_peers.contains(&f.dst_host) {
+                notes.push(format!("peer {} silent: no dependency", f.dst_host));
+                plan.flows_without_peer += 1;
+            }
+            let delivery = f.achieved.map(|a| Delivery {
+                rate: a,
+                backlogged: f.last_rate > 0.0 && a >= self.cfg.backlog_share * f.last_rate,
+            });
+            inputs.push(FlowInput {
+                id: f.id.clone(),
+                iteration_start: f.iteration_start,
+                remaining_bytes: f.remaining_bytes,
+                sent_bytes: f.sent_bytes,
+                path,
+                dependency,
+                delivery,
+            });
+            degraded_flows.insert(f.id.clone(), notes);
+        }
+        let out = self.planner.plan(slot, &inputs);
+        let expiry = Duration::from_nanos(
+            self.cfg.slots.tau_ns() * u64::from(self.cfg.order_expiry_slots.max(1)),
+        );
+        let me = self.cfg.host.clone();
+        for d in out.decisions {
+            let sw_links = match self.flows.get(&d.id) {
+                Some(f) => self.switch_links(&f.path),
+                None => continue,
+            };
+            let Some(f) = self.flows.get_mut(&d.id) else {
+                continue;
+            };
+            f.degraded = degraded_flows.remove(&d.id).unwrap_or_default();
+            if d.done {
+                plan.clear.extend(f.sockets.iter().copied());
+            } else if !f.sockets.is_empty() {
+                // The group's rate split evenly: NCCL and PS-Lite split a transfer evenly, so
+                // unequal pacing would only slow the group to its slowest socket.
+                let per = (d.rate / f.sockets.len() as f64).max(1.0) as u64;
+                plan.orders.extend(f.sockets.iter().map(|&key| RateOrder {
+                    key,
+                    bytes_per_sec: per,
+                    expiry,
+                }));
+            }
+            f.last_rate = d.rate;
+            let key = d.key.clone();
+            for &l in &f.path {
+                if self.table.contains(l) {
+                    // Own links are ours alone to write; a refusal would be a bug in routing.
+                    let _ = self.table.update(
+                        l,
+                        &Update {
+                            flow: &d.id,
+                            publisher: &me,
+                            first_slot: slot,
+                            rates: &d.plan,
+                            key: &key,
+                            done: d.done,
+                        },
+                    );
+                }
+            }
+            for (sw, addr, links) in sw_links {
+                plan.schedules
+                    .entry(sw)
+                    .or_insert_with(|| SwitchBatch {
+                        address: addr,
+                        items: Vec::new(),
+                    })
+                    .items
+                    .push(pb::ScheduleItem {
+                        flow_id: d.id.to_string(),
+                        links,
+                        first_slot: slot.0,
+                        rates_bytes_per_sec: if d.done { Vec::new() } else { d.plan.clone() },
+                        iteration_start_slot: key.iteration_start.0,
+                        done: d.done,
+                    });
+            }
+            plan.peers
+                .entry(f.dst_host.clone())
+                .or_default()
+                .push(pb::FlowProgress {
+                    flow_id: d.id.to_string(),
+                    sent_bytes: f.sent_bytes.max(0.0) as u64,
+                    finish_bytes: (f.sent_bytes.max(0.0) + d.rate * tau) as u64,
+                    planned_rate_bytes_per_sec: d.planned_rate,
+                    iteration: f.iteration,
+                });
+            f.decision = Some(d);
+        }
+        // Withdraw flows that disappeared: empty schedules to their switches, orders cleared.
+        for f in std::mem::take(&mut self.gone) {
+            plan.clear.extend(f.sockets.iter().copied());
+            self.table.withdraw(&f.id);
+            for (sw, addr, links) in self.switch_links(&f.path) {
+                plan.schedules
+                    .entry(sw)
+                    .or_insert_with(|| SwitchBatch {
+                        address: addr,
+                        items: Vec::new(),
+                    })
+                    .items
+                    .push(pb::ScheduleItem {
+                        flow_id: f.id.to_string(),
+                        links,
+                        first_slot: slot.0,
+                        rates_bytes_per_sec: Vec::new(),
+                        iteration_start_slot: f.iteration_start.0,
+                        done: true,
+                    });
+            }
+        }
+        for s in &silent {
+            plan.degraded.push(format!(
+                "switch {s} unreachable: its links planned as unbooked"
+            ));
+        }
+        for p in &self.silent_peers {
+            plan.degraded
+                .push(format!("peer {p} unreachable: no dependency adjustment"));
+        }
+        plan.silent_switches = silent.into_iter().collect();
+        plan
+    }
+
+    /// Serves a peer's `Exchange`: remembers its flows towards us and answers with this host's
+    /// outgoing flows of the same jobs (their latest decisions).
+    pub fn on_exchange(
+        &mut self,
+        sender: &str,
+        flows: &[pb::FlowProgress],
+    ) -> Vec<pb::FlowProgress> {
+        let me = self.cfg.host.clone();
+        let mut jobs: BTreeSet<String> = BTreeSet::new();
+        for fp in flows {
+            let Some((job, src, dst, _)) = parse_flow_id(&fp.flow_id) else {
+                continue;
+            };
+            // Only what the sender may speak for: its own flows towards us.
+            if src != sender || dst != me {
+                continue;
+            }
+            jobs.insert(job.to_string());
+            self.remember(fp);
+        }
+        self.silent_peers.remove(sender);
+        self.outgoing_of(&jobs)
+    }
+
+    /// A peer's answer to our `Exchange`: its outgoing flows of our jobs.
+    pub fn on_exchange_reply(&mut self, receiver: &str, flows: &[pb::FlowProgress]) {
+        for fp in flows {
+            if let Some((_, src, _, _)) = parse_flow_id(&fp.flow_id)
+                && src == receiver
+            {
+                self.remember(fp);
+            }
+        }
+        self.silent_peers.remove(receiver);
+    }
+
+    /// A peer did not answer this slot.
+    pub fn on_exchange_failed(&mut self, receiver: &str) {
+        self.silent_peers.insert(receiver.to_string());
+    }
+
+    fn remember(&mut self, fp: &pb::FlowProgress) {
+        let Ok(id) = FlowId::new(&fp.flow_id) else {
+            return;
+        };
+        self.upstream.insert(
+            id,
+            PeerProgress {
+                sent: fp.sent_bytes as f64,
+                finish: fp.finish_bytes as f64,
+                iteration: fp.iteration,
+                seen: self.slot,
+            },
+        );
+    }
+
+    fn outgoing_of(&self, jobs: &BTreeSet<String>) -> Vec<pb::FlowProgress> {
+        self.flows
+            .values()
+            .filter(|f| jobs.contains(&f.job))
+            .filter_map(|f| {
+                let d = f.decision.as_ref()?;
+                Some(pb::FlowProgress {
+                    flow_id: f.id.to_string(),
+                    sent_bytes: f.sent_bytes.max(0.0) as u64,
+                    finish_bytes: d.progress.max(0.0) as u64,
+                    planned_rate_bytes_per_sec: 0.0,
+                    iteration: f.iteration,
+                })
+            })
+            .collect()
+    }
+
+    /// Peer progress known now (for operators).
+    pub fn upstream(&self) -> &HashMap<FlowId, PeerProgress> {
+        &self.upstream
+    }
+}
+
+struct FlowSpec {
+    job: String,
+    role: FlowRole,
+    dst: NodeId,
+    source: Source,
+    sockets: Vec<SocketKey>,
+    conns: usize,
+    expected: f64,
+    expected_from: &'static str,
+    /// The progress file's bytes, for when the datapath has no counters.
+    sent_share: Option<f64>,
+    iteration: Option<u64>,
+    start: Slot,
+    slack: f64,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,600 @@
+use super::*;
+use crate::datapath::SocketStats;
+use mlcc_core::topology::TopologyBuilder;
+use mlcc_core::units::parse_rate;
+
+const MB: u64 = 1_000_000;
+
+/// h1..h4 (10.0.0.1..4) on one emulated switch sw1, 1 Gbit/s links.
+fn topo() -> Arc<Topology> {
+    let mut b = TopologyBuilder::new();
+    let cap = parse_rate("1Gbit").unwrap();
+    b.add_switch("sw1", 0, Some("127.0.0.1:1".into()));
+    for i in 1..=4 {
+        let name = format!("h{i}");
+        b.add_host(&name, Some(format!("10.0.0.{i}").parse().unwrap()), None);
+        b.add_duplex(&name, "sw1", cap);
+    }
+    Arc::new(b.build().unwrap())
+}
+
+fn sched(host: &str) -> HostScheduler {
+    HostScheduler::new(HostConfig::new(host, SlotConfig::paper()), topo()).unwrap()
+}
+
+fn header(job: &str, arch: Arch, role: Role, rank: u32, world: u32, model: u64) -> ProgressHeader {
+    ProgressHeader {
+        job_id: job.into(),
+        arch: Some(arch),
+        role,
+        rank,
+        world_size: world,
+        model_bytes: model,
+        pid: 100 + rank,
+        start_time_ns: 0,
+        cc_name: String::new(),
+    }
+}
+
+fn conn(local: &str, remote: &str, accepted: bool) -> TcpConn {
+    TcpConn {
+        local: local.parse().unwrap(),
+        remote: remote.parse().unwrap(),
+        accepted,
+    }
+}
+
+fn key(c: &TcpConn) -> SocketKey {
+    SocketKey::new(7, c.local, c.remote)
+}
+
+fn stats(pairs: &[(SocketKey, u64)]) -> Option<Vec<(SocketKey, SocketStats)>> {
+    Some(
+        pairs
+            .iter()
+            .map(|(k, b)| {
+                (
+                    *k,
+                    SocketStats {
+                        bytes_sent: *b,
+                        bytes_acked: *b,
+                        ..Default::default()
+                    },
+                )
+            })
+            .collect(),
+    )
+}
+
+/// A ring worker on h1 (rank 0 of 3): sends to h2, receives from h3.
+fn ring_h1() -> (ProcessObs, TcpConn) {
+    let out = conn("10.0.0.1:40000", "10.0.0.2:5000", false);
+    let p = ProcessObs {
+        header: header("r", Arch::Allreduce, Role::Worker, 0, 3, 30 * MB),
+        snapshot: ProgressSnapshot::default(),
+        conns: vec![
+            out,
+            conn("10.0.0.1:5000", "10.0.0.3:41000", true),
+            conn("10.0.0.1:40001", "10.0.0.1:5001", false),
+            conn("10.0.0.1:40002", "8.8.8.8:443", false),
+        ],
+    };
+    (p, out)
+}
+
+fn answers_empty(req: &FeedbackRequests) -> FeedbackAnswers {
+    req.per_switch
+        .iter()
+        .map(|(s, b)| {
+            (
+                s.clone(),
+                pb::FetchFeedbackReply {
+                    switch_slot: 0,
+                    from_slot: 0,
+                    flows: b
+                        .items
+                        .iter()
+                        .map(|q| pb::FlowFeedback {
+                            flow_id: q.flow_id.clone(),
+                            links: vec![],
+                        })
+                        .collect(),
+                    rejected: vec![],
+                },
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn ring_worker_groups_its_outgoing_connection_and_explains_the_rest() {
+    let mut s = sched("h1");
+    let (p, out) = ring_h1();
+    let req = s.observe(
+        Slot(10),
+        &Observation {
+            processes: vec![p],
+            stats: stats(&[(key(&out), 0)]),
+        },
+    );
+    let flows: Vec<&FlowState> = s.flows().collect();
+    assert_eq!(flows.len(), 1);
+    let f = flows[0];
+    assert_eq!(f.id.as_str(), "r/h1>h2/ring");
+    assert_eq!(f.path_names, ["h1->sw1", "sw1->h2"]);
+    assert_eq!(f.sockets, vec![key(&out)]);
+    // 2(N-1)/N·M with N = 3.
+    assert!((f.expected_bytes - 40.0 * MB as f64).abs() < 1.0);
+    assert_eq!(f.slack_bytes, 10.0 * MB as f64);
+    let note = s.notes.values().next().unwrap();
+    assert!(
+        note.contains("1 outside") || note.contains("skipped 1 to hosts outside"),
+        "{note}"
+    );
+    assert!(
+        note.contains("1 intra-host") && note.contains("1 inbound ring"),
+        "{note}"
+    );
+    // One query to sw1 for the switch-owned link only; the uplink is ours.
+    let b = &req.per_switch["sw1"];
+    assert_eq!(b.address, "127.0.0.1:1");
+    assert_eq!(b.items.len(), 1);
+    assert_eq!(b.items[0].links, ["sw1->h2"]);
+}
+
+#[test]
+fn sent_and_remaining_follow_the_datapath_across_iterations() {
+    let mut s = sched("h1");
+    let (mut p, out) = ring_h1();
+    let k = key(&out);
+    // Bytes acked before mlccd saw the socket do not count for this iteration.
+    s.observe(
+        Slot(1),
+        &Observation {
+            processes: vec![p.clone()],
+            stats: stats(&[(k, 5 * MB)]),
+        },
+    );
+    let f = s.flows().next().unwrap();
+    assert_eq!(f.sent_bytes, 0.0);
+    s.observe(
+        Slot(2),
+        &Observation {
+            processes: vec![p.clone()],
+            stats: stats(&[(k, 15 * MB)]),
+        },
+    );
+    let f = s.flows().next().unwrap();
+    assert_eq!(f.sent_bytes, 10.0 * MB as f64);
+    assert!((f.remaining_bytes - 30.0 * MB as f64).abs() < 1.0);
+    assert!((f.achieved.unwrap() - 10.0 * MB as f64 / 0.06).abs() < 1.0);
+    // The library starts iteration 1 having sent 36 MB in iteration 0.
+    p.snapshot.iteration = 1;
+    p.snapshot.last_iteration_bytes = 36 * MB;
+    p.snapshot.iteration_start_ns = SlotConfig::paper().start_ns(Slot(3));
+    s.observe(
+        Slot(3),
+        &Observation {
+            processes: vec![p.clone()],
+            stats: stats(&[(k, 20 * MB)]),
+        },
+    );
+    let f = s.flows().next().unwrap();
+    assert_eq!((f.iteration, f.iteration_start), (1, Slot(3)));
+    assert_eq!(f.sent_bytes, 0.0);
+    assert_eq!(f.expected_bytes, 36.0 * MB as f64);
+    assert_eq!(f.expected_from, "last iteration");
+    s.observe(
+        Slot(4),
+        &Observation {
+            processes: vec![p],
+            stats: stats(&[(k, 26 * MB)]),
+        },
+    );
+    let f = s.flows().next().unwrap();
+    assert_eq!(f.sent_bytes, 6.0 * MB as f64);
+    assert_eq!(f.remaining_bytes, 30.0 * MB as f64);
+}
+
+#[test]
+fn without_datapath_counters_the_progress_file_gives_s() {
+    let mut s = sched("h1");
+    let (mut p, _) = ring_h1();
+    p.snapshot.bytes_sent = 12 * MB;
+    p.snapshot.iteration_start_sent = 2 * MB;
+    s.observe(
+        Slot(1),
+        &Observation {
+            processes: vec![p],
+            stats: None,
+        },
+    );
+    let f = s.flows().next().unwrap();
+    assert_eq!(f.sent_bytes, 10.0 * MB as f64);
+    assert!(f.sockets.is_empty() && f.connections == 1);
+    // Planned and published, but no orders: nothing to enforce them on.
+    let plan = s.plan(&HashMap::new());
+    assert!(plan.orders.is_empty());
+    assert_eq!(plan.schedules["sw1"].items.len(), 1);
+}
+
+#[test]
+fn ps_worker_and_server_form_agg_and_bcast_groups() {
+    let mut s = sched("h1");
+    let w = ProcessObs {
+        header: header("p", Arch::Ps, Role::Worker, 0, 0, 20 * MB),
+        snapshot: ProgressSnapshot::default(),
+        conns: vec![
+            conn("10.0.0.1:40000", "10.0.0.3:9000", false),
+            conn("10.0.0.1:40001", "10.0.0.3:9000", false),
+            conn("10.0.0.1:40002", "10.0.0.4:9000", false),
+            // The PS-Lite scheduler on h2.
+            conn("10.0.0.1:40003", "10.0.0.2:9091", false),
+        ],
+    };
+    let mut cfg = HostConfig::new("h1", SlotConfig::paper());
+    cfg.ps_scheduler_port = Some(9091);
+    let mut s2 = HostScheduler::new(cfg, topo()).unwrap();
+    for sch in [&mut s, &mut s2] {
+        sch.observe(
+            Slot(1),
+            &Observation {
+                processes: vec![w.clone()],
+                stats: None,
+            },
+        );
+    }
+    let ids: Vec<&str> = s2.flows().map(|f| f.id.as_str()).collect();
+    assert_eq!(ids, ["p/h1>h3/agg", "p/h1>h4/agg"]);
+    assert!(s2.flows().all(|f| f.expected_bytes == 10.0 * MB as f64));
+    assert_eq!(s2.flows().next().unwrap().connections, 2);
+    // Without the scheduler port the control connection looks like a third server.
+    assert_eq!(s.flows().count(), 3);
+
+    let mut srv = sched("h3");
+    let p = ProcessObs {
+        header: header("p", Arch::Ps, Role::Server, 0, 0, 20 * MB),
+        snapshot: ProgressSnapshot::default(),
+        conns: vec![
+            conn("10.0.0.3:9000", "10.0.0.1:40000", true),
+            conn("10.0.0.3:9000", "10.0.0.2:40000", true),
+        ],
+    };
+    srv.observe(
+        Slot(1),
+        &Observation {
+            processes: vec![p],
+            stats: None,
+        },
+    );
+    let ids: Vec<&str> = srv.flows().map(|f| f.id.as_str()).collect();
+    assert_eq!(ids, ["p/h3>h1/bcast", "p/h3>h2/bcast"]);
+}
+
+#[test]
+fn outputs_rates_per_socket_schedules_per_switch_and_peer_messages() {
+    let mut s = sched("h1");
+    let (mut p, out) = ring_h1();
+    let second = conn("10.0.0.1:40005", "10.0.0.2:5000", false);
+    p.conns.push(second);
+    let req = s.observe(
+        Slot(5),
+        &Observation {
+            processes: vec![p],
+            stats: stats(&[(key(&out), 0), (key(&second), 0)]),
+        },
+    );
+    let plan = s.plan(&answers_empty(&req));
+    assert!(plan.degraded.is_empty(), "{:?}", plan.degraded);
+    let d = s.flows().next().unwrap().decision.clone().unwrap();
+    assert!(d.rate > 0.0);
+    assert_eq!(plan.orders.len(), 2);
+    for o in &plan.orders {
+        assert_eq!(o.bytes_per_sec, (d.rate / 2.0) as u64);
+        assert_eq!(o.expiry, Duration::from_millis(180));
+    }
+    let items = &plan.schedules["sw1"].items;
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].links, ["sw1->h2"]);
+    assert_eq!(items[0].first_slot, 5);
+    assert_eq!(items[0].rates_bytes_per_sec, d.plan);
+    // The uplink's plan is in the local table.
+    let up = s.topology().link_by_name("h1->sw1").unwrap();
+    assert!((s.table().load(up, Slot(5)).unwrap() - d.rate).abs() < 1e-6);
+    let msgs = &plan.peers["h2"];
+    assert_eq!(msgs[0].flow_id, "r/h1>h2/ring");
+    assert_eq!(msgs[0].finish_bytes, (d.rate * 0.06) as u64);
+}
+
+#[test]
+fn other_hosts_bookings_on_the_switch_link_are_planned_around() {
+    let mut s = sched("h1");
+    let (p, out) = ring_h1();
+    let req = s.observe(
+        Slot(5),
+        &Observation {
+            processes: vec![p],
+            stats: stats(&[(key(&out), 0)]),
+        },
+    );
+    let cap = 125_000_000.0;
+    let mut ans = answers_empty(&req);
+    // Someone else booked the downlink fully for the next 3 slots.
+    ans.get_mut("sw1").unwrap().flows[0]
+        .links
+        .push(pb::LinkLoad {
+            link: "sw1->h2".into(),
+            capacity_bytes_per_sec: cap,
+            load_bytes_per_sec: vec![cap, cap, cap],
+        });
+    s.plan(&ans);
+    let d = s.flows().next().unwrap().decision.clone().unwrap();
+    assert_eq!(&d.plan[..3], &[0.0, 0.0, 0.0]);
+    assert!(d.plan[3] > 0.0);
+}
+
+#[test]
+fn a_silent_switch_is_planned_as_unbooked_and_marked() {
+    let mut s = sched("h1");
+    let (p, out) = ring_h1();
+    s.observe(
+        Slot(5),
+        &Observation {
+            processes: vec![p],
+            stats: stats(&[(key(&out), 0)]),
+        },
+    );
+    let plan = s.plan(&HashMap::new());
+    assert_eq!(plan.silent_switches, ["sw1"]);
+    assert!(
+        plan.degraded[0].contains("switch sw1 unreachable"),
+        "{:?}",
+        plan.degraded
+    );
+    let f = s.flows().next().unwrap();
+    assert!(f.decision.as_ref().unwrap().rate > 0.0);
+    assert!(f.degraded[0].contains("sw1"));
+    // Still published: the switch gets the plan when it is back.
+    assert_eq!(plan.schedules["sw1"].items.len(), 1);
+}
+
+/// h1's ring flow r/h1>h2 with h3's flow into h1 (its predecessor) at `pred` bytes.
+fn ring_with_predecessor(pred: Option<u64>, peer_failed: bool) -> (FlowDecision, SlotPlan) {
+    let mut s = sched("h1");
+    let (mut p, out) = ring_h1();
+    p.snapshot.iteration = 1;
+    p.snapshot.last_iteration_bytes = 40 * MB;
+    let k = key(&out);
+    s.observe(
+        Slot(5),
+        &Observation {
+            processes: vec![p.clone()],
+            stats: stats(&[(k, 0)]),
+        },
+    );
+    if let Some(pred) = pred {
+        let reply = s.on_exchange(
+            "h3",
+            &[
+                pb::FlowProgress {
+                    flow_id: "r/h3>h1/ring".into(),
+                    sent_bytes: pred,
+                    finish_bytes: pred,
+                    planned_rate_bytes_per_sec: 0.0,
+                    iteration: 1,
+                },
+                // Not the sender's flow: ignored.
+                pb::FlowProgress {
+                    flow_id: "r/h4>h1/ring".into(),
+                    finish_bytes: 1,
+                    iteration: 1,
+                    ..Default::default()
+                },
+            ],
+        );
+        assert!(reply.is_empty(), "nothing decided yet");
+    }
+    if peer_failed {
+        s.on_exchange_failed("h2");
+    }
+    let req = s.observe(
+        Slot(6),
+        &Observation {
+            processes: vec![p],
+            stats: stats(&[(k, 20 * MB)]),
+        },
+    );
+    let plan = s.plan(&answers_empty(&req));
+    (s.flows().next().unwrap().decision.clone().unwrap(), plan)
+}
+
+#[test]
+fn a_slow_predecessor_holds_the_ring_flow_back_and_a_fast_one_speeds_it_up() {
+    let (free, _) = ring_with_predecessor(None, false);
+    assert_eq!((free.boost, free.reduction), (0.0, 0.0));
+    // S = 20 MB; predecessor at 2 MB: 20 + r·τ − 2 − slack(10 MB) > 0 → held back.
+    let (slow, _) = ring_with_predecessor(Some(2 * MB), false);
+    assert!(slow.reduction > 0.0, "{slow:?}");
+    assert!(slow.rate < free.rate);
+    // Predecessor far ahead: boost.
+    let (fast, _) = ring_with_predecessor(Some(39 * MB), false);
+    assert!(fast.boost > 0.0, "{fast:?}");
+    // A stale or silent peer means no adjustment, marked.
+    let (_, plan) = ring_with_predecessor(None, true);
+    assert_eq!(plan.flows_without_peer, 1);
+    assert!(plan.degraded.iter().any(|d| d.contains("peer h2")));
+}
+
+#[test]
+fn exchange_answers_with_our_flows_of_the_same_job_and_remembers_replies() {
+    let mut s = sched("h1");
+    let (p, out) = ring_h1();
+    let req = s.observe(
+        Slot(5),
+        &Observation {
+            processes: vec![p],
+            stats: stats(&[(key(&out), 0)]),
+        },
+    );
+    s.plan(&answers_empty(&req));
+    let reply = s.on_exchange(
+        "h3",
+        &[pb::FlowProgress {
+            flow_id: "r/h3>h1/ring".into(),
+            ..Default::default()
+        }],
+    );
+    assert_eq!(reply.len(), 1);
+    assert_eq!(reply[0].flow_id, "r/h1>h2/ring");
+    assert!(
+        s.on_exchange(
+            "h3",
+            &[pb::FlowProgress {
+                flow_id: "other/h3>h1/ring".into(),
+                ..Default::default()
+            }]
+        )
+        .is_empty()
+    );
+    // Replies only speak for the receiver's own flows.
+    s.on_exchange_reply(
+        "h2",
+        &[
+            pb::FlowProgress {
+                flow_id: "r/h2>h3/ring".into(),
+                ..Default::default()
+            },
+            pb::FlowProgress {
+                flow_id: "r/h4>h3/ring".into(),
+                ..Default::default()
+            },
+            pb::FlowProgress {
+                flow_id: "garbage".into(),
+                ..Default::default()
+            },
+        ],
+    );
+    assert!(
+        s.upstream()
+            .contains_key(&FlowId::new("r/h2>h3/ring").unwrap())
+    );
+    assert!(
+        !s.upstream()
+            .contains_key(&FlowId::new("r/h4>h3/ring").unwrap())
+    );
+}
+
+#[test]
+fn finished_and_vanished_flows_withdraw() {
+    let mut s = sched("h1");
+    let (mut p, out) = ring_h1();
+    let k = key(&out);
+    s.observe(
+        Slot(1),
+        &Observation {
+            processes: vec![p.clone()],
+            stats: stats(&[(k, 0)]),
+        },
+    );
+    s.plan(&HashMap::new());
+    // All 40 MB delivered: G = 0, the flow withdraws and its orders go.
+    let req = s.observe(
+        Slot(2),
+        &Observation {
+            processes: vec![p.clone()],
+            stats: stats(&[(k, 40 * MB)]),
+        },
+    );
+    let plan = s.plan(&answers_empty(&req));
+    assert_eq!(plan.clear, vec![k]);
+    assert!(plan.orders.is_empty());
+    assert!(plan.schedules["sw1"].items[0].done);
+    // The process goes away: its flow is withdrawn once more, then forgotten.
+    p.conns.clear();
+    s.observe(
+        Slot(3),
+        &Observation {
+            processes: vec![],
+            stats: stats(&[]),
+        },
+    );
+    let plan = s.plan(&HashMap::new());
+    assert_eq!(s.flows().count(), 0);
+    assert!(plan.schedules["sw1"].items[0].done);
+    s.observe(Slot(4), &Observation::default());
+    assert!(s.plan(&HashMap::new()).schedules.is_empty());
+}
+
+#[test]
+fn admin_jobs_take_unclaimed_sockets_to_their_members() {
+    use mlcc_core::job::Member;
+    let mut s = sched("h1");
+    let job = Job {
+        id: "legacy".into(),
+        arch: Arch::Allreduce,
+        members: vec![
+            Member {
+                host: "h1".into(),
+                role: Role::Worker,
+                rank: 0,
+            },
+            Member {
+                host: "h4".into(),
+                role: Role::Worker,
+                rank: 1,
+            },
+        ],
+        model_bytes: mlcc_core::Bytes(10 * MB),
+    };
+    s.add_job(job.clone()).unwrap();
+    let mut bad = job;
+    bad.members[1].host = "nowhere".into();
+    assert!(s.add_job(bad).unwrap_err().to_string().contains("nowhere"));
+    let k = SocketKey::new(
+        1,
+        "10.0.0.1:1".parse().unwrap(),
+        "10.0.0.4:2".parse().unwrap(),
+    );
+    s.observe(
+        Slot(1),
+        &Observation {
+            processes: vec![],
+            stats: stats(&[(k, 0)]),
+        },
+    );
+    let f = s.flows().next().unwrap();
+    assert_eq!(f.id.as_str(), "legacy/h1>h4/ring");
+    assert_eq!((f.source, f.sockets.clone()), (Source::Admin, vec![k]));
+    assert_eq!(f.expected_bytes, 10.0 * MB as f64);
+    // 12 MB acked: one 10 MB iteration done, 2 MB into the next.
+    s.observe(
+        Slot(2),
+        &Observation {
+            processes: vec![],
+            stats: stats(&[(k, 12 * MB)]),
+        },
+    );
+    let f = s.flows().next().unwrap();
+    assert_eq!(f.iteration, 1);
+    assert_eq!(f.sent_bytes, 2.0 * MB as f64);
+    assert!(s.remove_job("legacy"));
+    s.observe(
+        Slot(3),
+        &Observation {
+            processes: vec![],
+            stats: stats(&[(k, 12 * MB)]),
+        },
+    );
+    assert_eq!(s.flows().count(), 0);
+}
+
+#[test]
+fn flow_ids_parse() {
+    assert_eq!(
+        parse_flow_id("j/a>b/agg"),
+        Some(("j", "a", "b", FlowRole::Agg))
+    );
+    for bad in ["", "j", "j/a>b", "j/ab/ring", "j/a>b/x", "j/a>b/ring/x"] {
+        assert_eq!(parse_flow_id(bad), None, "{bad}");
+    }
+}
