@@ -3,8 +3,12 @@
 //! `host` is the sans-IO per-slot logic; `monitor`, `progress`, `sockets` and `datapath` read
 //! and write the host; the daemon modules are the thin async shell around them.
 
+pub mod admin;
+pub mod config;
+pub mod daemon;
 pub mod datapath;
 pub mod host;
+pub mod metrics;
 pub mod monitor;
 pub mod progress;
 pub mod sockets;

@@ -1,0 +1,135 @@
+//! `mlccd`: the per-host mlcc scheduler daemon.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use mlcc_core::topology::Topology;
+use mlcc_scheduler::config::{Config, DaemonArgs, DatapathKind, LogFormat};
+use mlcc_scheduler::daemon;
+use mlcc_scheduler::datapath::{Datapath, MemoryDatapath};
+use mlcc_scheduler::sockets::ProcSockets;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "mlccd",
+    version,
+    about = "mlcc per-host scheduler: plans and paces every local training flow, slot by slot",
+    long_about = "mlcc per-host scheduler daemon (DESIGN.md §11).\n\n\
+Every slot (τ, on the absolute realtime grid shared with the switches) it reads the progress \
+files training processes write into --shm-dir, maps each job's TCP connections to flow groups, \
+fetches the load other hosts booked from the switch emulators on the flows' paths, plans each \
+flow's rate over the next K slots (Alg. 1) adjusted for its dependencies on other flows (Alg. 2, \
+with progress exchanged with the peers' mlccd), writes the rates to the datapath with an expiry \
+of 3τ, and publishes the plans.\n\n\
+Degraded modes: a switch that does not answer within --rpc-deadline has its links planned as \
+unbooked (capped by each flow's achievable rate); a silent peer means no dependency adjustment \
+for its flows; --datapath dry-run enforces nothing. Each is logged and exported as \
+mlcc_sched_degraded{mode=...}.\n\n\
+Serves mlcc.v1.Peer on --peer-listen, mlcc.v1.Admin (mlccctl) on --admin-socket, Prometheus \
+metrics on --metrics-listen. SIGHUP reloads the topology; SIGTERM/SIGINT stop it, leaving rate \
+orders to expire so flows fall back to Reno gracefully."
+)]
+struct Cli {
+    #[command(flatten)]
+    args: DaemonArgs,
+}
+
+fn init_logs(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Human => b.init(),
+        LogFormat::Json => b.json().init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match cli.args.resolve() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mlccd: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logs(config.log_format);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("mlccd: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(serve(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(config: Config) -> Result<(), String> {
+    let topo = Topology::load(&config.topology).map_err(|e| e.to_string())?;
+    let datapath: Box<dyn Datapath> = match config.datapath {
+        DatapathKind::DryRun => Box::new(MemoryDatapath::dry_run()),
+    };
+    let peer = tokio::net::TcpListener::bind(config.peer_listen)
+        .await
+        .map_err(|e| format!("cannot listen on {} (peer): {e}", config.peer_listen))?;
+    let metrics = tokio::net::TcpListener::bind(config.metrics_listen)
+        .await
+        .map_err(|e| format!("cannot listen on {} (metrics): {e}", config.metrics_listen))?;
+    let admin = daemon::bind_admin(&config.admin_socket)
+        .map_err(|e| format!("admin socket {}: {e}", config.admin_socket.display()))?;
+    tracing::info!(
+        host = %config.host,
+        shm_dir = %config.shm_dir.display(),
+        admin = %config.admin_socket.display(),
+        tau_ms = config.slots.tau().as_millis() as u64,
+        horizon = config.slots.horizon(),
+        "mlccd starting"
+    );
+    let running = daemon::start(
+        config.clone(),
+        topo,
+        datapath,
+        Box::new(ProcSockets::default()),
+        peer,
+        Some(admin),
+        Some(metrics),
+    )
+    .await?;
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM: {e}"))?;
+    let mut hup = signal(SignalKind::hangup()).map_err(|e| format!("SIGHUP: {e}"))?;
+    loop {
+        tokio::select! {
+            _ = term.recv() => { tracing::info!("SIGTERM: stopping; rate orders expire in 3τ"); break; }
+            _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: stopping"); break; }
+            _ = hup.recv() => {
+                let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading]);
+                match Topology::load(&config.topology) {
+                    Ok(t) => match running.shared.host().set_topology(std::sync::Arc::new(t)) {
+                        Ok(()) => tracing::info!(topology = %config.topology.display(), "SIGHUP: topology reloaded"),
+                        Err(e) => tracing::error!("SIGHUP: new topology refused, keeping the old one: {e}"),
+                    },
+                    Err(e) => tracing::error!("SIGHUP: {e}; keeping the old topology"),
+                }
+                let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+            }
+        }
+    }
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+    running.stop().await;
+    let _ = std::fs::remove_file(&config.admin_socket);
+    Ok(())
+}

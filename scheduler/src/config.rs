@@ -1,0 +1,337 @@
+//! mlccd configuration: a TOML file (`/etc/mlcc/mlccd.toml`) and flags of the same names; a flag
+//! overrides the file, the file overrides the defaults (DESIGN.md §16).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use mlcc_core::load_table::FeedbackMode;
+use mlcc_core::slot::SlotConfig;
+use mlcc_core::units::parse_duration;
+use serde::Deserialize;
+
+pub const DEFAULT_PEER_LISTEN: &str = "0.0.0.0:50071";
+pub const DEFAULT_METRICS_LISTEN: &str = "0.0.0.0:9471";
+pub const DEFAULT_ADMIN_SOCKET: &str = "/run/mlcc/mlccd.sock";
+pub const DEFAULT_SHM_DIR: &str = "/dev/shm";
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Human,
+    /// One JSON object per line, for log shippers.
+    Json,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DatapathKind {
+    /// Plan and publish, enforce nothing (no BPF, or trying mlccd out). Said loudly at start and
+    /// in the mlcc_degraded metric.
+    #[default]
+    DryRun,
+}
+
+fn parse_mode(s: &str) -> Result<FeedbackMode, String> {
+    s.parse()
+}
+
+fn parse_dur(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn parse_peer(s: &str) -> Result<(String, SocketAddr), String> {
+    let (h, a) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected HOST=ADDR, e.g. h2=10.0.0.2:50071"))?;
+    Ok((h.to_string(), a.parse().map_err(|e| format!("{s:?}: {e}"))?))
+}
+
+/// Flags of `mlccd`. Each overrides the option of the same name (with `_` for `-`) in the file.
+#[derive(Args, Debug, Default, Clone)]
+pub struct DaemonArgs {
+    /// TOML configuration file; see deploy/mlccd.example.toml.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// This host's name in the topology.
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+    /// Topology file (TOML): hosts with their IPs, switches with their emulator addresses,
+    /// links. Reloaded on SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    pub topology: Option<PathBuf>,
+    /// Directory of the progress files [default: $MLCC_SHM_DIR or /dev/shm].
+    #[arg(long, value_name = "DIR", env = "MLCC_SHM_DIR")]
+    pub shm_dir: Option<PathBuf>,
+    /// Address the Peer service listens on [default: 0.0.0.0:50071].
+    #[arg(long, value_name = "ADDR")]
+    pub peer_listen: Option<SocketAddr>,
+    /// Port of the other hosts' mlccd Peer service; their address is their topology IP and this
+    /// port [default: the port of --peer-listen].
+    #[arg(long, value_name = "PORT")]
+    pub peer_port: Option<u16>,
+    /// A peer address that does not follow the rule above, HOST=ADDR (repeatable).
+    #[arg(long = "peer", value_name = "HOST=ADDR", value_parser = parse_peer)]
+    pub peers: Vec<(String, SocketAddr)>,
+    /// Unix socket of the Admin service used by mlccctl (mode 0660)
+    /// [default: /run/mlcc/mlccd.sock].
+    #[arg(long, value_name = "PATH")]
+    pub admin_socket: Option<PathBuf>,
+    /// Address of the Prometheus endpoint http://ADDR/metrics [default: 0.0.0.0:9471].
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Slot length τ, e.g. "60ms" (10ms..=1s) [default: 60ms]. Must match the switches'.
+    #[arg(long, value_name = "DURATION", value_parser = parse_dur)]
+    pub tau: Option<Duration>,
+    /// Planning horizon K in slots (1..=64) [default: 10]. Must match the switches'.
+    #[arg(long, value_name = "K")]
+    pub horizon: Option<usize>,
+    /// η: weight of the delay a plan imposes on others [default: 1].
+    #[arg(long, value_name = "ETA")]
+    pub eta: Option<f64>,
+    /// Feedback mode for the local table: "all-others" or "precedence" [default: precedence].
+    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    pub feedback_mode: Option<FeedbackMode>,
+    /// Deadline of every switch and peer call [default: τ/3].
+    #[arg(long, value_name = "DURATION", value_parser = parse_dur)]
+    pub rpc_deadline: Option<Duration>,
+    /// Where rates go [default: dry-run]. The BPF datapath arrives with mlcc-bpf.
+    #[arg(long, value_enum)]
+    pub datapath: Option<DatapathKind>,
+    /// Remote port of the PS-Lite scheduler (DMLC_PS_ROOT_PORT); its connections are skipped.
+    #[arg(long, value_name = "PORT")]
+    pub ps_scheduler_port: Option<u16>,
+    /// Log format [default: human]. The level comes from RUST_LOG (default "info").
+    #[arg(long, value_enum)]
+    pub log_format: Option<LogFormat>,
+}
+
+/// The file form; every field optional so that flags can fill in.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    host: Option<String>,
+    topology: Option<PathBuf>,
+    shm_dir: Option<PathBuf>,
+    peer_listen: Option<SocketAddr>,
+    peer_port: Option<u16>,
+    #[serde(default)]
+    peers: BTreeMap<String, SocketAddr>,
+    admin_socket: Option<PathBuf>,
+    metrics_listen: Option<SocketAddr>,
+    tau: Option<String>,
+    horizon: Option<usize>,
+    eta: Option<f64>,
+    feedback_mode: Option<String>,
+    rpc_deadline: Option<String>,
+    datapath: Option<DatapathKind>,
+    ps_scheduler_port: Option<u16>,
+    log_format: Option<LogFormat>,
+}
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub host: String,
+    pub topology: PathBuf,
+    pub shm_dir: PathBuf,
+    pub peer_listen: SocketAddr,
+    pub peer_port: u16,
+    pub peers: BTreeMap<String, SocketAddr>,
+    pub admin_socket: PathBuf,
+    pub metrics_listen: SocketAddr,
+    pub slots: SlotConfig,
+    pub eta: f64,
+    pub feedback_mode: FeedbackMode,
+    pub rpc_deadline: Duration,
+    pub datapath: DatapathKind,
+    pub ps_scheduler_port: Option<u16>,
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading config {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config {}: {message}", path.display())]
+    Parse { path: PathBuf, message: String },
+    #[error("no {what} given: set `{key}` in the config file or pass --{flag}")]
+    Missing {
+        what: &'static str,
+        key: &'static str,
+        flag: &'static str,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn parse_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+fn addr(s: &str) -> SocketAddr {
+    // The defaults are literals that parse.
+    s.parse()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
+}
+
+impl DaemonArgs {
+    /// Merges flags over the file (if any) over the defaults, and validates the result.
+    pub fn resolve(&self) -> Result<Config, ConfigError> {
+        let file = match &self.config {
+            Some(p) => parse_file(p)?,
+            None => FileConfig::default(),
+        };
+        let invalid = |key: &str, e: String| ConfigError::Invalid(format!("{key}: {e}"));
+        let file_tau = file
+            .tau
+            .as_deref()
+            .map(parse_dur)
+            .transpose()
+            .map_err(|e| invalid("tau", e))?;
+        let file_deadline = file
+            .rpc_deadline
+            .as_deref()
+            .map(parse_dur)
+            .transpose()
+            .map_err(|e| invalid("rpc_deadline", e))?;
+        let file_mode = file
+            .feedback_mode
+            .as_deref()
+            .map(parse_mode)
+            .transpose()
+            .map_err(|e| invalid("feedback_mode", e))?;
+        let tau = self.tau.or(file_tau).unwrap_or(SlotConfig::paper().tau());
+        let horizon = self
+            .horizon
+            .or(file.horizon)
+            .unwrap_or(SlotConfig::paper().horizon());
+        let slots =
+            SlotConfig::new(tau, horizon).map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        let eta = self.eta.or(file.eta).unwrap_or(1.0);
+        if !eta.is_finite() || eta < 0.0 {
+            return Err(invalid("eta", format!("{eta} must be finite and >= 0")));
+        }
+        let rpc_deadline = self.rpc_deadline.or(file_deadline).unwrap_or(tau / 3);
+        if rpc_deadline.is_zero() || rpc_deadline >= tau {
+            return Err(invalid(
+                "rpc_deadline",
+                format!("{rpc_deadline:?} must be above 0 and below τ = {tau:?}"),
+            ));
+        }
+        let peer_listen = self
+            .peer_listen
+            .or(file.peer_listen)
+            .unwrap_or_else(|| addr(DEFAULT_PEER_LISTEN));
+        let mut peers = file.peers;
+        peers.extend(self.peers.iter().cloned());
+        Ok(Config {
+            host: self
+                .host
+                .clone()
+                .or(file.host)
+                .ok_or(ConfigError::Missing {
+                    what: "host name",
+                    key: "host",
+                    flag: "host",
+                })?,
+            topology: self
+                .topology
+                .clone()
+                .or(file.topology)
+                .ok_or(ConfigError::Missing {
+                    what: "topology file",
+                    key: "topology",
+                    flag: "topology",
+                })?,
+            shm_dir: self
+                .shm_dir
+                .clone()
+                .or(file.shm_dir)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_SHM_DIR)),
+            peer_port: self
+                .peer_port
+                .or(file.peer_port)
+                .unwrap_or(peer_listen.port()),
+            peer_listen,
+            peers,
+            admin_socket: self
+                .admin_socket
+                .clone()
+                .or(file.admin_socket)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_ADMIN_SOCKET)),
+            metrics_listen: self
+                .metrics_listen
+                .or(file.metrics_listen)
+                .unwrap_or_else(|| addr(DEFAULT_METRICS_LISTEN)),
+            slots,
+            eta,
+            feedback_mode: self.feedback_mode.or(file_mode).unwrap_or_default(),
+            rpc_deadline,
+            datapath: self.datapath.or(file.datapath).unwrap_or_default(),
+            ps_scheduler_port: self.ps_scheduler_port.or(file.ps_scheduler_port),
+            log_format: self.log_format.or(file.log_format).unwrap_or_default(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_the_file_and_defaults_follow_tau() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("mlccd.toml");
+        std::fs::write(
+            &p,
+            "host = \"h1\"\ntopology = \"t.toml\"\ntau = \"30ms\"\npeer_listen = \"127.0.0.1:7000\"\n[peers]\nh2 = \"127.0.0.1:7001\"\n",
+        )
+        .unwrap();
+        let args = DaemonArgs {
+            config: Some(p),
+            host: Some("h9".into()),
+            peers: vec![("h3".into(), "127.0.0.1:7003".parse().unwrap())],
+            ..Default::default()
+        };
+        let c = args.resolve().unwrap();
+        assert_eq!(c.host, "h9");
+        assert_eq!(c.rpc_deadline, Duration::from_millis(10));
+        assert_eq!(c.peer_port, 7000);
+        assert_eq!(c.peers.len(), 2);
+        assert_eq!(c.datapath, DatapathKind::DryRun);
+    }
+
+    #[test]
+    fn errors_say_what_to_fix() {
+        let e = DaemonArgs::default().resolve().unwrap_err().to_string();
+        assert!(e.contains("--host"), "{e}");
+        let args = DaemonArgs {
+            host: Some("h".into()),
+            topology: Some("t".into()),
+            rpc_deadline: Some(Duration::from_secs(2)),
+            ..Default::default()
+        };
+        assert!(
+            args.resolve()
+                .unwrap_err()
+                .to_string()
+                .contains("rpc_deadline")
+        );
+        assert!(parse_peer("h2").unwrap_err().contains("HOST=ADDR"));
+    }
+}

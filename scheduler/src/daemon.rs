@@ -1,0 +1,666 @@
+//! The async shell of mlccd: the slot loop on the absolute slot grid, switch and peer clients
+//! with deadlines, the Peer and Admin services and the metrics endpoint (DESIGN.md §10, §11).
+//!
+//! All decisions are [`HostScheduler`]'s; this module only times, reads, sends and records.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use mlcc_core::Slot;
+use mlcc_core::topology::{NodeKind, Topology};
+use mlcc_proto::MAX_MESSAGE_BYTES;
+use mlcc_proto::v1 as pb;
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::admin::AdminService;
+use crate::config::Config;
+use crate::datapath::Datapath;
+use crate::host::{FeedbackAnswers, HostConfig, HostScheduler, Observation, ProcessObs, SlotPlan};
+use crate::metrics::{Metrics, ModeLabels, RpcLabels, TargetLabels};
+use crate::monitor::ProgressDir;
+use crate::sockets::SocketSource;
+
+/// Realtime nanoseconds: slots are absolute (DESIGN.md §3).
+pub fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// What one switch looked like from here.
+#[derive(Clone, Debug, Default)]
+pub struct SwitchView {
+    pub address: String,
+    pub reachable: bool,
+    pub skew_slots: i64,
+    pub last_reply_slot: u64,
+    pub failed_calls: u64,
+    pub last_rtt: Duration,
+}
+
+/// State the services read and the loop writes.
+pub struct Shared {
+    pub host: Mutex<HostScheduler>,
+    pub metrics: Arc<Metrics>,
+    pub status: Mutex<LoopStatus>,
+    pub started: Instant,
+    pub enforcing: bool,
+}
+
+#[derive(Default)]
+pub struct LoopStatus {
+    pub last_work: Duration,
+    /// Work of the last minute of slots, for the p99 in `mlccctl status`.
+    pub recent_work: VecDeque<Duration>,
+    pub degraded: Vec<String>,
+    pub switches: BTreeMap<String, SwitchView>,
+    pub last_plan: Option<SlotPlan>,
+}
+
+impl Shared {
+    pub fn host(&self) -> MutexGuard<'_, HostScheduler> {
+        self.host.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    pub fn status(&self) -> MutexGuard<'_, LoopStatus> {
+        self.status.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A running daemon.
+pub struct Running {
+    pub peer_addr: SocketAddr,
+    pub metrics_addr: Option<SocketAddr>,
+    pub shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    join: JoinHandle<()>,
+}
+
+impl Running {
+    /// Stops the loop and the servers. Rate orders are left to expire (≈3τ) so flows fall back
+    /// to the CC's Reno gracefully instead of being released all at once.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.join).await;
+    }
+}
+
+async fn stopped(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+/// Starts everything on already-bound listeners (ephemeral ports in tests).
+pub async fn start(
+    cfg: Config,
+    topo: Topology,
+    datapath: Box<dyn Datapath>,
+    sockets: Box<dyn SocketSource>,
+    peer_listener: TcpListener,
+    admin_listener: Option<UnixListener>,
+    metrics_listener: Option<TcpListener>,
+) -> Result<Running, String> {
+    let mut hc = HostConfig::new(cfg.host.clone(), cfg.slots);
+    hc.eta = cfg.eta;
+    hc.mode = cfg.feedback_mode;
+    hc.ps_scheduler_port = cfg.ps_scheduler_port;
+    let topo = Arc::new(topo);
+    let host = HostScheduler::new(hc, topo.clone()).map_err(|e| e.to_string())?;
+    let enforcing = datapath.enforces();
+    let metrics = Arc::new(Metrics::new());
+    if !enforcing {
+        tracing::warn!(
+            "DRY RUN: datapath enforces nothing; plans are computed and published, rates are not applied"
+        );
+        metrics
+            .degraded
+            .get_or_create(&ModeLabels {
+                mode: "datapath_dry_run",
+            })
+            .set(1);
+    }
+    let shared = Arc::new(Shared {
+        host: Mutex::new(host),
+        metrics: metrics.clone(),
+        status: Mutex::new(LoopStatus::default()),
+        started: Instant::now(),
+        enforcing,
+    });
+    let peer_addr = peer_listener
+        .local_addr()
+        .map_err(|e| format!("peer listener: {e}"))?;
+    let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
+    let (stop, rx) = watch::channel(false);
+
+    let peer = pb::peer_server::PeerServer::new(PeerService(shared.clone()))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let incoming =
+        tonic::transport::server::TcpIncoming::from(peer_listener).with_nodelay(Some(true));
+    let peer_task = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(peer)
+            .serve_with_incoming_shutdown(incoming, stopped(rx.clone())),
+    );
+    let admin_task = admin_listener.map(|l| {
+        let svc = pb::admin_server::AdminServer::new(AdminService::new(shared.clone()));
+        let incoming = tokio_stream::wrappers::UnixListenerStream::new(l);
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(svc)
+                .serve_with_incoming_shutdown(incoming, stopped(rx.clone())),
+        )
+    });
+    let metrics_task = metrics_listener.map(|l| {
+        tokio::spawn(crate::metrics::serve(
+            l,
+            metrics.clone(),
+            stopped(rx.clone()),
+        ))
+    });
+    let loop_task = tokio::spawn(slot_loop(
+        cfg,
+        topo,
+        shared.clone(),
+        datapath,
+        sockets,
+        rx.clone(),
+    ));
+    let join = tokio::spawn(async move {
+        let _ = loop_task.await;
+        if let Ok(Err(e)) = peer_task.await {
+            tracing::warn!("peer server: {e}");
+        }
+        if let Some(t) = admin_task
+            && let Ok(Err(e)) = t.await
+        {
+            tracing::warn!("admin server: {e}");
+        }
+        if let Some(t) = metrics_task {
+            let _ = t.await;
+        }
+    });
+    tracing::info!(%peer_addr, "serving mlcc.v1.Peer");
+    Ok(Running {
+        peer_addr,
+        metrics_addr,
+        shared,
+        stop,
+        join,
+    })
+}
+
+/// Lazily connected channels by address; a channel reconnects by itself after a failure.
+#[derive(Default)]
+struct Channels(HashMap<String, Channel>);
+
+impl Channels {
+    fn get(&mut self, addr: &str, deadline: Duration) -> Option<Channel> {
+        if let Some(c) = self.0.get(addr) {
+            return Some(c.clone());
+        }
+        let ep = Endpoint::from_shared(format!("http://{addr}"))
+            .ok()?
+            .connect_timeout(deadline)
+            .tcp_nodelay(true);
+        let c = ep.connect_lazy();
+        self.0.insert(addr.to_string(), c.clone());
+        Some(c)
+    }
+}
+
+fn peer_address(cfg: &Config, topo: &Topology, host: &str) -> Option<String> {
+    if let Some(a) = cfg.peers.get(host) {
+        return Some(a.to_string());
+    }
+    let n = topo.node_by_name(host)?;
+    match &topo.node(n).kind {
+        NodeKind::Host { ip: Some(ip), .. } => {
+            Some(SocketAddr::new(*ip, cfg.peer_port).to_string())
+        }
+        _ => None,
+    }
+}
+
+enum Outcome<T> {
+    Ok(T),
+    Timeout,
+    Error(String),
+}
+
+async fn call<T, F>(deadline: Duration, f: F) -> (Outcome<T>, Duration)
+where
+    F: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+{
+    let t0 = Instant::now();
+    let r = match tokio::time::timeout(deadline, f).await {
+        Ok(Ok(r)) => Outcome::Ok(r.into_inner()),
+        Ok(Err(s)) => Outcome::Error(s.message().to_string()),
+        Err(_) => Outcome::Timeout,
+    };
+    (r, t0.elapsed())
+}
+
+fn outcome_name<T>(o: &Outcome<T>) -> &'static str {
+    match o {
+        Outcome::Ok(_) => "ok",
+        Outcome::Timeout => "timeout",
+        Outcome::Error(_) => "error",
+    }
+}
+
+async fn slot_loop(
+    cfg: Config,
+    topo: Arc<Topology>,
+    shared: Arc<Shared>,
+    mut datapath: Box<dyn Datapath>,
+    sockets: Box<dyn SocketSource>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let slots = cfg.slots;
+    let deadline = cfg.rpc_deadline;
+    let mut progress = ProgressDir::new(cfg.shm_dir.clone());
+    let mut channels = Channels::default();
+    let mut last_slot: Option<Slot> = None;
+    let mut datapath_failed = false;
+    loop {
+        let now = now_ns();
+        let next = slots.start_ns(slots.slot_at(now).plus(1));
+        let wait = Duration::from_nanos(next.saturating_sub(now));
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let woke = now_ns();
+        let slot = slots.slot_at(woke);
+        if last_slot == Some(slot) {
+            continue;
+        }
+        if let Some(prev) = last_slot
+            && slot.0 > prev.0 + 1
+        {
+            tracing::warn!(missed = slot.0 - prev.0 - 1, "slot loop fell behind");
+        }
+        last_slot = Some(slot);
+        let m = &shared.metrics;
+        m.slot.set(slot.0 as i64);
+        m.slot_late_seconds
+            .observe(woke.saturating_sub(slots.start_ns(slot)) as f64 * 1e-9);
+        let t_work = Instant::now();
+
+        // 1. progress files, their connections, datapath counters.
+        match progress.rescan() {
+            Ok(r) => {
+                for p in &r.added {
+                    tracing::info!(path = %p.display(), "following progress file");
+                }
+                for p in &r.removed {
+                    tracing::info!(path = %p.display(), "progress file gone");
+                }
+                for e in &r.refused {
+                    tracing::warn!("skipping progress file: {e}");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(dir = %progress.dir().display(), "cannot list progress files: {e}")
+            }
+        }
+        let mut processes = Vec::new();
+        for r in progress.read() {
+            match r {
+                Ok(p) => {
+                    let conns = sockets.connections(p.header.pid).unwrap_or_else(|e| {
+                        tracing::debug!(pid = p.header.pid, "cannot list sockets: {e}");
+                        Vec::new()
+                    });
+                    processes.push(ProcessObs {
+                        header: p.header.clone(),
+                        snapshot: p.snapshot,
+                        conns,
+                    });
+                }
+                Err(e) => tracing::debug!("{e}"),
+            }
+        }
+        let stats = match datapath.read_stats() {
+            Ok(s) => {
+                if datapath_failed {
+                    tracing::info!("datapath readable again");
+                    datapath_failed = false;
+                }
+                Some(s)
+            }
+            Err(e) => {
+                if !datapath_failed {
+                    tracing::error!("datapath: {e}; planning from progress files only");
+                    datapath_failed = true;
+                }
+                None
+            }
+        };
+        let t_decide = Instant::now();
+        let req = shared.host().observe(
+            slot,
+            &Observation {
+                processes,
+                stats: stats.clone(),
+            },
+        );
+        let mut decide = t_decide.elapsed();
+        let mut work = t_work.elapsed();
+
+        // 2. feedback from every switch on active paths, in parallel, each with its deadline.
+        let mut calls = Vec::new();
+        for (name, batch) in req.per_switch {
+            let Some(ch) = channels.get(&batch.address, deadline) else {
+                continue;
+            };
+            let host = cfg.host.clone();
+            calls.push(tokio::spawn(async move {
+                let mut c = pb::switch_client::SwitchClient::new(ch)
+                    .max_decoding_message_size(MAX_MESSAGE_BYTES);
+                let r = call(
+                    deadline,
+                    c.fetch_feedback(pb::FetchFeedbackRequest {
+                        host,
+                        slot: slot.0,
+                        flows: batch.items,
+                    }),
+                )
+                .await;
+                (name, batch.address, r)
+            }));
+        }
+        let mut answers: FeedbackAnswers = HashMap::new();
+        let mut switch_updates: Vec<(String, String, Outcome<u64>, Duration)> = Vec::new();
+        for c in calls {
+            let Ok((name, addr, (out, rtt))) = c.await else {
+                continue;
+            };
+            m.rpc_seconds
+                .get_or_create(&RpcLabels {
+                    method: "fetch_feedback",
+                    target: name.clone(),
+                    outcome: outcome_name(&out),
+                })
+                .observe(rtt.as_secs_f64());
+            let o = match out {
+                Outcome::Ok(r) => {
+                    let s = r.switch_slot;
+                    answers.insert(name.clone(), r);
+                    Outcome::Ok(s)
+                }
+                Outcome::Timeout => Outcome::Timeout,
+                Outcome::Error(e) => Outcome::Error(e),
+            };
+            switch_updates.push((name, addr, o, rtt));
+        }
+        let t_plan = Instant::now();
+        let plan = shared.host().plan(&answers);
+        decide += t_plan.elapsed();
+
+        // 3. rates to the datapath.
+        let t_io = Instant::now();
+        if !plan.clear.is_empty()
+            && let Err(e) = datapath.clear_rates(&plan.clear)
+        {
+            tracing::warn!("datapath clear: {e}");
+        }
+        if !plan.orders.is_empty()
+            && let Err(e) = datapath.set_rates(&plan.orders)
+        {
+            tracing::warn!("datapath set: {e}");
+        }
+        work += t_plan.elapsed() + t_io.elapsed();
+
+        // 4. schedules to switches and progress to peers, in parallel.
+        let mut pubs = Vec::new();
+        for (name, batch) in plan.schedules.clone() {
+            let Some(ch) = channels.get(&batch.address, deadline) else {
+                continue;
+            };
+            let host = cfg.host.clone();
+            pubs.push(tokio::spawn(async move {
+                let mut c = pb::switch_client::SwitchClient::new(ch);
+                let r = call(
+                    deadline,
+                    c.update_schedule(pb::UpdateScheduleRequest {
+                        host,
+                        slot: slot.0,
+                        flows: batch.items,
+                    }),
+                )
+                .await;
+                (name, r)
+            }));
+        }
+        let mut exchanges = Vec::new();
+        for (peer, flows) in plan.peers.clone() {
+            let Some(addr) = peer_address(&cfg, &topo, &peer) else {
+                continue;
+            };
+            let Some(ch) = channels.get(&addr, deadline) else {
+                continue;
+            };
+            let host = cfg.host.clone();
+            exchanges.push(tokio::spawn(async move {
+                let mut c = pb::peer_client::PeerClient::new(ch)
+                    .max_decoding_message_size(MAX_MESSAGE_BYTES);
+                let r = call(
+                    deadline,
+                    c.exchange(pb::ExchangeRequest {
+                        sender_host: host,
+                        slot: slot.0,
+                        flows,
+                    }),
+                )
+                .await;
+                (peer, r)
+            }));
+        }
+        for p in pubs {
+            if let Ok((name, (out, rtt))) = p.await {
+                m.rpc_seconds
+                    .get_or_create(&RpcLabels {
+                        method: "update_schedule",
+                        target: name.clone(),
+                        outcome: outcome_name(&out),
+                    })
+                    .observe(rtt.as_secs_f64());
+                if let Outcome::Ok(r) = &out
+                    && !r.rejected.is_empty()
+                {
+                    tracing::warn!(switch = %name, rejected = r.rejected.len(), first = %r.rejected[0].message, "schedule items refused");
+                }
+            }
+        }
+        let mut silent_peers = Vec::new();
+        for e in exchanges {
+            if let Ok((peer, (out, rtt))) = e.await {
+                m.rpc_seconds
+                    .get_or_create(&RpcLabels {
+                        method: "exchange",
+                        target: peer.clone(),
+                        outcome: outcome_name(&out),
+                    })
+                    .observe(rtt.as_secs_f64());
+                let t = Instant::now();
+                match out {
+                    Outcome::Ok(r) => shared.host().on_exchange_reply(&peer, &r.flows),
+                    _ => {
+                        shared.host().on_exchange_failed(&peer);
+                        silent_peers.push(peer);
+                    }
+                }
+                work += t.elapsed();
+            }
+        }
+
+        // Bookkeeping: switch views, degraded modes, metrics, logs.
+        let t = Instant::now();
+        record(
+            &shared,
+            &cfg,
+            slot,
+            &plan,
+            switch_updates,
+            &silent_peers,
+            datapath_failed,
+            stats.is_some(),
+        );
+        work += t.elapsed();
+        m.decision_seconds.observe(decide.as_secs_f64());
+        m.slot_seconds.observe(work.as_secs_f64());
+        let mut st = shared.status();
+        st.last_work = work;
+        st.recent_work.push_back(work);
+        let keep = (60_000_000_000 / slots.tau_ns().max(1)) as usize;
+        while st.recent_work.len() > keep.max(1) {
+            st.recent_work.pop_front();
+        }
+        st.last_plan = Some(plan);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn record(
+    shared: &Shared,
+    cfg: &Config,
+    slot: Slot,
+    plan: &SlotPlan,
+    switches: Vec<(String, String, Outcome<u64>, Duration)>,
+    silent_peers: &[String],
+    datapath_failed: bool,
+    _have_stats: bool,
+) {
+    let m = &shared.metrics;
+    let tau_ns = cfg.slots.tau_ns() as i64;
+    let mut st = shared.status();
+    for (name, addr, out, rtt) in switches {
+        let v = st.switches.entry(name.clone()).or_default();
+        v.address = addr;
+        v.last_rtt = rtt;
+        match out {
+            Outcome::Ok(switch_slot) => {
+                if !v.reachable && v.failed_calls > 0 {
+                    tracing::info!(switch = %name, "switch answers again");
+                }
+                v.reachable = true;
+                v.last_reply_slot = switch_slot;
+                v.skew_slots = switch_slot as i64 - slot.0 as i64;
+                m.skew_slots
+                    .get_or_create(&TargetLabels {
+                        target: name.clone(),
+                    })
+                    .set(v.skew_slots);
+                // Slot granularity: any difference is at least a whole τ, more than τ/4.
+                if v.skew_slots != 0 && (v.skew_slots.abs() * tau_ns) > tau_ns / 4 {
+                    tracing::warn!(switch = %name, skew_slots = v.skew_slots, "clock skew above τ/4: check chrony/PTP");
+                }
+            }
+            Outcome::Timeout | Outcome::Error(_) => {
+                if v.reachable || v.failed_calls == 0 {
+                    let why = match &out {
+                        Outcome::Error(e) => e.clone(),
+                        _ => format!("no answer within {:?}", cfg.rpc_deadline),
+                    };
+                    tracing::warn!(switch = %name, "switch unreachable ({why}): planning its links as unbooked");
+                }
+                v.reachable = false;
+                v.failed_calls += 1;
+            }
+        }
+    }
+    let mut degraded = plan.degraded.clone();
+    for p in silent_peers {
+        if !degraded.iter().any(|d| d.contains(&format!("peer {p} "))) {
+            degraded.push(format!("peer {p} unreachable: no dependency adjustment"));
+        }
+    }
+    if !shared.enforcing {
+        degraded.push("datapath: dry run, nothing enforced".into());
+    }
+    if datapath_failed {
+        degraded.push("datapath: unreadable, S from progress files".into());
+    }
+    let modes = [
+        ("switch_unreachable", !plan.silent_switches.is_empty()),
+        ("peer_unreachable", !silent_peers.is_empty()),
+        ("datapath_dry_run", !shared.enforcing),
+        ("datapath_error", datapath_failed),
+    ];
+    for (mode, on) in modes {
+        m.degraded
+            .get_or_create(&ModeLabels { mode })
+            .set(i64::from(on));
+        if on {
+            m.degraded_slots.get_or_create(&ModeLabels { mode }).inc();
+        }
+    }
+    st.degraded = degraded;
+    drop(st);
+    let host = shared.host();
+    let mut n = 0;
+    for f in host.flows() {
+        n += 1;
+        let labels = crate::metrics::FlowLabels {
+            flow: f.id.to_string(),
+        };
+        m.planned.get_or_create(&labels).set(f.last_rate);
+        if let Some(a) = f.achieved {
+            m.achieved.get_or_create(&labels).set(a);
+        }
+    }
+    m.flows.set(n);
+}
+
+/// The Peer service: a flow's sender tells us its progress, we answer with ours.
+pub struct PeerService(pub Arc<Shared>);
+
+#[tonic::async_trait]
+impl pb::peer_server::Peer for PeerService {
+    async fn exchange(
+        &self,
+        req: tonic::Request<pb::ExchangeRequest>,
+    ) -> Result<tonic::Response<pb::ExchangeReply>, tonic::Status> {
+        let r = req.into_inner();
+        if r.flows.len() > mlcc_proto::MAX_FLOWS_PER_CALL {
+            return Err(tonic::Status::invalid_argument(format!(
+                "{} flows in one call; at most {}",
+                r.flows.len(),
+                mlcc_proto::MAX_FLOWS_PER_CALL
+            )));
+        }
+        let mut host = self.0.host();
+        let flows = host.on_exchange(&r.sender_host, &r.flows);
+        Ok(tonic::Response::new(pb::ExchangeReply {
+            receiver_host: host.config().host.clone(),
+            slot: host.slot().0,
+            flows,
+        }))
+    }
+}
+
+/// Binds the admin socket with mode 0660, replacing a stale socket file.
+pub fn bind_admin(path: &PathBuf) -> std::io::Result<UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    if path.exists() {
+        // A live daemon answers on it; a stale file from a crash is removed.
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                format!("{} is in use by a running mlccd", path.display()),
+            ));
+        }
+        std::fs::remove_file(path)?;
+    }
+    let l = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
+    Ok(l)
+}
