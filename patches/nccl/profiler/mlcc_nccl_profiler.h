@@ -1,0 +1,280 @@
+/*
+ * mlcc_nccl_profiler.h — the part of NCCL's profiler plugin interface that mlcc's plugin uses,
+ * written from NCCL's documented plugin ABI (plugins/profiler/README.md and the versioned
+ * descriptors in NCCL's plugins/profiler/example/nccl/profiler_v*.h). Only the fields the plugin
+ * and its test harness touch are declared; every struct keeps NCCL's layout up to its last
+ * declared member (checked by the static asserts below, which were compared against NCCL
+ * v2.30.7-1's headers with offsetof).
+ *
+ * NCCL looks for the newest symbol it knows, ncclProfiler_v6 first, down to ncclProfiler_v1:
+ *
+ *   version  symbol            first NCCL  init(...) arguments                      descriptor
+ *   v1       ncclProfiler_v1   2.23        (ctx, mask)                              type u8; coll.func/datatype are enum codes (u8)
+ *   v2       ncclProfiler_v2   2.24        (ctx, mask)                              type u8; func/datatype are strings; coll.trafficBytes
+ *   v3       ncclProfiler_v3   2.26        (ctx, mask)                              type u8; no trafficBytes; kernelCh, netPlugin events
+ *   v4       ncclProfiler_v4   2.27        (ctx, mask, commName, commHash, nNodes,  type u8; coll/p2p lose name and commHash
+ *                                           nranks, rank, logfn)
+ *   v5       ncclProfiler_v5   2.28        (ctx, commId, mask, commName, nNodes,    type u64; GroupApi/CollApi/P2pApi/KernelLaunch events
+ *                                           nranks, rank, logfn)
+ *   v6       ncclProfiler_v6   2.29        same as v5                               adds copy-engine (Ce*) events
+ *
+ * Every version: startEvent(ctx, &handle, descr) may leave handle NULL for events the plugin does
+ * not track (NCCL then never passes it back); stopEvent(handle); recordEventState(handle, state,
+ * args); finalize(ctx). init is called once per communicator and may set *ctx.
+ */
+#ifndef MLCC_NCCL_PROFILER_H
+#define MLCC_NCCL_PROFILER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef enum {
+  ncclSuccess = 0,
+  ncclUnhandledCudaError = 1,
+  ncclSystemError = 2,
+  ncclInternalError = 3,
+  ncclInvalidArgument = 4,
+  ncclInvalidUsage = 5,
+  ncclRemoteError = 6
+} ncclResult_t;
+
+typedef void (*ncclDebugLogger_t)(int level, unsigned long flags, const char *file, int line,
+                                  const char *fmt, ...);
+
+/* Event types (bit flags; the activation mask is their OR). */
+enum {
+  ncclProfileGroup = 1 << 0,    /* one per kernel plan (ncclGroupEnd may launch several) */
+  ncclProfileColl = 1 << 1,     /* a collective task */
+  ncclProfileP2p = 1 << 2,      /* a send or receive task */
+  ncclProfileProxyOp = 1 << 3,
+  ncclProfileProxyStep = 1 << 4,
+  ncclProfileProxyCtrl = 1 << 5,
+  ncclProfileKernelCh = 1 << 6, /* v3+ */
+  ncclProfileNetPlugin = 1 << 7,
+  ncclProfileGroupApi = 1 << 8, /* v5+: the outermost ncclGroupStart..ncclGroupEnd (or an implicit one) */
+  ncclProfileCollApi = 1 << 9,
+  ncclProfileP2pApi = 1 << 10,
+  ncclProfileKernelLaunch = 1 << 11,
+};
+
+/* The states NCCL records on events the plugin handles (a subset). */
+typedef enum {
+  ncclProfilerProxyCtrlAppendEnd = 18,
+  ncclProfilerKernelChStop = 22,
+  ncclProfilerGroupStartApiStop = 23, /* v5+: on the GroupApi event at ncclGroupStart's return */
+  ncclProfilerGroupEndApiStart = 24,  /* v5+: on the GroupApi event when ncclGroupEnd begins */
+} ncclProfilerEventState_t;
+
+/* NCCL's ncclDataType_t codes (v1 passes these; v2+ pass ncclDatatypeToString's names). */
+enum {
+  mlccNcclInt8 = 0, mlccNcclUint8 = 1, mlccNcclInt32 = 2, mlccNcclUint32 = 3, mlccNcclInt64 = 4,
+  mlccNcclUint64 = 5, mlccNcclFloat16 = 6, mlccNcclFloat32 = 7, mlccNcclFloat64 = 8,
+  mlccNcclBfloat16 = 9, mlccNcclFloat8e4m3 = 10, mlccNcclFloat8e5m2 = 11
+};
+/* NCCL's ncclFunc_t codes (v1 passes these; v2+ pass ncclFuncToString's names). */
+enum {
+  mlccNcclFuncBroadcast = 0, mlccNcclFuncReduce = 1, mlccNcclFuncAllGather = 2,
+  mlccNcclFuncReduceScatter = 3, mlccNcclFuncAllReduce = 4, mlccNcclFuncSendRecv = 5,
+  mlccNcclFuncSend = 6, mlccNcclFuncRecv = 7
+};
+
+/* ---- v1 (NCCL 2.23) ---- */
+typedef struct {
+  uint8_t type;
+  void *parentObj;
+  int rank;
+  union {
+    struct {
+      const char *name;
+      uint64_t commHash;
+      uint64_t seqNumber;
+      uint8_t func;
+      const void *sendBuff;
+      void *recvBuff;
+      size_t count;
+      int root;
+      uint8_t datatype;
+      uint32_t op;
+      size_t trafficBytes;
+    } coll;
+    struct {
+      const char *name;
+      uint64_t commHash;
+      uint8_t func;
+      void *buff;
+      uint8_t datatype;
+      size_t count;
+      int peer;
+    } p2p;
+  };
+} ncclProfilerEventDescr_v1_t;
+
+/* ---- v2 (2.24) and v3 (2.26): strings for func and datatype ---- */
+typedef struct {
+  uint8_t type;
+  void *parentObj;
+  int rank;
+  union {
+    struct {
+      const char *name;
+      uint64_t commHash;
+      uint64_t seqNumber;
+      const char *func;
+      const void *sendBuff;
+      void *recvBuff;
+      size_t count;
+      int root;
+      const char *datatype;
+    } coll; /* v2 continues with trafficBytes, v3 with nMaxChannels: neither is used */
+    struct {
+      const char *name;
+      uint64_t commHash;
+      const char *func;
+      void *buff;
+      const char *datatype;
+      size_t count;
+      int peer;
+    } p2p;
+  };
+} ncclProfilerEventDescr_v2_t;
+typedef ncclProfilerEventDescr_v2_t ncclProfilerEventDescr_v3_t;
+
+/* ---- v4 (2.27): type still u8, coll and p2p lose name and commHash ---- */
+typedef struct {
+  uint64_t seqNumber;
+  const char *func;
+  const void *sendBuff;
+  void *recvBuff;
+  size_t count;
+  int root;
+  const char *datatype;
+  uint8_t nChannels;
+  uint8_t nWarps;
+  const char *algo;
+  const char *proto;
+} mlccNcclCollDescr_v4_t;
+typedef struct {
+  const char *func;
+  void *buff;
+  const char *datatype;
+  size_t count;
+  int peer;
+  uint8_t nChannels;
+} mlccNcclP2pDescr_v4_t;
+
+typedef struct {
+  uint8_t type;
+  void *parentObj;
+  int rank;
+  union {
+    mlccNcclCollDescr_v4_t coll;
+    mlccNcclP2pDescr_v4_t p2p;
+  };
+} ncclProfilerEventDescr_v4_t;
+
+/* ---- v5 (2.28) and v6 (2.29): type is u64; API-level events; coll/p2p add parentGroup ---- */
+typedef struct {
+  uint64_t type;
+  void *parentObj;
+  int rank;
+  union {
+    struct {
+      bool graphCaptured;
+      int groupDepth;
+    } groupApi;
+    struct {
+      const char *func;
+      size_t count;
+      const char *datatype;
+      int root;
+      void *stream;
+      bool graphCaptured;
+    } collApi;
+    struct {
+      mlccNcclCollDescr_v4_t base; /* same fields as v4 ... */
+      void *parentGroup;           /* ... then the Group event handle */
+    } coll;
+    struct {
+      mlccNcclP2pDescr_v4_t base;
+      void *parentGroup;
+    } p2p;
+  };
+} ncclProfilerEventDescr_v5_t;
+typedef ncclProfilerEventDescr_v5_t ncclProfilerEventDescr_v6_t; /* v6 adds ceColl/ceCollSync/ceCollBatch */
+
+/* State arguments: only ever passed through (never read) by mlcc's plugin. */
+typedef void ncclProfilerEventStateArgs_t;
+
+#define MLCC_NCCL_PROFILER_COMMON_(descr_t)                                                       \
+  ncclResult_t (*startEvent)(void *context, void **eHandle, descr_t *eDescr);                    \
+  ncclResult_t (*stopEvent)(void *eHandle);                                                       \
+  ncclResult_t (*recordEventState)(void *eHandle, ncclProfilerEventState_t eState,               \
+                                   ncclProfilerEventStateArgs_t *eStateArgs);                    \
+  ncclResult_t (*finalize)(void *context);
+
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(void **context, int *eActivationMask);
+  MLCC_NCCL_PROFILER_COMMON_(ncclProfilerEventDescr_v1_t)
+} ncclProfiler_v1_t;
+
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(void **context, int *eActivationMask);
+  MLCC_NCCL_PROFILER_COMMON_(ncclProfilerEventDescr_v2_t)
+} ncclProfiler_v2_t;
+typedef ncclProfiler_v2_t ncclProfiler_v3_t;
+
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(void **context, int *eActivationMask, const char *commName,
+                       uint64_t commHash, int nNodes, int nranks, int rank,
+                       ncclDebugLogger_t logfn);
+  MLCC_NCCL_PROFILER_COMMON_(ncclProfilerEventDescr_v4_t)
+} ncclProfiler_v4_t;
+
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(void **context, uint64_t commId, int *eActivationMask,
+                       const char *commName, int nNodes, int nranks, int rank,
+                       ncclDebugLogger_t logfn);
+  MLCC_NCCL_PROFILER_COMMON_(ncclProfilerEventDescr_v5_t)
+} ncclProfiler_v5_t;
+typedef ncclProfiler_v5_t ncclProfiler_v6_t;
+
+/* Layout checks (x86-64 / aarch64 LP64), the offsets NCCL's own headers give. */
+#if defined(__LP64__)
+#define MLCC_NCCL_OFF_(t, f, v) _Static_assert(offsetof(t, f) == (v), #t "." #f)
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v1_t, rank, 16);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v1_t, coll.func, 48);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v1_t, coll.count, 72);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v1_t, coll.datatype, 84);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v1_t, p2p.func, 40);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v1_t, p2p.datatype, 56);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v1_t, p2p.count, 64);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v2_t, coll.func, 48);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v2_t, coll.count, 72);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v2_t, coll.datatype, 88);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v2_t, p2p.func, 40);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v2_t, p2p.datatype, 56);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v2_t, p2p.count, 64);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v4_t, coll.func, 32);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v4_t, coll.count, 56);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v4_t, coll.datatype, 72);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v4_t, p2p.func, 24);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v4_t, p2p.datatype, 40);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v4_t, p2p.count, 48);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v5_t, groupApi.groupDepth, 28);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v5_t, coll.base.func, 32);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v5_t, coll.base.count, 56);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v5_t, coll.base.datatype, 72);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v5_t, coll.parentGroup, 104);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v5_t, p2p.base.func, 24);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v5_t, p2p.base.datatype, 40);
+MLCC_NCCL_OFF_(ncclProfilerEventDescr_v5_t, p2p.base.count, 48);
+#undef MLCC_NCCL_OFF_
+#endif
+
+#endif /* MLCC_NCCL_PROFILER_H */
