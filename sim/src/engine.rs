@@ -1,0 +1,401 @@
+//! The discrete-slot engine: jobs arrive, are placed, compute, communicate and finish; each
+//! slot a policy sets flow rates and [`crate::physics`] moves bytes.
+//!
+//! Time advances in slots of τ. A job's iteration is `compute_slots` of compute followed by
+//! its flows; the next iteration's compute starts in the slot after the last flow finished.
+//! Slots in which nothing communicates are skipped in one step (nothing can change in them),
+//! which keeps long compute phases and quiet periods cheap.
+
+use mlcc_core::flow::FlowRole;
+use mlcc_core::job::{self, Arch, Member, Role};
+use mlcc_core::routing::{Routes, ecmp_hash_str};
+use mlcc_core::topology::{LinkId, NodeId, Topology};
+use mlcc_core::{FlowId, SlotConfig};
+
+use crate::physics;
+use crate::placement::{Cluster, Placement};
+use crate::policy::{Policy, View};
+use crate::workload::JobSpec;
+
+/// Bytes a flow may have left and still count as delivered (float crumbs of rate × τ).
+pub const BYTE_EPSILON: f64 = 0.5;
+
+#[derive(Clone, Debug)]
+pub struct Flow {
+    pub id: FlowId,
+    pub src: NodeId,
+    pub dst: NodeId,
+    pub role: FlowRole,
+    /// Bytes per iteration.
+    pub bytes: f64,
+    pub path: Vec<LinkId>,
+    /// Indices (in the job's `flows`) of the flows this one depends on: a broadcast flow's
+    /// aggregation flows into its PS, a ring flow's predecessor, an aggregation flow's
+    /// broadcast flows (Alg. 2 uses the latter; physics does not).
+    pub upstream: Vec<usize>,
+    /// How far a ring flow can run ahead of its predecessor: one chunk M/N.
+    pub slack: f64,
+    /// Bytes delivered in the current iteration.
+    pub sent: f64,
+    /// Last slot: the rate the policy set, the rate achieved, and whether a link (not the
+    /// policy or a dependency) held it below what it tried to send.
+    pub last_rate: f64,
+    pub last_achieved: f64,
+    pub last_link_limited: bool,
+    /// Position in this slot's active list, if active.
+    pub active_idx: Option<u32>,
+}
+
+impl Flow {
+    pub fn remaining(&self) -> f64 {
+        (self.bytes - self.sent).max(0.0)
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.sent + BYTE_EPSILON >= self.bytes
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Queued,
+    /// Computing until (not including) slot `until`.
+    Compute {
+        until: u64,
+    },
+    /// Communicating since slot `since` (the precedence key's iteration start).
+    Comm {
+        since: u64,
+    },
+    Done,
+}
+
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub spec: JobSpec,
+    pub arrival_slot: u64,
+    pub hosts: Vec<NodeId>,
+    pub flows: Vec<Flow>,
+    pub compute_slots: u64,
+    pub iteration: u32,
+    pub phase: Phase,
+    pub start_slot: Option<u64>,
+    pub finish_slot: Option<u64>,
+    /// Slots spent communicating, summed over iterations.
+    pub comm_slots: u64,
+}
+
+/// One active flow: `jobs[job].flows[flow]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowRef {
+    pub job: u32,
+    pub flow: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("job {job}: {source}")]
+    Job {
+        job: String,
+        #[source]
+        source: job::JobError,
+    },
+    #[error("job {job}: routing: {source}")]
+    Route {
+        job: String,
+        #[source]
+        source: mlcc_core::routing::RouteError,
+    },
+    #[error(
+        "job {job} needs {need} servers with a free GPU but the cluster has only {have} servers"
+    )]
+    TooBig { job: String, need: u32, have: usize },
+}
+
+/// What a run produced, besides the jobs themselves.
+#[derive(Clone, Debug, Default)]
+pub struct RunStats {
+    /// Slots the clock passed, and slots in which flows were active (the ones that cost work).
+    pub slots: u64,
+    pub busy_slots: u64,
+    pub bytes_delivered: f64,
+    pub bytes_expected: f64,
+    pub wall_secs: f64,
+    /// Whether the run hit `max_slots` before every job finished.
+    pub truncated: bool,
+}
+
+pub struct Engine<'t> {
+    topo: &'t Topology,
+    routes: &'t Routes,
+    slots: SlotConfig,
+    pub jobs: Vec<Job>,
+    cluster: Cluster,
+    queue: std::collections::VecDeque<usize>,
+    next_arrival: usize,
+    now: u64,
+    active: Vec<FlowRef>,
+    sendable: Vec<f64>,
+    rates: Vec<f64>,
+    scratch: physics::Scratch,
+    pub stats: RunStats,
+}
+
+impl<'t> Engine<'t> {
+    /// `specs` must be sorted by arrival.
+    pub fn new(
+        topo: &'t Topology,
+        routes: &'t Routes,
+        slots: SlotConfig,
+        specs: &[JobSpec],
+        placement: Placement,
+        seed: u64,
+    ) -> Result<Self, EngineError> {
+        let tau = slots.tau_secs();
+        let hosts: Vec<NodeId> = topo.hosts().collect();
+        let mut jobs = Vec::with_capacity(specs.len());
+        for s in specs {
+            if s.gpus() as usize > hosts.len() {
+                return Err(EngineError::TooBig {
+                    job: s.id.clone(),
+                    need: s.gpus(),
+                    have: hosts.len(),
+                });
+            }
+            let compute = s.model.compute_secs(s.workers);
+            jobs.push(Job {
+                spec: s.clone(),
+                arrival_slot: (s.arrival_s / tau).ceil() as u64,
+                hosts: vec![],
+                flows: vec![],
+                compute_slots: ((compute / tau).round() as u64).max(1),
+                iteration: 0,
+                phase: Phase::Queued,
+                start_slot: None,
+                finish_slot: None,
+                comm_slots: 0,
+            });
+        }
+        Ok(Engine {
+            topo,
+            routes,
+            slots,
+            jobs,
+            cluster: Cluster::new(hosts, placement, seed),
+            queue: Default::default(),
+            next_arrival: 0,
+            now: 0,
+            active: vec![],
+            sendable: vec![],
+            rates: vec![],
+            scratch: physics::Scratch::new(topo),
+            stats: RunStats::default(),
+        })
+    }
+
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    pub fn finished(&self) -> bool {
+        self.jobs.iter().all(|j| j.phase == Phase::Done)
+    }
+
+    /// Builds the job's flow groups with mlcc-core's own job model, so flow ids, byte counts
+    /// and dependencies are exactly what the daemon derives.
+    fn materialize(&mut self, ji: usize, hosts: Vec<NodeId>) -> Result<(), EngineError> {
+        let topo = self.topo;
+        let j = &mut self.jobs[ji];
+        let name = |h: NodeId| topo.node(h).name.clone();
+        let mut members = Vec::new();
+        for (rank, &h) in hosts.iter().take(j.spec.workers as usize).enumerate() {
+            members.push(Member {
+                host: name(h),
+                role: Role::Worker,
+                rank: rank as u32,
+            });
+        }
+        if j.spec.arch == Arch::Ps {
+            for (rank, &h) in hosts.iter().skip(j.spec.workers as usize).enumerate() {
+                members.push(Member {
+                    host: name(h),
+                    role: Role::Server,
+                    rank: rank as u32,
+                });
+            }
+        }
+        let cj = job::Job {
+            id: j.spec.id.clone(),
+            arch: j.spec.arch,
+            members,
+            model_bytes: mlcc_core::Bytes(j.spec.model.bytes),
+        };
+        let groups = cj.flow_groups().map_err(|source| EngineError::Job {
+            job: j.spec.id.clone(),
+            source,
+        })?;
+        let mut flows = Vec::with_capacity(groups.len());
+        for g in &groups {
+            let (Some(src), Some(dst)) = (topo.node_by_name(&g.src), topo.node_by_name(&g.dst))
+            else {
+                continue;
+            };
+            let path = self
+                .routes
+                .path(topo, src, dst, ecmp_hash_str(g.id.as_str()))
+                .map_err(|source| EngineError::Route {
+                    job: j.spec.id.clone(),
+                    source,
+                })?;
+            let upstream = g
+                .upstream
+                .iter()
+                .filter_map(|u| groups.iter().position(|x| &x.id == u))
+                .collect();
+            flows.push(Flow {
+                id: g.id.clone(),
+                src,
+                dst,
+                role: g.role,
+                bytes: g.bytes_per_iteration.as_f64(),
+                path,
+                upstream,
+                slack: g.slack_bytes.as_f64(),
+                sent: 0.0,
+                last_rate: 0.0,
+                last_achieved: 0.0,
+                last_link_limited: false,
+                active_idx: None,
+            });
+        }
+        j.hosts = hosts;
+        j.flows = flows;
+        let per_iteration: f64 = j.flows.iter().map(|f| f.bytes).sum();
+        self.stats.bytes_expected += per_iteration * f64::from(j.spec.iterations);
+        Ok(())
+    }
+
+    fn admit(&mut self) -> Result<(), EngineError> {
+        while self.next_arrival < self.jobs.len()
+            && self.jobs[self.next_arrival].arrival_slot <= self.now
+        {
+            self.queue.push_back(self.next_arrival);
+            self.next_arrival += 1;
+        }
+        while let Some(&ji) = self.queue.front() {
+            let need = self.jobs[ji].spec.gpus();
+            let Some(hosts) = self.cluster.place(ji as u64, need) else {
+                break;
+            };
+            self.queue.pop_front();
+            self.materialize(ji, hosts)?;
+            let j = &mut self.jobs[ji];
+            j.start_slot = Some(self.now);
+            j.phase = Phase::Compute {
+                until: self.now + j.compute_slots,
+            };
+        }
+        Ok(())
+    }
+
+    /// The next slot at which something can happen when no flow is active.
+    fn next_event(&self) -> u64 {
+        let mut next = u64::MAX;
+        if let Some(j) = self.jobs.get(self.next_arrival) {
+            next = next.min(j.arrival_slot);
+        }
+        for j in &self.jobs {
+            if let Phase::Compute { until } = j.phase {
+                next = next.min(until);
+            }
+        }
+        next.max(self.now + 1)
+    }
+
+    /// Runs one slot (or skips to the next event if nothing communicates). Returns whether
+    /// flows were active.
+    pub fn step(&mut self, policy: &mut dyn Policy) -> Result<bool, EngineError> {
+        self.admit()?;
+        let now = self.now;
+        self.active.clear();
+        for (ji, j) in self.jobs.iter_mut().enumerate() {
+            if let Phase::Compute { until } = j.phase
+                && until <= now
+            {
+                j.phase = Phase::Comm { since: now };
+                for f in &mut j.flows {
+                    f.sent = 0.0;
+                    f.last_rate = 0.0;
+                    f.last_achieved = 0.0;
+                    f.last_link_limited = false;
+                }
+            }
+            if let Phase::Comm { .. } = j.phase {
+                j.comm_slots += 1;
+                for (fi, f) in j.flows.iter_mut().enumerate() {
+                    f.active_idx = None;
+                    if !f.is_done() {
+                        f.active_idx = Some(self.active.len() as u32);
+                        self.active.push(FlowRef {
+                            job: ji as u32,
+                            flow: fi as u32,
+                        });
+                    }
+                }
+            }
+        }
+        let tau = self.slots.tau_secs();
+        let busy = !self.active.is_empty();
+        if busy || policy.wants_idle_slot() {
+            physics::sendable(self.topo, &self.jobs, &self.active, tau, &mut self.sendable);
+            self.rates.clear();
+            self.rates.resize(self.active.len(), 0.0);
+            let view = View {
+                slot: now,
+                tau,
+                slots: self.slots,
+                topo: self.topo,
+                jobs: &self.jobs,
+                active: &self.active,
+                sendable: &self.sendable,
+            };
+            policy.rates(&view, &mut self.rates);
+            let sharing = policy.sharing();
+            self.stats.bytes_delivered += physics::advance(
+                &mut self.jobs,
+                &self.active,
+                &self.rates,
+                tau,
+                sharing,
+                &mut self.scratch,
+            );
+        }
+        // Iterations that completed in this slot.
+        for j in &mut self.jobs {
+            if !matches!(j.phase, Phase::Comm { .. }) || !j.flows.iter().all(Flow::is_done) {
+                continue;
+            }
+            j.iteration += 1;
+            if j.iteration >= j.spec.iterations {
+                j.phase = Phase::Done;
+                j.finish_slot = Some(now + 1);
+                self.cluster.release(&j.hosts);
+            } else {
+                j.phase = Phase::Compute {
+                    until: now + 1 + j.compute_slots,
+                };
+            }
+        }
+        self.stats.slots = now + 1;
+        if busy {
+            self.stats.busy_slots += 1;
+            self.now += 1;
+        } else {
+            self.now = self.next_event();
+            if self.now == u64::MAX {
+                self.now = now + 1;
+            }
+        }
+        Ok(busy)
+    }
+}

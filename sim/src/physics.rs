@@ -1,0 +1,225 @@
+//! What the network and the training frameworks allow, whatever a policy decides.
+//!
+//! Links: where the rates flows try to send add up to more than a link's capacity, the link
+//! delivers in proportion (every flow on it scaled by capacity / offered load; a flow gets
+//! the smallest scale along its path). That is a fluid model of a drop-tail queue shared by
+//! paced senders; it is not work-conserving, exactly like a real overbooked link whose senders
+//! do not re-probe within the slot.
+//!
+//! Data: a flow cannot send bytes it does not have yet.
+//! - A PS broadcast flow can have sent at most the fraction of the model its PS has
+//!   aggregated from *every* worker: bcast progress ≤ min aggregation progress into that PS.
+//!   Aggregation arriving during the slot can be forwarded in the same slot (pipelining at a
+//!   granularity finer than τ), so the limit uses the aggregation flows' end-of-slot progress.
+//! - A ring flow can have sent at most what its predecessor delivered to its sender plus its
+//!   own chunk M/N (each worker starts with its own chunk). The predecessor's progress is
+//!   taken at the start of the slot: the ring is a cycle, so there is no order in which to
+//!   settle it within the slot, and one chunk is always ≥ what a 10 Gbit/s link moves in a
+//!   slot for the paper's models (VGG19: 183 MB vs 75 MB), so the lag rarely binds.
+//!
+//! These rules are what make pipelining matter: a scheduler that sends a broadcast only after
+//! aggregation completes (MCS) is obeying a constraint stricter than this one.
+
+use mlcc_core::flow::FlowRole;
+use mlcc_core::topology::Topology;
+
+use crate::engine::{FlowRef, Job};
+
+/// Which flows compete on a link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sharing {
+    /// All flows share the fabric (the real world).
+    Fabric,
+    /// Every job has the whole fabric to itself (the isolated lower bound).
+    PerJob,
+}
+
+/// Buffers reused across slots.
+#[derive(Clone, Debug)]
+pub struct Scratch {
+    load: Vec<f64>,
+    capacity: Vec<f64>,
+    touched: Vec<usize>,
+    wanted: Vec<f64>,
+    moved: Vec<f64>,
+    /// Whether a link (not data, not the policy) held the flow below what it tried.
+    scaled: Vec<bool>,
+}
+
+impl Scratch {
+    pub fn new(topo: &Topology) -> Self {
+        Scratch {
+            load: vec![0.0; topo.links().len()],
+            capacity: topo.links().iter().map(|l| l.capacity.0).collect(),
+            touched: vec![],
+            wanted: vec![],
+            moved: vec![],
+            scaled: vec![],
+        }
+    }
+}
+
+/// Bytes an active flow has available to send during this slot if the network allowed it:
+/// its remaining bytes, limited by its data dependency. For a broadcast flow the aggregation
+/// flows are assumed to run at their path's bottleneck during the slot (an upper bound; the
+/// exact limit is applied in [`advance`]).
+pub fn sendable(topo: &Topology, jobs: &[Job], active: &[FlowRef], tau: f64, out: &mut Vec<f64>) {
+    out.clear();
+    for r in active {
+        let j = &jobs[r.job as usize];
+        let f = &j.flows[r.flow as usize];
+        let mut avail = f.remaining();
+        match f.role {
+            FlowRole::Agg => {}
+            FlowRole::Ring => {
+                if let Some(&q) = f.upstream.first() {
+                    let q = &j.flows[q];
+                    avail = avail.min(q.sent + f.slack - f.sent);
+                }
+            }
+            FlowRole::Bcast => {
+                let frac = f
+                    .upstream
+                    .iter()
+                    .map(|&a| {
+                        let a = &j.flows[a];
+                        let bound = topo.bottleneck(&a.path).0 * tau;
+                        ((a.sent + bound).min(a.bytes) / a.bytes.max(1.0)).min(1.0)
+                    })
+                    .fold(1.0, f64::min);
+                avail = avail.min(frac * f.bytes - f.sent);
+            }
+        }
+        out.push(avail.max(0.0));
+    }
+}
+
+/// Moves one slot's bytes at `rates` (bytes/s per active flow), applying link sharing and the
+/// data dependencies. Returns the bytes delivered.
+pub fn advance(
+    jobs: &mut [Job],
+    active: &[FlowRef],
+    rates: &[f64],
+    tau: f64,
+    sharing: Sharing,
+    s: &mut Scratch,
+) -> f64 {
+    // What each flow tries to send: its rate, limited by what it has (aggregation progress
+    // assumed as the aggregation flows themselves try).
+    s.wanted.clear();
+    for (i, r) in active.iter().enumerate() {
+        let j = &jobs[r.job as usize];
+        let f = &j.flows[r.flow as usize];
+        let rate = if rates[i].is_finite() {
+            rates[i].max(0.0)
+        } else {
+            0.0
+        };
+        let mut want = (rate * tau).min(f.remaining());
+        match f.role {
+            FlowRole::Agg => {}
+            FlowRole::Ring => {
+                if let Some(&q) = f.upstream.first() {
+                    want = want.min(j.flows[q].sent + f.slack - f.sent);
+                }
+            }
+            FlowRole::Bcast => {
+                let frac = upstream_fraction(j, f.upstream.iter().copied(), |a| {
+                    j.flows[a].active_idx.map_or(0.0, |i| {
+                        let i = i as usize;
+                        let rate = if rates[i].is_finite() {
+                            rates[i].max(0.0)
+                        } else {
+                            0.0
+                        };
+                        (rate * tau).min(j.flows[a].remaining())
+                    })
+                });
+                want = want.min(frac * f.bytes - f.sent);
+            }
+        }
+        s.wanted.push(want.max(0.0));
+    }
+    // Proportional sharing, over all flows or job by job (`active` is ordered by job).
+    s.moved.clear();
+    s.moved.resize(active.len(), 0.0);
+    s.scaled.clear();
+    s.scaled.resize(active.len(), false);
+    let mut start = 0;
+    while start < active.len() {
+        let end = match sharing {
+            Sharing::Fabric => active.len(),
+            Sharing::PerJob => {
+                let job = active[start].job;
+                start + active[start..].iter().take_while(|r| r.job == job).count()
+            }
+        };
+        for (i, r) in active.iter().enumerate().take(end).skip(start) {
+            let f = &jobs[r.job as usize].flows[r.flow as usize];
+            for &l in &f.path {
+                if s.load[l.index()] == 0.0 {
+                    s.touched.push(l.index());
+                }
+                s.load[l.index()] += s.wanted[i];
+            }
+        }
+        for (i, r) in active.iter().enumerate().take(end).skip(start) {
+            let f = &jobs[r.job as usize].flows[r.flow as usize];
+            let scale = f
+                .path
+                .iter()
+                .map(|l| {
+                    let load = s.load[l.index()];
+                    let cap = s.capacity[l.index()] * tau;
+                    if load > cap { cap / load } else { 1.0 }
+                })
+                .fold(1.0, f64::min);
+            s.moved[i] = s.wanted[i] * scale;
+            s.scaled[i] = scale < 1.0 - 1e-9;
+        }
+        for &l in &s.touched {
+            s.load[l] = 0.0;
+        }
+        s.touched.clear();
+        start = end;
+    }
+    // Broadcast never overtakes what its PS has aggregated by the end of the slot.
+    for (i, r) in active.iter().enumerate() {
+        let j = &jobs[r.job as usize];
+        let f = &j.flows[r.flow as usize];
+        if f.role == FlowRole::Bcast {
+            let frac = upstream_fraction(j, f.upstream.iter().copied(), |a| {
+                j.flows[a].active_idx.map_or(0.0, |k| s.moved[k as usize])
+            });
+            s.moved[i] = s.moved[i].min((frac * f.bytes - f.sent).max(0.0));
+        }
+    }
+    let mut total = 0.0;
+    for (i, r) in active.iter().enumerate() {
+        let f = &mut jobs[r.job as usize].flows[r.flow as usize];
+        let moved = s.moved[i];
+        f.sent = (f.sent + moved).min(f.bytes);
+        if f.bytes - f.sent < crate::engine::BYTE_EPSILON {
+            f.sent = f.bytes;
+        }
+        total += moved;
+        f.last_rate = rates[i];
+        f.last_achieved = moved / tau;
+        f.last_link_limited = s.scaled[i];
+    }
+    total
+}
+
+/// The smallest end-of-slot progress fraction among aggregation flows `ups`, each adding
+/// `extra(a)` bytes this slot. 1 when there are none (nothing to wait for).
+fn upstream_fraction(
+    j: &Job,
+    ups: impl Iterator<Item = usize>,
+    mut extra: impl FnMut(usize) -> f64,
+) -> f64 {
+    ups.map(|a| {
+        let f = &j.flows[a];
+        ((f.sent + extra(a)) / f.bytes.max(1.0)).min(1.0)
+    })
+    .fold(1.0, f64::min)
+}

@@ -1,0 +1,89 @@
+//! `fair`: per-link max-min fair sharing — what long-lived TCP flows converge to, and what
+//! the paper's simulator did by default ("flows that traverse the same link share the
+//! available bandwidth equally").
+//!
+//! A flow asks for no more than it has to send (an application-limited TCP flow leaves the
+//! rest to others). A broadcast flow's data arrives during the slot, so its demand is
+//! re-evaluated once from the aggregation rates of the first pass.
+
+use mlcc_core::flow::FlowRole;
+use mlcc_core::topology::LinkId;
+
+use super::maxmin::MaxMin;
+use super::{Policy, View};
+
+#[derive(Default)]
+pub struct Fair {
+    solver: MaxMin,
+    demand: Vec<f64>,
+    capacity: Vec<f64>,
+    rates: Vec<f64>,
+}
+
+impl Fair {
+    /// Max-min rates for `view.active` with demand capped by what each flow can send, after
+    /// `cap[i]` (bytes/s; ∞ for none).
+    pub fn solve_capped(&mut self, view: &View<'_>, cap: Option<&[f64]>, out: &mut [f64]) {
+        if self.capacity.len() != view.topo.links().len() {
+            self.capacity = view.topo.links().iter().map(|l| l.capacity.0).collect();
+        }
+        let paths: Vec<&[LinkId]> = view
+            .active
+            .iter()
+            .map(|&r| &view.flow(r).path[..])
+            .collect();
+        self.demand.clear();
+        self.demand
+            .extend(view.sendable.iter().enumerate().map(|(i, s)| {
+                let d = s / view.tau;
+                cap.map_or(d, |c| d.min(c[i]))
+            }));
+        self.solver
+            .solve(&paths, &self.demand, &self.capacity, &mut self.rates);
+        // Second pass: broadcast demand from the aggregation rates just found.
+        // Upstream flows are found by their index in the full active list; a sub-view (one
+        // job, for `isolated`) starts at `base` in it.
+        let base = view
+            .active
+            .first()
+            .and_then(|&r| view.flow(r).active_idx)
+            .unwrap_or(0) as usize;
+        let mut changed = false;
+        for (i, &r) in view.active.iter().enumerate() {
+            let f = view.flow(r);
+            if f.role != FlowRole::Bcast {
+                continue;
+            }
+            let j = view.job(r);
+            let frac = f
+                .upstream
+                .iter()
+                .map(|&a| {
+                    let a = &j.flows[a];
+                    let extra = a
+                        .active_idx
+                        .and_then(|k| (k as usize).checked_sub(base))
+                        .and_then(|k| self.rates.get(k))
+                        .map_or(0.0, |r| r * view.tau);
+                    ((a.sent + extra) / a.bytes.max(1.0)).min(1.0)
+                })
+                .fold(1.0, f64::min);
+            let d = ((frac * f.bytes - f.sent).max(0.0) / view.tau).min(self.demand[i]);
+            if d < self.demand[i] {
+                self.demand[i] = d;
+                changed = true;
+            }
+        }
+        if changed {
+            self.solver
+                .solve(&paths, &self.demand, &self.capacity, &mut self.rates);
+        }
+        out.copy_from_slice(&self.rates);
+    }
+}
+
+impl Policy for Fair {
+    fn rates(&mut self, view: &View<'_>, out: &mut [f64]) {
+        self.solve_capped(view, None, out);
+    }
+}

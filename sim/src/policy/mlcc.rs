@@ -1,0 +1,310 @@
+//! `mlcc`: the system itself, with mlcc-core's own code — one [`Planner`] per host (Alg. 1 +
+//! Alg. 2), one [`LoadTable`] per link owner as in DESIGN.md §4 (a switch's table holds the
+//! links it transmits onto, a host's table its uplink).
+//!
+//! A slot runs as the real system does: every host fetches feedback from the tables as they
+//! were at the end of the previous slot, plans, and only then do all hosts publish — so no
+//! host sees another host's plan for the same slot, and dependency progress values (F) come
+//! from the peers' previous-slot exchange: one slot stale.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use mlcc_core::alg2::Dependency;
+use mlcc_core::estimator::Delivery;
+use mlcc_core::flow::FlowRole;
+use mlcc_core::load_table::{Query, Update};
+use mlcc_core::planner::{FlowDecision, FlowInput, LinkFeedback, PlannerConfig};
+use mlcc_core::topology::{LinkId, NodeId};
+use mlcc_core::{FeedbackMode, FlowId, LoadTable, Planner, PrecedenceKey, Slot};
+
+use super::{Context, Policy, View};
+
+pub struct Mlcc {
+    mode: FeedbackMode,
+    /// Node names (publisher ids in the tables), by node index.
+    names: Vec<String>,
+    /// Planner per host, by node index.
+    planners: Vec<Option<Planner>>,
+    /// Load table per owner, by node index.
+    tables: Vec<Option<LoadTable>>,
+    /// Owner node index per link index.
+    owner: Vec<usize>,
+    capacity: Vec<f64>,
+    /// Last F of each flow, with the iteration (comm start slot) it belongs to.
+    progress: HashMap<FlowId, (u64, f64)>,
+    next_progress: HashMap<FlowId, (u64, f64)>,
+    /// Where each flow's plan is booked, so a withdrawn flow can be removed.
+    booked: HashMap<FlowId, (Vec<LinkId>, PrecedenceKey)>,
+    planned_last: Vec<NodeId>,
+    latencies_us: Vec<f32>,
+    /// Planned rates that a table refused (should stay 0; reported in tests).
+    pub rejected_updates: u64,
+    /// Feed the achieved rates to the planner's B_f filter. Off by default: in the fluid
+    /// physics every limit is a link capacity the planner already sees through feedback, and
+    /// a flow squeezed by proportional sharing at a tiny planned rate reports a near-zero
+    /// "achievable" rate from which core's max filter never recovers (B_f = 0 → rate 0 →
+    /// no new sample). See the crate README.
+    pub delivery_samples: bool,
+}
+
+impl Mlcc {
+    pub fn new(c: &Context<'_>, mode: FeedbackMode) -> Self {
+        let topo = c.topo;
+        let n = topo.nodes().len();
+        let config = PlannerConfig {
+            slots: c.slots,
+            eta: 1.0,
+            mode,
+        };
+        let mut planners: Vec<Option<Planner>> = (0..n).map(|_| None).collect();
+        for h in topo.hosts() {
+            planners[h.index()] = Some(Planner::new(config));
+        }
+        let mut owned: Vec<Vec<(LinkId, mlcc_core::BytesPerSec)>> = vec![vec![]; n];
+        let mut owner = vec![0; topo.links().len()];
+        for l in topo.links() {
+            let o = topo.owner(l.id).node().index();
+            owner[l.id.index()] = o;
+            owned[o].push((l.id, l.capacity));
+        }
+        let k = c.slots.horizon();
+        let tables = owned
+            .into_iter()
+            .map(|links| (!links.is_empty()).then(|| LoadTable::new(k, Slot(0), links)))
+            .collect();
+        Mlcc {
+            mode,
+            names: topo.nodes().iter().map(|n| n.name.clone()).collect(),
+            planners,
+            tables,
+            owner,
+            capacity: topo.links().iter().map(|l| l.capacity.0).collect(),
+            progress: HashMap::new(),
+            next_progress: HashMap::new(),
+            booked: HashMap::new(),
+            planned_last: vec![],
+            latencies_us: vec![],
+            rejected_updates: 0,
+            delivery_samples: std::env::var_os("MLCC_SIM_DELIVERY_SAMPLES").is_some(),
+        }
+    }
+
+    fn dependency(view: &View<'_>, progress: &HashMap<FlowId, (u64, f64)>, i: usize) -> Dependency {
+        let r = view.active[i];
+        let j = view.job(r);
+        let f = view.flow(r);
+        let since = match j.phase {
+            crate::engine::Phase::Comm { since } => since,
+            _ => 0,
+        };
+        // The peer's last reported F for this iteration, else its sent bytes.
+        let peer = |u: usize| {
+            let q = &j.flows[u];
+            match progress.get(&q.id) {
+                Some(&(s, p)) if s == since => p.max(q.sent),
+                _ => q.sent,
+            }
+        };
+        let up: Vec<f64> = f.upstream.iter().map(|&u| peer(u)).collect();
+        match f.role {
+            FlowRole::Agg => Dependency::Aggregation {
+                broadcast_progress: up,
+            },
+            FlowRole::Bcast => Dependency::Broadcast {
+                aggregation_progress: up,
+            },
+            FlowRole::Ring => Dependency::Ring {
+                predecessor_progress: up.iter().copied().fold(f64::INFINITY, f64::min),
+                slack_bytes: f.slack,
+            },
+        }
+    }
+
+    /// Removes a finished or vanished flow's bookings from every table on its path (the
+    /// daemon publishes `done`; the effect on the tables is the same).
+    fn withdraw(&mut self, id: &FlowId) {
+        if let Some((links, _)) = self.booked.remove(id) {
+            for l in links {
+                if let Some(t) = self.tables[self.owner[l.index()]].as_mut() {
+                    t.withdraw(id);
+                }
+            }
+        }
+    }
+}
+
+impl Policy for Mlcc {
+    fn rates(&mut self, view: &View<'_>, out: &mut [f64]) {
+        let slot = Slot(view.slot);
+        let k = view.slots.horizon();
+        for t in self.tables.iter_mut().flatten() {
+            t.advance(slot);
+        }
+        // Active flows grouped by sending host, hosts in id order; plus hosts that planned
+        // last slot and now have nothing (they must withdraw).
+        let mut by_host: Vec<(NodeId, usize)> = view
+            .active
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| (view.flow(r).src, i))
+            .collect();
+        by_host.sort_unstable();
+        let mut hosts: Vec<NodeId> = by_host.iter().map(|x| x.0).collect();
+        hosts.extend(self.planned_last.iter().copied());
+        hosts.sort_unstable();
+        hosts.dedup();
+
+        type Planned = (NodeId, Vec<(usize, FlowDecision)>, Vec<FlowId>);
+        let mut decisions: Vec<Planned> = Vec::with_capacity(hosts.len());
+        let mut busy_hosts = Vec::with_capacity(hosts.len());
+        let mut idx_of: Vec<usize> = Vec::new();
+        let mut inputs: Vec<FlowInput> = Vec::new();
+        let mut cursor = 0;
+        for &h in &hosts {
+            let host = self.names[h.index()].as_str();
+            inputs.clear();
+            idx_of.clear();
+            while cursor < by_host.len() && by_host[cursor].0 == h {
+                let i = by_host[cursor].1;
+                cursor += 1;
+                let r = view.active[i];
+                let f = view.flow(r);
+                let since = match view.job(r).phase {
+                    crate::engine::Phase::Comm { since } => since,
+                    _ => view.slot,
+                };
+                let key = PrecedenceKey::new(Slot(since), f.id.clone());
+                let path = f
+                    .path
+                    .iter()
+                    .map(|&l| {
+                        let mut load = vec![0.0; k];
+                        if let Some(t) = self.tables[self.owner[l.index()]].as_ref() {
+                            let _ = t.feedback(
+                                l,
+                                &Query {
+                                    flow: &f.id,
+                                    key: &key,
+                                    exclude_publisher: Some(host),
+                                },
+                                self.mode,
+                                slot,
+                                &mut load,
+                            );
+                        }
+                        LinkFeedback {
+                            link: l,
+                            capacity: self.capacity[l.index()],
+                            load,
+                        }
+                    })
+                    .collect();
+                inputs.push(FlowInput {
+                    id: f.id.clone(),
+                    iteration_start: Slot(since),
+                    remaining_bytes: f.remaining(),
+                    sent_bytes: f.sent,
+                    path,
+                    dependency: Self::dependency(view, &self.progress, i),
+                    delivery: self.delivery_samples.then_some(Delivery {
+                        rate: f.last_achieved,
+                        backlogged: f.last_link_limited && f.last_rate > 0.0,
+                    }),
+                });
+                idx_of.push(i);
+            }
+            let Some(planner) = self.planners[h.index()].as_mut() else {
+                continue;
+            };
+            let started = Instant::now();
+            let plan = planner.plan(slot, &inputs);
+            if !inputs.is_empty() {
+                self.latencies_us
+                    .push(started.elapsed().as_secs_f64() as f32 * 1e6);
+                busy_hosts.push(h);
+            }
+            if std::env::var("MLCC_SIM_DEBUG")
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                == Some(view.slot)
+            {
+                for (n, d) in plan.decisions.iter().enumerate() {
+                    eprintln!(
+                        "{} rem={:.0} sent={:.0} rate={:.0} planned={:.0} B={:.0} boost={:.0} red={:.0} dep={:?} plan={:?}",
+                        d.id,
+                        inputs[n].remaining_bytes,
+                        inputs[n].sent_bytes,
+                        d.rate,
+                        d.planned_rate,
+                        d.achievable,
+                        d.boost,
+                        d.reduction,
+                        inputs[n].dependency,
+                        d.plan.iter().map(|x| (*x / 1e6) as i64).collect::<Vec<_>>()
+                    );
+                }
+            }
+            let mut mine = Vec::with_capacity(plan.decisions.len());
+            for (n, d) in plan.decisions.into_iter().enumerate() {
+                let i = idx_of[n];
+                out[i] = if d.rate.is_finite() {
+                    d.rate.max(0.0)
+                } else {
+                    0.0
+                };
+                let since = inputs[n].iteration_start.0;
+                self.next_progress.insert(d.id.clone(), (since, d.progress));
+                mine.push((i, d));
+            }
+            decisions.push((h, mine, plan.withdrawn));
+        }
+        // Publish only now: no host saw another's plan for this slot.
+        for (h, ds, withdrawn) in decisions {
+            let host = self.names[h.index()].clone();
+            for id in &withdrawn {
+                self.withdraw(id);
+            }
+            for (i, d) in ds {
+                if d.done {
+                    self.withdraw(&d.id);
+                    continue;
+                }
+                let path = &view.flow(view.active[i]).path;
+                for &l in path {
+                    if let Some(t) = self.tables[self.owner[l.index()]].as_mut()
+                        && t.update(
+                            l,
+                            &Update {
+                                flow: &d.id,
+                                publisher: &host,
+                                first_slot: slot,
+                                rates: &d.plan,
+                                key: &d.key,
+                                done: false,
+                            },
+                        )
+                        .is_err()
+                    {
+                        self.rejected_updates += 1;
+                    }
+                }
+                if self.booked.get(&d.id).is_none_or(|(_, k)| *k != d.key) {
+                    self.booked
+                        .insert(d.id.clone(), (path.clone(), d.key.clone()));
+                }
+            }
+        }
+        self.planned_last = busy_hosts;
+        std::mem::swap(&mut self.progress, &mut self.next_progress);
+        self.next_progress.clear();
+    }
+
+    fn wants_idle_slot(&self) -> bool {
+        !self.planned_last.is_empty()
+    }
+
+    fn decision_latencies_us(&self) -> &[f32] {
+        &self.latencies_us
+    }
+}
