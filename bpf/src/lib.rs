@@ -32,7 +32,7 @@ pub use key::SocketKey;
 pub use memory::MemoryDatapath;
 pub use probe::probe;
 pub use rate::{Expiry, ParseRateError, Rate, RateOrder};
-pub use sockopt::{congestion_control, set_congestion_control};
+pub use sockopt::{congestion_control, netns_cookie, set_congestion_control};
 pub use stats::{Pacing, SocketStats};
 
 /// BPF run-time accounting (`run_time_ns`, `run_cnt`) stays on while the guard lives.
@@ -96,5 +96,6 @@ mod layout_tests {
         assert_eq!(offset_of!(mlcc_config, cc_name), l::CC_NAME);
         assert_eq!(offset_of!(mlcc_config, cwnd_gain_pct), l::CWND_GAIN_PCT);
         assert_eq!(offset_of!(mlcc_config, min_cwnd_segs), l::MIN_CWND_SEGS);
+        assert_eq!(offset_of!(mlcc_config, rtt_floor_us), l::RTT_FLOOR_US);
     }
 }

@@ -15,3 +15,25 @@ pub fn congestion_control(socket: impl AsFd) -> io::Result<String> {
 pub fn set_congestion_control(socket: impl AsFd, cc: &CcName) -> io::Result<()> {
     sys::set_tcp_congestion(socket.as_fd(), cc.as_str())
 }
+
+/// The cookie of a network namespace, as the CC sees it in [`crate::SocketKey`]: of the
+/// caller's own namespace, or of the one at `netns` (`/run/netns/<name>`, `/proc/<pid>/ns/net`).
+/// Cookies are assigned at boot order, so they must be looked up, not assumed.
+pub fn netns_cookie(netns: Option<&std::path::Path>) -> io::Result<u64> {
+    let probe = || -> io::Result<u64> {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
+        sys::netns_cookie(s.as_fd())
+    };
+    let Some(path) = netns else { return probe() };
+    let ns = std::fs::File::open(path)?;
+    // setns affects only the calling thread, so do it on a thread of its own.
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                sys::enter_netns(ns.as_fd())?;
+                probe()
+            })
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("namespace thread panicked")))
+    })
+}

@@ -64,6 +64,13 @@ impl Netns {
         };
         let ns = Self { name, fd };
         ns.ip(&["link", "set", "lo", "up"])?;
+        // Socket buffers that ride out a few ms of CPU starvation of the test's threads (CI
+        // machines are small and shared); otherwise a descheduled reader or writer, not the CC,
+        // decides a slot's rate.
+        ns.enter(|| {
+            std::fs::write("/proc/sys/net/ipv4/tcp_rmem", "4096 4194304 16777216")?;
+            std::fs::write("/proc/sys/net/ipv4/tcp_wmem", "4096 4194304 16777216")
+        })?;
         Ok(ns)
     }
 

@@ -35,7 +35,7 @@ _Static_assert(__builtin_offsetof(struct mlcc_sock_key, src_port) == 40, "mlcc_s
 _Static_assert(__builtin_offsetof(struct mlcc_sock_key, dst_port) == 42, "mlcc_sock_key.dst_port");
 _Static_assert(sizeof(struct mlcc_rate) == 16, "mlcc_rate layout");
 _Static_assert(sizeof(struct mlcc_sock_stats) == 64, "mlcc_sock_stats layout");
-_Static_assert(sizeof(struct mlcc_config) == 24, "mlcc_config layout");
+_Static_assert(sizeof(struct mlcc_config) == 32, "mlcc_config layout");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -142,13 +142,18 @@ static __always_inline void record_stats(struct sock *sk, const struct mlcc_sock
 /*
  * cwnd = gain x BDP at the ordered rate plus three bursts: internal pacing releases whole TSO
  * bursts (~1 ms of data, at most 64 KB), and a cwnd of exactly one BDP would let delayed ACKs and
- * those bursts, not the pacer, set the rate (BBR adds the same allowance).
+ * those bursts, not the pacer, set the rate (BBR adds the same allowance). The BDP uses min_rtt
+ * (not srtt, which grows with the queue the cap is there to bound), raised to rtt_floor_us so
+ * that ACKs delayed by a busy receiver or sender CPU do not make cwnd, not the pacer, the limit.
  */
 static __always_inline void pace(struct sock *sk, __u64 rate, const struct mlcc_config *cfg)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	__u32 mss = tp->mss_cache ? tp->mss_cache : 1;
 	__u32 rtt = min_rtt_us(tp);
+
+	if (rtt < cfg->rtt_floor_us)
+		rtt = cfg->rtt_floor_us;
 	__u64 burst, cwnd;
 
 	if (rate > sk->sk_max_pacing_rate)
@@ -161,6 +166,8 @@ static __always_inline void pace(struct sock *sk, __u64 rate, const struct mlcc_
 	cwnd = (rate * rtt / USEC_PER_SEC) * cfg->cwnd_gain_pct / 100 / mss + 3 * burst / mss;
 	if (cwnd < cfg->min_cwnd_segs)
 		cwnd = cfg->min_cwnd_segs;
+	if (cwnd < 2)
+		cwnd = 2;
 	if (cwnd > tp->snd_cwnd_clamp)
 		cwnd = tp->snd_cwnd_clamp;
 	tp->snd_cwnd = cwnd;

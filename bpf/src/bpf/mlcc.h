@@ -55,6 +55,9 @@ struct mlcc_config {
 	char cc_name[MLCC_CC_NAME_LEN];
 	__u32 cwnd_gain_pct;
 	__u32 min_cwnd_segs;
+	/* The RTT the cwnd cap assumes at least: ACKs from a busy host come late. */
+	__u32 rtt_floor_us;
+	__u32 _pad;
 };
 
 #endif

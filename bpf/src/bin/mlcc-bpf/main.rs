@@ -39,6 +39,9 @@ enum Cmd {
         /// cwnd floor in segments.
         #[arg(long, default_value_t = CwndPolicy::default().min_segments())]
         min_cwnd: u32,
+        /// RTT (microseconds) the cwnd cap assumes at least.
+        #[arg(long, default_value_t = CwndPolicy::default().rtt_floor().as_micros() as u64)]
+        rtt_floor_us: u64,
         /// cgroup v2 directories whose TCP sockets join the CC (repeatable).
         #[arg(long)]
         cgroup: Vec<PathBuf>,
@@ -49,9 +52,8 @@ enum Cmd {
     DetachCgroup { cgroup: PathBuf },
     /// Order a rate for one socket (4-tuple as seen from its host).
     SetRate {
-        /// Network namespace cookie of the socket (SO_NETNS_COOKIE; 1 is usually the host's).
-        #[arg(long, default_value_t = 1)]
-        netns_cookie: u64,
+        #[command(flatten)]
+        netns: NetnsArg,
         src: SocketAddr,
         dst: SocketAddr,
         /// e.g. 300Mbit, 1.5Gbit, 25MB (bytes/s)
@@ -62,8 +64,8 @@ enum Cmd {
     },
     /// Remove a socket's order (it falls back to Reno).
     ClearRate {
-        #[arg(long, default_value_t = 1)]
-        netns_cookie: u64,
+        #[command(flatten)]
+        netns: NetnsArg,
         src: SocketAddr,
         dst: SocketAddr,
     },
@@ -79,6 +81,32 @@ enum Cmd {
         #[arg(long, default_value_t = 3)]
         traffic_secs: u64,
     },
+}
+
+/// Which network namespace the socket lives in; default: this command's own.
+#[derive(clap::Args)]
+struct NetnsArg {
+    /// Namespace file of the socket, e.g. /run/netns/<name> or /proc/<pid>/ns/net.
+    #[arg(long, conflicts_with = "netns_cookie")]
+    netns: Option<PathBuf>,
+    /// The namespace's cookie (SO_NETNS_COOKIE) if already known.
+    #[arg(long)]
+    netns_cookie: Option<u64>,
+}
+
+impl NetnsArg {
+    fn cookie(&self) -> Result<u64, BoxError> {
+        match self.netns_cookie {
+            Some(c) => Ok(c),
+            None => mlcc_bpf::netns_cookie(self.netns.as_deref()).map_err(|e| {
+                let which = self
+                    .netns
+                    .as_ref()
+                    .map_or("this namespace".into(), |p| p.display().to_string());
+                format!("reading the cookie of {which}: {e}").into()
+            }),
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -106,12 +134,17 @@ fn run(cli: Cli) -> Result<(), BoxError> {
             name,
             cwnd_gain_pct,
             min_cwnd,
+            rtt_floor_us,
             cgroup,
         } => {
             let opts = LoadOptions {
                 cc_name: name,
                 pin_dir: dir.to_path_buf(),
-                cwnd: CwndPolicy::new(cwnd_gain_pct, min_cwnd)?,
+                cwnd: CwndPolicy::new(
+                    cwnd_gain_pct,
+                    min_cwnd,
+                    Duration::from_micros(rtt_floor_us),
+                )?,
             };
             let dp = KernelDatapath::load(&opts)?;
             for cg in &cgroup {
@@ -129,7 +162,7 @@ fn run(cli: Cli) -> Result<(), BoxError> {
         Cmd::AttachCgroup { cgroup } => KernelDatapath::open(dir)?.attach_cgroup(&cgroup)?,
         Cmd::DetachCgroup { cgroup } => KernelDatapath::open(dir)?.detach_cgroup(&cgroup)?,
         Cmd::SetRate {
-            netns_cookie,
+            netns,
             src,
             dst,
             rate,
@@ -137,15 +170,11 @@ fn run(cli: Cli) -> Result<(), BoxError> {
         } => {
             let expiry =
                 ttl_ms.map_or(Expiry::Never, |ms| Expiry::After(Duration::from_millis(ms)));
-            let key = SocketKey::new(netns_cookie, src, dst);
+            let key = SocketKey::new(netns.cookie()?, src, dst);
             KernelDatapath::open(dir)?.set_rates(&[RateOrder { key, rate, expiry }])?;
         }
-        Cmd::ClearRate {
-            netns_cookie,
-            src,
-            dst,
-        } => {
-            KernelDatapath::open(dir)?.clear_rates(&[SocketKey::new(netns_cookie, src, dst)])?;
+        Cmd::ClearRate { netns, src, dst } => {
+            KernelDatapath::open(dir)?.clear_rates(&[SocketKey::new(netns.cookie()?, src, dst)])?;
         }
         Cmd::Stats => print_stats(dir)?,
         Cmd::Unload => unload_pinned(dir)?,
