@@ -1,6 +1,7 @@
 //! The thin async shell around [`Emulator`]: reads the clock, takes the lock, counts metrics.
 //! All decisions are made in `emulator.rs`.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -8,6 +9,7 @@ use mlcc_core::slot::Slot;
 use mlcc_proto::v1 as pb;
 use mlcc_proto::v1::switch_server::Switch;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
@@ -29,14 +31,31 @@ pub struct Shared {
     emu: Mutex<Emulator>,
     clock: Arc<dyn Clock>,
     pub metrics: Arc<Metrics>,
+    /// Per owned link, in `link_stats` order: its entries and load gauges, looked up once so
+    /// the tick at each slot boundary allocates and hashes nothing.
+    link_gauges: Vec<(Gauge, Gauge<f64, AtomicU64>)>,
 }
 
 impl Shared {
     pub fn new(emu: Emulator, clock: Arc<dyn Clock>, metrics: Arc<Metrics>) -> Self {
+        let link_gauges = emu
+            .link_stats()
+            .into_iter()
+            .map(|(link, _, _)| {
+                let l = LinkLabels {
+                    link: link.to_string(),
+                };
+                (
+                    metrics.link_entries.get_or_create(&l).clone(),
+                    metrics.link_load.get_or_create(&l).clone(),
+                )
+            })
+            .collect();
         Shared {
             emu: Mutex::new(emu),
             clock,
             metrics,
+            link_gauges,
         }
     }
 
@@ -62,14 +81,10 @@ impl Shared {
         emu.advance(now);
         let stats = emu.link_stats();
         drop(emu);
-        let m = &self.metrics;
-        m.slot.set(now.0 as i64);
-        for (link, entries, load) in stats {
-            let l = LinkLabels {
-                link: link.to_string(),
-            };
-            m.link_entries.get_or_create(&l).set(entries as i64);
-            m.link_load.get_or_create(&l).set(load);
+        self.metrics.slot.set(now.0 as i64);
+        for ((_, entries, load), (e, l)) in stats.into_iter().zip(&self.link_gauges) {
+            e.set(entries as i64);
+            l.set(load);
         }
         now
     }
