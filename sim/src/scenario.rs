@@ -101,15 +101,16 @@ pub fn by_name(name: &str, quick: bool) -> Option<Scenario> {
         })
     };
     let s = match name {
-        // 1000 servers; ≈ 1 job/s for 8 minutes at the mean rate, peaks of ≈ 4/s in bursts.
+        // 1000 servers; ≈ 1 job/s for 8 minutes at the mean rate, peaks of ≈ 4/s in bursts;
+        // 10–150 iterations per job (≈ 10 s – 4 min alone).
         "paper-fig15" => Scenario {
             name: name.into(),
             topology: hier(10),
             arrivals: ArrivalModel {
                 jobs_per_sec: 1.0,
                 span_s: 480.0,
-                min_iterations: 20,
-                max_iterations: 300,
+                min_iterations: 10,
+                max_iterations: 150,
                 mix: MIX,
             },
             placement: Placement::Spread,
@@ -121,8 +122,8 @@ pub fn by_name(name: &str, quick: bool) -> Option<Scenario> {
             arrivals: ArrivalModel {
                 jobs_per_sec: 0.1,
                 span_s: 480.0,
-                min_iterations: 20,
-                max_iterations: 300,
+                min_iterations: 10,
+                max_iterations: 150,
                 mix: MIX,
             },
             placement: Placement::Spread,

@@ -20,8 +20,24 @@ use mlcc_core::{FeedbackMode, FlowId, LoadTable, Planner, PrecedenceKey, Slot};
 
 use super::{Context, Policy, View};
 
+/// When a host's plan becomes visible to the other hosts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Visibility {
+    /// All hosts fetch at the slot boundary and publish after planning: nobody sees a plan
+    /// made in the same slot. The idealized, perfectly synchronized system.
+    Lockstep,
+    /// Hosts' clocks differ (DESIGN.md §3 tolerates skew up to τ/4, more than the ≤ 5 ms a
+    /// slot's planning takes), so a host whose clock runs later fetches after earlier hosts
+    /// published. Each host gets a fixed pseudo-random offset; hosts plan in offset order and
+    /// publish at once.
+    Skewed,
+}
+
 pub struct Mlcc {
     mode: FeedbackMode,
+    visibility: Visibility,
+    /// Clock offset rank per node index (Skewed visibility).
+    offset: Vec<u64>,
     /// Node names (publisher ids in the tables), by node index.
     names: Vec<String>,
     /// Planner per host, by node index.
@@ -49,7 +65,7 @@ pub struct Mlcc {
 }
 
 impl Mlcc {
-    pub fn new(c: &Context<'_>, mode: FeedbackMode) -> Self {
+    pub fn new(c: &Context<'_>, mode: FeedbackMode, visibility: Visibility) -> Self {
         let topo = c.topo;
         let n = topo.nodes().len();
         let config = PlannerConfig {
@@ -75,6 +91,12 @@ impl Mlcc {
             .collect();
         Mlcc {
             mode,
+            visibility,
+            offset: topo
+                .nodes()
+                .iter()
+                .map(|n| mlcc_core::routing::ecmp_hash_str(&n.name))
+                .collect(),
             names: topo.nodes().iter().map(|n| n.name.clone()).collect(),
             planners,
             tables,
@@ -132,6 +154,50 @@ impl Mlcc {
             }
         }
     }
+
+    /// Books a host's decisions in the tables of their paths (DESIGN.md §11 step 4).
+    fn publish(
+        &mut self,
+        view: &View<'_>,
+        slot: Slot,
+        h: NodeId,
+        ds: Vec<(usize, FlowDecision)>,
+        withdrawn: &[FlowId],
+    ) {
+        let host = self.names[h.index()].clone();
+        for id in withdrawn {
+            self.withdraw(id);
+        }
+        for (i, d) in ds {
+            if d.done {
+                self.withdraw(&d.id);
+                continue;
+            }
+            let path = &view.flow(view.active[i]).path;
+            for &l in path {
+                if let Some(t) = self.tables[self.owner[l.index()]].as_mut()
+                    && t.update(
+                        l,
+                        &Update {
+                            flow: &d.id,
+                            publisher: &host,
+                            first_slot: slot,
+                            rates: &d.plan,
+                            key: &d.key,
+                            done: false,
+                        },
+                    )
+                    .is_err()
+                {
+                    self.rejected_updates += 1;
+                }
+            }
+            if self.booked.get(&d.id).is_none_or(|(_, k)| *k != d.key) {
+                self.booked
+                    .insert(d.id.clone(), (path.clone(), d.key.clone()));
+            }
+        }
+    }
 }
 
 impl Policy for Mlcc {
@@ -154,17 +220,21 @@ impl Policy for Mlcc {
         hosts.extend(self.planned_last.iter().copied());
         hosts.sort_unstable();
         hosts.dedup();
+        if self.visibility == Visibility::Skewed {
+            hosts.sort_by_key(|h| (self.offset[h.index()], *h));
+        }
 
         type Planned = (NodeId, Vec<(usize, FlowDecision)>, Vec<FlowId>);
         let mut decisions: Vec<Planned> = Vec::with_capacity(hosts.len());
         let mut busy_hosts = Vec::with_capacity(hosts.len());
         let mut idx_of: Vec<usize> = Vec::new();
         let mut inputs: Vec<FlowInput> = Vec::new();
-        let mut cursor = 0;
         for &h in &hosts {
             let host = self.names[h.index()].as_str();
             inputs.clear();
             idx_of.clear();
+            // `by_host` is sorted by host; hosts may be visited in another order.
+            let mut cursor = by_host.partition_point(|x| x.0 < h);
             while cursor < by_host.len() && by_host[cursor].0 == h {
                 let i = by_host[cursor].1;
                 cursor += 1;
@@ -257,43 +327,14 @@ impl Policy for Mlcc {
                 self.next_progress.insert(d.id.clone(), (since, d.progress));
                 mine.push((i, d));
             }
-            decisions.push((h, mine, plan.withdrawn));
+            match self.visibility {
+                Visibility::Lockstep => decisions.push((h, mine, plan.withdrawn)),
+                Visibility::Skewed => self.publish(view, slot, h, mine, &plan.withdrawn),
+            }
         }
-        // Publish only now: no host saw another's plan for this slot.
+        // Lockstep: publish only now, so no host saw another's plan for this slot.
         for (h, ds, withdrawn) in decisions {
-            let host = self.names[h.index()].clone();
-            for id in &withdrawn {
-                self.withdraw(id);
-            }
-            for (i, d) in ds {
-                if d.done {
-                    self.withdraw(&d.id);
-                    continue;
-                }
-                let path = &view.flow(view.active[i]).path;
-                for &l in path {
-                    if let Some(t) = self.tables[self.owner[l.index()]].as_mut()
-                        && t.update(
-                            l,
-                            &Update {
-                                flow: &d.id,
-                                publisher: &host,
-                                first_slot: slot,
-                                rates: &d.plan,
-                                key: &d.key,
-                                done: false,
-                            },
-                        )
-                        .is_err()
-                    {
-                        self.rejected_updates += 1;
-                    }
-                }
-                if self.booked.get(&d.id).is_none_or(|(_, k)| *k != d.key) {
-                    self.booked
-                        .insert(d.id.clone(), (path.clone(), d.key.clone()));
-                }
-            }
+            self.publish(view, slot, h, ds, &withdrawn);
         }
         self.planned_last = busy_hosts;
         std::mem::swap(&mut self.progress, &mut self.next_progress);

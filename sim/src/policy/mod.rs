@@ -3,11 +3,12 @@
 //! Adding a policy = one module + one registry line; the engine, physics and reports only
 //! see the trait.
 
-use mlcc_core::SlotConfig;
 use mlcc_core::topology::Topology;
+use mlcc_core::{FeedbackMode, SlotConfig};
 
 use crate::engine::{Flow, FlowRef, Job};
 use crate::physics::Sharing;
+use mlcc::Visibility;
 
 pub mod ccml;
 pub mod fair;
@@ -76,18 +77,58 @@ pub struct Entry {
 pub const REGISTRY: &[Entry] = &[
     Entry {
         name: "mlcc",
-        about: "mlcc-core's Planner (Alg. 1 + Alg. 2) per host, per-owner load tables, default feedback mode",
-        build: |c| Box::new(mlcc::Mlcc::new(c, mlcc_core::FeedbackMode::default())),
+        about: "mlcc-core's Planner (Alg. 1 + Alg. 2) per host, per-owner load tables; default feedback mode, skewed host clocks",
+        build: |c| {
+            Box::new(mlcc::Mlcc::new(
+                c,
+                FeedbackMode::default(),
+                Visibility::Skewed,
+            ))
+        },
     },
     Entry {
         name: "mlcc-precedence",
         about: "mlcc with `precedence` feedback (only earlier flows' bookings)",
-        build: |c| Box::new(mlcc::Mlcc::new(c, mlcc_core::FeedbackMode::Precedence)),
+        build: |c| {
+            Box::new(mlcc::Mlcc::new(
+                c,
+                FeedbackMode::Precedence,
+                Visibility::Skewed,
+            ))
+        },
     },
     Entry {
         name: "mlcc-all-others",
         about: "mlcc with `all-others` feedback (the paper's)",
-        build: |c| Box::new(mlcc::Mlcc::new(c, mlcc_core::FeedbackMode::AllOthers)),
+        build: |c| {
+            Box::new(mlcc::Mlcc::new(
+                c,
+                FeedbackMode::AllOthers,
+                Visibility::Skewed,
+            ))
+        },
+    },
+    Entry {
+        name: "mlcc-precedence-lockstep",
+        about: "mlcc-precedence with perfectly synchronized hosts (no host sees a same-slot plan)",
+        build: |c| {
+            Box::new(mlcc::Mlcc::new(
+                c,
+                FeedbackMode::Precedence,
+                Visibility::Lockstep,
+            ))
+        },
+    },
+    Entry {
+        name: "mlcc-all-others-lockstep",
+        about: "mlcc-all-others with perfectly synchronized hosts (livelocks: see README)",
+        build: |c| {
+            Box::new(mlcc::Mlcc::new(
+                c,
+                FeedbackMode::AllOthers,
+                Visibility::Lockstep,
+            ))
+        },
     },
     Entry {
         name: "fair",
