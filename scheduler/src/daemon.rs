@@ -61,6 +61,39 @@ pub struct LoopStatus {
     pub degraded: Vec<String>,
     pub switches: BTreeMap<String, SwitchView>,
     pub last_plan: Option<SlotPlan>,
+    /// The last [`HISTORY_SLOTS`] slots: what the switches answered and what was published, so
+    /// an overbooked link can be traced to a degraded slot, a race, or a fault.
+    pub history: VecDeque<SlotRecord>,
+}
+
+/// How many slots of [`SlotRecord`] are kept.
+pub const HISTORY_SLOTS: usize = 32;
+
+/// One slot as this host lived it.
+#[derive(Clone, Debug)]
+pub struct SlotRecord {
+    pub slot: Slot,
+    /// Switches that answered FetchFeedback in time, with their answers.
+    pub answers: FeedbackAnswers,
+    /// Switches on active paths that did not answer in time (planned as unbooked: degraded).
+    pub silent_switches: Vec<String>,
+    /// What was published per switch this slot.
+    pub schedules: BTreeMap<String, Vec<pb::ScheduleItem>>,
+    /// Switches that acknowledged this slot's UpdateSchedule in time, with the realtime (ns) the
+    /// acknowledgement came back; to the others, the update may have arrived late or not at all.
+    pub published: Vec<(String, u64)>,
+    /// Realtime (ns) when the FetchFeedback calls went out and when the last one was settled:
+    /// the switches served them in between. A late loop runs a slot's work after its end.
+    pub fetch_ns: (u64, u64),
+    /// Realtime (ns) when the UpdateSchedule calls went out.
+    pub publish_ns: u64,
+}
+
+impl LoopStatus {
+    /// The record of `slot`, if still kept.
+    pub fn record_of(&self, slot: Slot) -> Option<&SlotRecord> {
+        self.history.iter().rev().find(|r| r.slot == slot)
+    }
 }
 
 impl Shared {
@@ -353,6 +386,7 @@ async fn slot_loop(
         let mut work = t_work.elapsed();
 
         // 2. feedback from every switch on active paths, in parallel, each with its deadline.
+        let fetch_start = now_ns();
         let mut calls = Vec::new();
         for (name, batch) in req.per_switch {
             let Some(ch) = channels.get(&batch.address, deadline) else {
@@ -398,6 +432,7 @@ async fn slot_loop(
             };
             switch_updates.push((name, addr, o, rtt));
         }
+        let fetch_ns = (fetch_start, now_ns());
         let t_plan = Instant::now();
         let plan = shared.host().plan(&answers);
         decide += t_plan.elapsed();
@@ -417,6 +452,7 @@ async fn slot_loop(
         work += t_plan.elapsed() + t_io.elapsed();
 
         // 4. schedules to switches and progress to peers, in parallel.
+        let publish_ns = now_ns();
         let mut pubs = Vec::new();
         for (name, batch) in plan.schedules.clone() {
             let Some(ch) = channels.get(&batch.address, deadline) else {
@@ -434,7 +470,7 @@ async fn slot_loop(
                     }),
                 )
                 .await;
-                (name, r)
+                (name, r, now_ns())
             }));
         }
         let mut exchanges = Vec::new();
@@ -461,8 +497,9 @@ async fn slot_loop(
                 (peer, r)
             }));
         }
+        let mut published = Vec::new();
         for p in pubs {
-            if let Ok((name, (out, rtt))) = p.await {
+            if let Ok((name, (out, rtt), acked)) = p.await {
                 m.rpc_seconds
                     .get_or_create(&RpcLabels {
                         method: "update_schedule",
@@ -474,6 +511,9 @@ async fn slot_loop(
                     && !r.rejected.is_empty()
                 {
                     tracing::warn!(switch = %name, rejected = r.rejected.len(), first = %r.rejected[0].message, "schedule items refused");
+                }
+                if let Outcome::Ok(_) = &out {
+                    published.push((name, acked));
                 }
             }
         }
@@ -520,6 +560,22 @@ async fn slot_loop(
         let keep = (60_000_000_000 / slots.tau_ns().max(1)) as usize;
         while st.recent_work.len() > keep.max(1) {
             st.recent_work.pop_front();
+        }
+        st.history.push_back(SlotRecord {
+            slot,
+            answers,
+            silent_switches: plan.silent_switches.clone(),
+            schedules: plan
+                .schedules
+                .iter()
+                .map(|(k, b)| (k.clone(), b.items.clone()))
+                .collect(),
+            published,
+            fetch_ns,
+            publish_ns,
+        });
+        while st.history.len() > HISTORY_SLOTS {
+            st.history.pop_front();
         }
         st.last_plan = Some(plan);
     }

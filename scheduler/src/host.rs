@@ -173,6 +173,8 @@ pub struct SlotPlan {
     pub silent_switches: Vec<String>,
     /// Flows planned without a dependency because their upstream's peer is silent.
     pub flows_without_peer: usize,
+    /// (flow, link) pairs planned as unbooked because an answering switch gave no load for them.
+    pub feedback_missing: usize,
 }
 
 /// The pure per-host scheduler.
@@ -821,6 +823,14 @@ impl HostScheduler {
                                 fb.capacity = ll.capacity_bytes_per_sec;
                             }
                             fb.load.clone_from(&ll.load_bytes_per_sec);
+                        } else {
+                            // The switch answered but not for this link (refused item): as
+                            // degraded as a silent switch, and said so.
+                            notes.push(format!(
+                                "switch {} gave no load for {}: unbooked",
+                                node.name, link.name
+                            ));
+                            plan.feedback_missing += 1;
                         }
                     }
                 }
@@ -949,6 +959,12 @@ impl HostScheduler {
         for p in &self.silent_peers {
             plan.degraded
                 .push(format!("peer {p} unreachable: no dependency adjustment"));
+        }
+        if plan.feedback_missing > 0 {
+            plan.degraded.push(format!(
+                "{} flow link(s) without feedback from an answering switch: planned as unbooked",
+                plan.feedback_missing
+            ));
         }
         plan.silent_switches = silent.into_iter().collect();
         plan

@@ -96,7 +96,15 @@ fn answers_empty(req: &FeedbackRequests) -> FeedbackAnswers {
                         .iter()
                         .map(|q| pb::FlowFeedback {
                             flow_id: q.flow_id.clone(),
-                            links: vec![],
+                            links: q
+                                .links
+                                .iter()
+                                .map(|l| pb::LinkLoad {
+                                    link: l.clone(),
+                                    capacity_bytes_per_sec: 0.0,
+                                    load_bytes_per_sec: vec![],
+                                })
+                                .collect(),
                         })
                         .collect(),
                     rejected: vec![],
@@ -356,6 +364,35 @@ fn a_silent_switch_is_planned_as_unbooked_and_marked() {
     assert!(f.degraded[0].contains("sw1"));
     // Still published: the switch gets the plan when it is back.
     assert_eq!(plan.schedules["sw1"].items.len(), 1);
+}
+
+#[test]
+fn an_answer_without_a_link_is_planned_as_unbooked_and_marked() {
+    let mut s = sched("h1");
+    let (p, out) = ring_h1();
+    let req = s.observe(
+        Slot(5),
+        &Observation {
+            processes: vec![p],
+            stats: stats(&[(key(&out), 0)]),
+        },
+    );
+    let mut ans = answers_empty(&req);
+    for r in ans.values_mut() {
+        for f in &mut r.flows {
+            f.links.clear();
+        }
+    }
+    let plan = s.plan(&ans);
+    assert!(plan.silent_switches.is_empty());
+    assert_eq!(plan.feedback_missing, 1);
+    assert!(
+        plan.degraded[0].contains("without feedback"),
+        "{:?}",
+        plan.degraded
+    );
+    let f = s.flows().next().unwrap();
+    assert!(f.degraded[0].contains("gave no load"), "{:?}", f.degraded);
 }
 
 /// h1's ring flow r/h1>h2 with h3's flow into h1 (its predecessor) at `pred` bytes.
