@@ -1,35 +1,43 @@
 //! B_f: the rate a flow can actually achieve (DESIGN.md §8), BBR's max filter.
 //!
 //! Alg. 1 never plans above B_f, so a flow limited elsewhere (a slow receiver, a lossy path)
-//! does not book bandwidth it cannot use. B_f is the largest delivery rate seen over the last W
-//! slots in which the flow was backlogged, times a probe gain so it can discover more, capped by
-//! the path capacity. Slots where the flow had nothing to send say nothing about the path and
-//! are ignored.
+//! does not book bandwidth it cannot use. B_f is the largest delivery rate seen in the last W
+//! slots in which the flow was limited by the path, times a probe gain so it can discover more,
+//! capped by the path capacity. Slots in which the flow delivered what it was allowed say
+//! nothing about the path (it was limited by its plan) and are ignored; once no path-limited
+//! slot is left in the window, B_f returns to the path capacity.
+//!
+//! B_f never drops below a fraction of the path capacity: a flow planned at 0 delivers 0, and a
+//! filter that learned "0" from that would starve the flow for good.
 
 use std::collections::VecDeque;
 
 use serde::Serialize;
 
+use crate::slot::Slot;
+
 /// Slots the max filter remembers.
-pub const WINDOW_SLOTS: usize = 4;
+pub const WINDOW_SLOTS: u64 = 4;
 /// Head-room over the best delivery seen, so the estimate can grow.
 pub const PROBE_GAIN: f64 = 1.25;
+/// B_f is at least this fraction of the path capacity.
+pub const MIN_FRACTION: f64 = 1.0 / 16.0;
 
 /// One slot's measurement of a flow.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Delivery {
     /// Bytes/s delivered (acked) during the slot.
     pub rate: f64,
-    /// Whether the flow had data queued for the whole slot — only then does the delivery rate
-    /// say what the path allows. A flow sending below its planned rate because the plan said
-    /// so is *not* limited by the path: callers pass `backlogged = true` only if the flow sent
-    /// at (or tried to send above) the rate it was given.
+    /// Whether the flow was limited by the path during the slot: it had bytes waiting the whole
+    /// slot and delivered clearly less than the rate it was allowed (callers use ~90 %). Only
+    /// then does the delivery rate say what the path allows. A flow that delivered its allowed
+    /// rate was limited by its plan: pass `false`.
     pub backlogged: bool,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct AchievableRate {
-    samples: VecDeque<f64>,
+    samples: VecDeque<(Slot, f64)>,
 }
 
 impl AchievableRate {
@@ -37,21 +45,35 @@ impl AchievableRate {
         Self::default()
     }
 
-    pub fn observe(&mut self, d: Delivery) {
-        if !d.backlogged || !d.rate.is_finite() || d.rate < 0.0 {
+    /// Records what the flow delivered during slot `slot`.
+    pub fn observe(&mut self, slot: Slot, d: Delivery) {
+        if !d.backlogged || !d.rate.is_finite() || d.rate <= 0.0 {
             return;
         }
-        if self.samples.len() == WINDOW_SLOTS {
-            self.samples.pop_front();
-        }
-        self.samples.push_back(d.rate);
+        self.samples.push_back((slot, d.rate));
+        self.expire(slot);
     }
 
-    /// B_f for a path whose bottleneck is `path_capacity` bytes/s; the path capacity until the
-    /// flow has been measured.
-    pub fn get(&self, path_capacity: f64) -> f64 {
-        match self.samples.iter().copied().reduce(f64::max) {
-            Some(m) => (m * PROBE_GAIN).min(path_capacity),
+    fn expire(&mut self, now: Slot) {
+        while let Some(&(s, _)) = self.samples.front() {
+            if s.0 + WINDOW_SLOTS <= now.0 {
+                self.samples.pop_front();
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// B_f at slot `now` for a path whose bottleneck is `path_capacity` bytes/s.
+    pub fn get(&self, now: Slot, path_capacity: f64) -> f64 {
+        let best = self
+            .samples
+            .iter()
+            .filter(|(s, _)| s.0 + WINDOW_SLOTS > now.0)
+            .map(|&(_, r)| r)
+            .reduce(f64::max);
+        match best {
+            Some(m) => (m * PROBE_GAIN).clamp(path_capacity * MIN_FRACTION, path_capacity),
             None => path_capacity,
         }
     }
@@ -68,20 +90,37 @@ mod tests {
     #[test]
     fn starts_at_path_capacity_and_follows_the_window_max() {
         let mut b = AchievableRate::new();
-        assert_eq!(b.get(1000.0), 1000.0);
-        b.observe(d(400.0, true));
-        assert_eq!(b.get(1000.0), 500.0);
-        b.observe(d(100.0, true));
-        b.observe(d(200.0, false)); // ignored: not backlogged
-        assert_eq!(b.get(1000.0), 500.0);
-        for _ in 0..3 {
-            b.observe(d(100.0, true));
-        }
-        // 400 left the 4-slot window.
-        assert_eq!(b.get(1000.0), 125.0);
-        b.observe(d(2000.0, true));
-        assert_eq!(b.get(1000.0), 1000.0);
-        b.observe(d(f64::NAN, true));
-        assert_eq!(b.get(1000.0), 1000.0);
+        assert_eq!(b.get(Slot(0), 1000.0), 1000.0);
+        b.observe(Slot(1), d(400.0, true));
+        assert_eq!(b.get(Slot(1), 1000.0), 500.0);
+        b.observe(Slot(2), d(100.0, true));
+        b.observe(Slot(3), d(900.0, false)); // limited by its plan: ignored
+        assert_eq!(b.get(Slot(3), 1000.0), 500.0);
+        b.observe(Slot(4), d(100.0, true));
+        // 400 (slot 1) left the 4-slot window at slot 5.
+        b.observe(Slot(5), d(100.0, true));
+        assert_eq!(b.get(Slot(5), 1000.0), 125.0);
+        b.observe(Slot(6), d(2000.0, true));
+        assert_eq!(b.get(Slot(6), 1000.0), 1000.0);
+        b.observe(Slot(7), d(f64::NAN, true));
+        assert_eq!(b.get(Slot(7), 1000.0), 1000.0);
+    }
+
+    #[test]
+    fn returns_to_capacity_when_the_path_stops_limiting() {
+        let mut b = AchievableRate::new();
+        b.observe(Slot(10), d(200.0, true));
+        assert_eq!(b.get(Slot(13), 1000.0), 250.0);
+        // No path-limited slot since slot 10: back to the path capacity at slot 14.
+        assert_eq!(b.get(Slot(14), 1000.0), 1000.0);
+    }
+
+    #[test]
+    fn never_starves_a_flow() {
+        let mut b = AchievableRate::new();
+        b.observe(Slot(1), d(0.0, true));
+        assert_eq!(b.get(Slot(1), 1600.0), 1600.0, "a zero sample is ignored");
+        b.observe(Slot(2), d(1.0, true));
+        assert_eq!(b.get(Slot(2), 1600.0), 100.0, "floored at capacity / 16");
     }
 }

@@ -161,7 +161,8 @@ impl Planner {
             .map(|f| {
                 let est = self.estimators.entry(f.id.clone()).or_default();
                 if let Some(d) = f.delivery {
-                    est.observe(d);
+                    // The measurement is of the slot that just ended.
+                    est.observe(Slot(slot.0.saturating_sub(1)), d);
                 }
                 let bottleneck = f
                     .path
@@ -169,7 +170,7 @@ impl Planner {
                     .filter(|l| usable(l))
                     .map(|l| l.capacity)
                     .fold(f64::INFINITY, f64::min);
-                est.get(bottleneck)
+                est.get(slot, bottleneck)
             })
             .collect();
 
