@@ -586,7 +586,7 @@ async fn a_slowed_predecessor_slows_its_successor() {
             &format!("10.0.0.{}:40000", i + 1),
             &format!("10.0.0.{next}:5000"),
         );
-        sockets.set(pid, vec![c.clone()]);
+        sockets.set(pid, vec![c]);
         let key = SocketKey::new(1, c.local, c.remote);
         datapath.set_stats(key, Default::default());
         keys.push(key);
