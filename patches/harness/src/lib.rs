@@ -21,12 +21,16 @@ pub fn repo_root() -> PathBuf {
         .expect("repository root")
 }
 
+/// The workspace's target directory: `$CARGO_TARGET_DIR` or `<repo>/target`.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"))
+}
+
 /// Where built artifacts and downloads are cached: `<target>/mlcc-patches`.
 pub fn cache_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target"));
-    let dir = target.join("mlcc-patches");
+    let dir = target_dir().join("mlcc-patches");
     std::fs::create_dir_all(&dir).expect("create the cache dir");
     dir
 }
@@ -206,6 +210,40 @@ pub fn parse_ss(text: &str) -> Vec<TcpSocket> {
     out
 }
 
+/// The workspace's `mlccd` binary (`<target>/debug/mlccd`; `cargo test` builds the dev
+/// profile). `env!("CARGO_BIN_EXE_mlccd")` exists only inside mlcc-scheduler, so when the
+/// binary is missing this runs `cargo build -p mlcc-scheduler --bin mlccd` first.
+pub fn mlccd_binary() -> PathBuf {
+    let bin = target_dir().join("debug/mlccd");
+    if !bin.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        run(Command::new(cargo).current_dir(repo_root()).args([
+            "build",
+            "-p",
+            "mlcc-scheduler",
+            "--bin",
+            "mlccd",
+        ]));
+    }
+    assert!(bin.exists(), "{} missing after cargo build", bin.display());
+    bin
+}
+
+/// A topology file for mlccd in cloud mode: the given (name, ip) hosts on one switch `sw1`
+/// without an emulator, 1 Gbit/s links.
+pub fn write_topology(path: &Path, hosts: &[(String, String)]) -> io::Result<()> {
+    let mut t = String::from("[[switch]]\nname = \"sw1\"\n");
+    for (name, ip) in hosts {
+        t.push_str(&format!("\n[[host]]\nname = \"{name}\"\nip = \"{ip}\"\n"));
+    }
+    for (name, _) in hosts {
+        t.push_str(&format!(
+            "\n[[link]]\na = \"{name}\"\nb = \"sw1\"\ncapacity = \"1Gbit\"\n"
+        ));
+    }
+    std::fs::write(path, t)
+}
+
 /// Child processes killed (by their own pid) when dropped, so a failing test leaves none.
 #[derive(Default)]
 pub struct Children {
@@ -251,7 +289,34 @@ impl Children {
         done.into_iter().collect()
     }
 
-    /// Whether every process is still running.
+    /// Sends SIGTERM to every child still running and waits up to `timeout` for them; returns
+    /// each name with whether it exited successfully (`false` also for one that had to be
+    /// killed, which `Drop` then does).
+    pub fn terminate(&mut self, timeout: Duration) -> Vec<(String, bool)> {
+        for (_, c) in &mut self.list {
+            if let Ok(None) = c.try_wait() {
+                // SAFETY: kill(2) on the pid of our own child that has not been reaped yet.
+                unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
+            }
+        }
+        let deadline = Instant::now() + timeout;
+        let mut out = Vec::new();
+        for (name, c) in &mut self.list {
+            let ok = loop {
+                match c.try_wait() {
+                    Ok(Some(st)) => break st.success(),
+                    Ok(None) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(20))
+                    }
+                    _ => break false,
+                }
+            };
+            out.push((name.clone(), ok));
+        }
+        out
+    }
+
+    /// Whether any process has exited.
     pub fn any_exited(&mut self) -> bool {
         self.list
             .iter_mut()
@@ -307,6 +372,20 @@ impl ProgressWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn topology_file_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.toml");
+        let hosts: Vec<_> = (1..=3)
+            .map(|i| (format!("h{i}"), format!("10.199.0.{i}")))
+            .collect();
+        write_topology(&p, &hosts).unwrap();
+        let t = mlcc_core::topology::Topology::load(&p).unwrap();
+        let ip: std::net::IpAddr = "10.199.0.2".parse().unwrap();
+        let h2 = t.host_by_ip(ip).expect("h2 by its ip");
+        assert_eq!(t.node(h2).name, "h2");
+    }
 
     #[test]
     fn ss_output_parses() {

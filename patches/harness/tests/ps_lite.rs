@@ -1,26 +1,48 @@
 //! The BytePS fork of ps-lite, patched (`patches/ps-lite`), built from the `byteps` sdist on
 //! PyPI with and without the mlcc flag, running its own `tests/test_benchmark` (scheduler,
 //! 2 servers, 2 workers) across three network namespaces: h1 the scheduler, h2 both servers,
-//! h3 both workers, so every data connection crosses hosts.
+//! h3 both workers, so every data connection crosses hosts. An `mlccd` (the workspace's binary,
+//! `--datapath dry-run`, cloud mode: one switch without emulator) runs in each namespace with
+//! its own progress directory and Admin socket.
 //!
-//! With the flag on, the progress files (read with mlccd's reader) must hold exactly the bytes
-//! the benchmark pushes and pulls, one iteration per benchmark round, and every TCP connection
-//! between hosts must run the configured congestion control. `MLCC_TEST_CC` names it; it is
-//! `reno` until the BPF `mlcc` CC is loaded by the test (reno ≠ the kernel default cubic, so it
-//! proves the setsockopt path). With the flag off the benchmark must behave as before: it
-//! succeeds, writes no progress file and leaves every socket on the default CC.
+//! With the flag on:
+//! - the progress files (read with mlccd's reader) hold exactly the bytes the benchmark pushes
+//!   and pulls, one iteration per benchmark round;
+//! - every TCP connection between hosts runs the real BPF `mlcc` congestion control, loaded by
+//!   the test through mlcc-bpf under the machine-unique name `mlcc_t<pid>` and unloaded however
+//!   the test ends (`MLCC_TEST_CC=<name>` checks an already registered CC instead, e.g. `reno`);
+//! - each mlccd discovers the job from its host's files and sockets: job id, architecture ps,
+//!   the local roles (its log follows each local role/rank file; Admin shows aggregation flows
+//!   h3→h2 and broadcast flows h2→h3, none on the scheduler's host), and the aggregation flow's
+//!   bytes per iteration equal what the workers push and request per round (payload plus the
+//!   8-byte key and 4-byte length of every push and the 8-byte key of every pull request).
 //!
-//! Needs root (network namespaces); without it the test prints why it skipped.
+//! With the flag off the benchmark behaves as before: it succeeds, writes no progress file,
+//! leaves every socket on the namespace's default CC, and mlccd sees no job.
 //!
-//! Not here yet: "mlccd discovers the job" (mlccd is being built); see patches/README.md.
+//! Needs root (network namespaces); without it the test prints why it skipped. Without BTF or
+//! a 6.10+ kernel the BPF part prints SKIPPED and the sockets are checked on `reno` instead.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use mlcc_bpf::{CcName, DatapathError, KernelDatapath, LoadOptions};
 use mlcc_core::job::{Arch, Role};
-use mlcc_patches::{Children, Netns, ProgressWatch, cache_dir, is_root, repo_root, run};
+use mlcc_patches::{
+    Children, Netns, ProgressWatch, cache_dir, is_root, mlccd_binary, repo_root, run,
+    write_topology,
+};
+use mlcc_proto::v1 as pb;
+use pb::admin_client::AdminClient;
+use tonic::transport::Channel;
+
+/// The PS-Lite scheduler's port (DMLC_PS_ROOT_PORT); mlccd is told to skip it.
+const PS_ROOT_PORT: u16 = 9100;
+const HOSTS: usize = 3;
+/// mlccd's Peer port; its own connections between hosts are not the job's.
+const MLCCD_PEER_PORT: u16 = 50071;
 
 /// Bytes per key and value (the benchmark's first argument).
 const LEN: u64 = 262_144;
@@ -51,21 +73,260 @@ fn build(flag: &str) -> PathBuf {
     bin
 }
 
+/// The BPF congestion control loaded for this test under a machine-unique name, unloaded (and
+/// its pins removed) on drop, also when the test panics.
+struct BpfCc {
+    name: String,
+    dir: PathBuf,
+    dp: Option<KernelDatapath>,
+}
+
+impl BpfCc {
+    /// `Ok(Err(reason))`: this machine cannot load it (no root, no BTF, kernel too old).
+    fn load() -> Result<Result<BpfCc, String>, DatapathError> {
+        let pid = std::process::id();
+        let name = format!("mlcc_t{pid}");
+        let dir = PathBuf::from(format!("/sys/fs/bpf/mlcc-patches-{pid}"));
+        if dir.exists() {
+            // A previous run with the same pid that was killed before its cleanup.
+            let _ = mlcc_bpf::unload_pinned(&dir);
+        }
+        let opts = LoadOptions {
+            cc_name: CcName::new(&name)?,
+            pin_dir: dir.clone(),
+            ..LoadOptions::default()
+        };
+        match KernelDatapath::load(&opts) {
+            Ok(dp) => Ok(Ok(BpfCc {
+                name,
+                dir,
+                dp: Some(dp),
+            })),
+            Err(e @ (DatapathError::NotPrivileged(_) | DatapathError::Unsupported(_))) => {
+                Ok(Err(e.to_string()))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Drop for BpfCc {
+    fn drop(&mut self) {
+        self.dp.take();
+        match mlcc_bpf::unload_pinned(&self.dir) {
+            Ok(()) => println!("unloaded BPF congestion control {}", self.name),
+            Err(e) => eprintln!("unloading {} at {}: {e}", self.name, self.dir.display()),
+        }
+    }
+}
+
+/// A tonic client of mlccd's Admin service over its Unix socket.
+async fn admin_connect(path: PathBuf) -> Result<AdminClient<Channel>, tonic::transport::Error> {
+    // The URI is required by the API and ignored by the connector.
+    let ch = tonic::transport::Endpoint::from_static("http://mlccd.admin")
+        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+            let p = path.clone();
+            async move {
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                    tokio::net::UnixStream::connect(p).await?,
+                ))
+            }
+        }))
+        .await?;
+    Ok(AdminClient::new(ch))
+}
+
+/// What one host's mlccd said about the job while it ran.
+#[derive(Default, Debug)]
+struct MlccdView {
+    /// The job as ListJobs showed it last (with the highest iteration seen).
+    job: Option<pb::Job>,
+    /// The ListFlows rows of the job, one list per poll that had any, with the job's iteration
+    /// in that poll's ListJobs (the highest of its local processes).
+    flows: Vec<(u64, Vec<pb::FlowStatus>)>,
+    /// Every job id ListJobs ever showed.
+    job_ids: std::collections::BTreeSet<String>,
+    status: Option<pb::StatusReply>,
+    /// Polls answered, and why the others were not.
+    polls: usize,
+    failed_polls: Vec<String>,
+}
+
+/// mlccd in every namespace, queried through Admin each poll.
+struct Daemons {
+    rt: tokio::runtime::Runtime,
+    sockets: Vec<PathBuf>,
+    clients: Vec<Option<AdminClient<Channel>>>,
+    views: Vec<MlccdView>,
+    children: Children,
+}
+
+impl Daemons {
+    fn start(ns: &Netns, dir: &Path, shm: &[PathBuf], logs: &Path) -> Daemons {
+        let bin = mlccd_binary();
+        let topo = dir.join("topology.toml");
+        let hosts: Vec<_> = (1..=HOSTS).map(|i| (format!("h{i}"), ns.addr(i))).collect();
+        write_topology(&topo, &hosts).expect("write topology");
+        let mut children = Children::default();
+        let mut sockets = Vec::new();
+        for i in 1..=HOSTS {
+            let sock = dir.join(format!("h{i}.sock"));
+            let mut c = ns.command(i, &bin);
+            c.args(["--host", &format!("h{i}")])
+                .arg("--topology")
+                .arg(&topo)
+                .arg("--shm-dir")
+                .arg(&shm[i - 1])
+                .arg("--admin-socket")
+                .arg(&sock)
+                .args(["--datapath", "dry-run"])
+                .args([
+                    "--peer-listen",
+                    &format!("{}:{MLCCD_PEER_PORT}", ns.addr(i)),
+                ])
+                .args(["--metrics-listen", "127.0.0.1:9471"])
+                .args(["--ps-scheduler-port", &PS_ROOT_PORT.to_string()])
+                .env("RUST_LOG", "info")
+                .env_remove("MLCC_SHM_DIR");
+            children.spawn(
+                &format!("mlccd-h{i}"),
+                &mut c,
+                &logs.join(format!("mlccd-h{i}")),
+            );
+            sockets.push(sock);
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+        let mut d = Daemons {
+            rt,
+            clients: vec![None; HOSTS],
+            views: (0..HOSTS).map(|_| MlccdView::default()).collect(),
+            sockets,
+            children,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while d.clients.iter().any(Option::is_none) {
+            assert!(
+                !d.children.any_exited(),
+                "an mlccd exited at start:\n{}",
+                d.logs(logs)
+            );
+            assert!(
+                Instant::now() < deadline,
+                "mlccd admin sockets not up after 20 s:\n{}",
+                d.logs(logs)
+            );
+            for i in 0..HOSTS {
+                if d.clients[i].is_none() && d.sockets[i].exists() {
+                    d.clients[i] = d.rt.block_on(admin_connect(d.sockets[i].clone())).ok();
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        d
+    }
+
+    fn logs(&self, logs: &Path) -> String {
+        (1..=HOSTS)
+            .map(|i| {
+                let name = format!("mlccd-h{i}");
+                let text = std::fs::read_to_string(logs.join(&name)).unwrap_or_default();
+                format!("--- {name}\n{text}")
+            })
+            .collect()
+    }
+
+    /// One round of ListJobs / ListFlows / Status on every daemon.
+    fn poll(&mut self, job: &str) {
+        let timeout = Duration::from_secs(2);
+        for i in 0..HOSTS {
+            let Some(c) = self.clients[i].as_mut() else {
+                continue;
+            };
+            let v = &mut self.views[i];
+            let answer = self.rt.block_on(async {
+                tokio::time::timeout(timeout, async {
+                    Ok::<_, tonic::Status>((
+                        c.list_jobs(pb::ListJobsRequest {}).await?.into_inner(),
+                        c.list_flows(pb::ListFlowsRequest {
+                            job_id: job.to_string(),
+                        })
+                        .await?
+                        .into_inner(),
+                        c.status(pb::StatusRequest {}).await?.into_inner(),
+                    ))
+                })
+                .await
+            });
+            // A loaded CI host may stall a call; the next poll tries again.
+            let (jobs, flows, status) = match answer {
+                Ok(Ok(a)) => a,
+                Ok(Err(e)) => {
+                    v.failed_polls.push(e.to_string());
+                    continue;
+                }
+                Err(_) => {
+                    v.failed_polls.push(format!("no answer within {timeout:?}"));
+                    continue;
+                }
+            };
+            v.polls += 1;
+            let mut iteration = 0;
+            for j in jobs.jobs {
+                v.job_ids.insert(j.job_id.clone());
+                if j.job_id == job {
+                    iteration = j.iteration;
+                }
+                if j.job_id == job
+                    && v.job
+                        .as_ref()
+                        .is_none_or(|old| j.iteration >= old.iteration)
+                {
+                    v.job = Some(j);
+                }
+            }
+            if !flows.flows.is_empty() {
+                v.flows.push((iteration, flows.flows));
+            }
+            v.status = Some(status);
+        }
+    }
+}
+
 struct RunResult {
     watch: ProgressWatch,
-    /// Last state seen of every socket between different hosts: (namespace, local, peer) → CC.
+    /// Last state seen of every socket of the job between different hosts (mlccd's Peer
+    /// connections left out): (namespace, local, peer) → CC.
     sockets: BTreeMap<(usize, String, String), String>,
     logs: BTreeMap<String, String>,
     default_cc: String,
     files_left: usize,
+    job: String,
+    mlccd: Vec<MlccdView>,
+    /// Each mlccd's log; it exited 0 on SIGTERM.
+    mlccd_logs: Vec<String>,
+    /// When each socket was first and last seen (seconds from the start), and the run's length.
+    seen: BTreeMap<(usize, String, String), (f64, f64)>,
+    ran: f64,
 }
 
 fn run_benchmark(bin: &Path, tag: &str, cc: &str) -> RunResult {
     let prefix = format!("mlccps{}{tag}", std::process::id());
-    let ns = Netns::new(&prefix, 3).expect("create network namespaces");
-    let shm = tempfile::tempdir().unwrap();
+    let ns = Netns::new(&prefix, HOSTS).expect("create network namespaces");
+    let work = tempfile::tempdir().unwrap();
+    // One progress directory per host, as on separate machines.
+    let shm: Vec<PathBuf> = (1..=HOSTS)
+        .map(|i| {
+            let d = work.path().join(format!("shm-h{i}"));
+            std::fs::create_dir(&d).unwrap();
+            d
+        })
+        .collect();
     let logs_dir = tempfile::tempdir().unwrap();
     let job = format!("pslite-{tag}-{}", std::process::id());
+    let mut daemons = Daemons::start(&ns, work.path(), &shm, logs_dir.path());
     let mut children = Children::default();
     let spawn = |children: &mut Children, name: &str, host: usize, role: &str| {
         let mut c = ns.command(host, bin);
@@ -74,7 +335,7 @@ fn run_benchmark(bin: &Path, tag: &str, cc: &str) -> RunResult {
             .env("DMLC_NUM_SERVER", SERVERS.to_string())
             .env("DMLC_NUM_WORKER", WORKERS.to_string())
             .env("DMLC_PS_ROOT_URI", ns.addr(1))
-            .env("DMLC_PS_ROOT_PORT", "9100")
+            .env("DMLC_PS_ROOT_PORT", PS_ROOT_PORT.to_string())
             .env("DMLC_NODE_HOST", ns.addr(host))
             .env("NUM_KEY_PER_SERVER", KEYS_PER_SERVER.to_string())
             .env("LOG_DURATION", "1")
@@ -86,7 +347,7 @@ fn run_benchmark(bin: &Path, tag: &str, cc: &str) -> RunResult {
                 "MLCC_MODEL_BYTES",
                 (LEN * KEYS_PER_SERVER * SERVERS).to_string(),
             )
-            .env("MLCC_SHM_DIR", shm.path())
+            .env("MLCC_SHM_DIR", &shm[host - 1])
             .env("MLCC_CC", cc)
             .env_remove("MLCC_ITERATION_MARK");
         children.spawn(name, &mut c, &logs_dir.path().join(name));
@@ -101,19 +362,34 @@ fn run_benchmark(bin: &Path, tag: &str, cc: &str) -> RunResult {
 
     let mut watch = ProgressWatch::default();
     let mut sockets = BTreeMap::new();
+    let mut seen = BTreeMap::new();
+    let t0 = Instant::now();
     let deadline = Instant::now() + Duration::from_secs(120);
     while !children.any_exited() && Instant::now() < deadline {
-        watch.scan(shm.path());
-        for host in 1..=3 {
+        for d in &shm {
+            watch.scan(d);
+        }
+        for host in 1..=HOSTS {
             for s in ns.tcp_sockets(host) {
-                if s.crosses_hosts() {
+                let mlccd_port = format!(":{MLCCD_PEER_PORT}");
+                if s.crosses_hosts()
+                    && !s.local.ends_with(&mlccd_port)
+                    && !s.peer.ends_with(&mlccd_port)
+                {
+                    let t = t0.elapsed().as_secs_f64();
+                    seen.entry((host, s.local.clone(), s.peer.clone()))
+                        .or_insert((t, t))
+                        .1 = t;
                     sockets.insert((host, s.local, s.peer), s.cc);
                 }
             }
         }
+        daemons.poll(&job);
         std::thread::sleep(Duration::from_millis(100));
     }
-    watch.scan(shm.path());
+    for d in &shm {
+        watch.scan(d);
+    }
     let status = children.wait_all(Duration::from_secs(60));
     let mut logs = BTreeMap::new();
     for (name, _) in &children.list {
@@ -125,13 +401,32 @@ fn run_benchmark(bin: &Path, tag: &str, cc: &str) -> RunResult {
     for (name, ok) in &status {
         assert!(ok, "{name} failed:\n{}", logs[name]);
     }
-    let files_left = std::fs::read_dir(shm.path()).unwrap().count();
+    let files_left = shm
+        .iter()
+        .map(|d| std::fs::read_dir(d).unwrap().count())
+        .sum();
+    // mlccd stops cleanly on SIGTERM and removes its Admin socket.
+    let stopped = daemons.children.terminate(Duration::from_secs(10));
+    let mlccd_logs: Vec<String> = (1..=HOSTS)
+        .map(|i| std::fs::read_to_string(logs_dir.path().join(format!("mlccd-h{i}"))).unwrap())
+        .collect();
+    for (i, (name, ok)) in stopped.iter().enumerate() {
+        assert!(ok, "{name} did not stop cleanly:\n{}", mlccd_logs[i]);
+    }
+    for s in &daemons.sockets {
+        assert!(!s.exists(), "{} left behind", s.display());
+    }
     RunResult {
         watch,
         sockets,
         logs,
         default_cc: ns.default_cc(2),
         files_left,
+        job,
+        mlccd: std::mem::take(&mut daemons.views),
+        mlccd_logs,
+        seen,
+        ran: t0.elapsed().as_secs_f64(),
     }
 }
 
@@ -155,7 +450,30 @@ fn byteps_ps_lite_counts_bytes_and_sets_cc_across_namespaces() {
         );
         return;
     }
-    let cc = std::env::var("MLCC_TEST_CC").unwrap_or_else(|_| "reno".into());
+    // The CC the job asks for: the real BPF mlcc CC unless MLCC_TEST_CC names another.
+    let mut _bpf = None;
+    let cc = match std::env::var("MLCC_TEST_CC") {
+        Ok(cc) => {
+            println!("MLCC_TEST_CC={cc}: checking sockets on it (BPF CC not loaded)");
+            cc
+        }
+        Err(_) => match BpfCc::load().expect("load the BPF mlcc congestion control") {
+            Ok(b) => {
+                println!(
+                    "loaded BPF congestion control {} at {}",
+                    b.name,
+                    b.dir.display()
+                );
+                let name = b.name.clone();
+                _bpf = Some(b);
+                name
+            }
+            Err(why) => {
+                println!("SKIPPED BPF mlcc congestion control: {why}; sockets checked on reno");
+                "reno".into()
+            }
+        },
+    };
     let t0 = Instant::now();
     let on = build("on");
     let off = build("off");
@@ -165,6 +483,15 @@ fn byteps_ps_lite_counts_bytes_and_sets_cc_across_namespaces() {
     let t1 = Instant::now();
     let r = run_benchmark(&on, "on", &cc);
     println!("flag on: benchmark ran in {:.1?}", t1.elapsed());
+    for (i, v) in r.mlccd.iter().enumerate() {
+        println!(
+            "mlccd h{}: {} Admin polls answered, {} not {:?}",
+            i + 1,
+            v.polls,
+            v.failed_polls.len(),
+            v.failed_polls.first()
+        );
+    }
     assert_benchmark_ok(&r);
     assert_ne!(
         r.default_cc, cc,
@@ -249,12 +576,20 @@ fn byteps_ps_lite_counts_bytes_and_sets_cc_across_namespaces() {
     let cross: Vec<_> = r.sockets.iter().collect();
     println!("flag on: {} sockets between hosts", cross.len());
     assert!(cross.len() >= 32, "too few sockets seen: {cross:?}");
-    let wrong: Vec<_> = cross.iter().filter(|(_, got)| **got != cc).collect();
+    let wrong: Vec<_> = cross
+        .iter()
+        .filter(|(_, got)| **got != cc)
+        .map(|(k, got)| (k, got, r.seen[k]))
+        .collect();
     assert!(
         wrong.is_empty(),
-        "sockets not on {cc}: {wrong:?}\nscheduler log:\n{}",
+        "sockets not on {cc} (with first and last seen, of {:.1} s): {wrong:?}\nscheduler \
+         log:\n{}",
+        r.ran,
         r.logs["scheduler"]
     );
+
+    assert_mlccd_discovers_the_job(&r, per_round_sent);
 
     // ---- flag off: the same run, same environment ----
     let t2 = Instant::now();
@@ -274,5 +609,172 @@ fn byteps_ps_lite_counts_bytes_and_sets_cc_across_namespaces() {
         "flag off: {} sockets between hosts, all on {}",
         r.sockets.len(),
         r.default_cc
+    );
+    for (i, v) in r.mlccd.iter().enumerate() {
+        assert!(
+            v.job_ids.is_empty(),
+            "h{}: mlccd saw {:?}",
+            i + 1,
+            v.job_ids
+        );
+        assert!(v.flows.is_empty(), "h{}: {:?}", i + 1, v.flows);
+        assert_eq!(v.status.as_ref().map(|s| s.jobs), Some(0));
+    }
+    println!("flag off: no mlccd saw a job");
+}
+
+/// Each host's mlccd found the job from its own progress files and sockets.
+fn assert_mlccd_discovers_the_job(r: &RunResult, per_round_sent: u64) {
+    let host = |i: usize| format!("h{i}");
+    let follows = |i: usize, role: &str, rank: u32| {
+        let needle = format!("mlcc.{}.{role}.{rank}.", r.job);
+        r.mlccd_logs[i - 1]
+            .lines()
+            .any(|l| l.contains("following progress file") && l.contains(&needle))
+    };
+    // Local roles and ranks: every file of its host, none of another's.
+    let local: [&[(&str, u32)]; HOSTS] = [
+        &[("scheduler", 0)],
+        &[("server", 0), ("server", 1)],
+        &[("worker", 0), ("worker", 1)],
+    ];
+    for i in 1..=HOSTS {
+        for (j, files) in local.iter().enumerate() {
+            for &(role, rank) in *files {
+                assert_eq!(
+                    follows(i, role, rank),
+                    i == j + 1,
+                    "h{i} following {role} {rank}:\n{}",
+                    r.mlccd_logs[i - 1]
+                );
+            }
+        }
+    }
+    // h1 runs only the PS-Lite scheduler: control traffic, no flow, no job to schedule.
+    let h1 = &r.mlccd[0];
+    assert!(h1.flows.is_empty(), "h1 flows: {:?}", h1.flows);
+    assert!(h1.job_ids.is_empty(), "h1 jobs: {:?}", h1.job_ids);
+
+    // Workers (h3) aggregate to the servers (h2); servers (h2) broadcast to the workers (h3).
+    // mlccd also makes a group towards h1 of the connection the PS-Lite scheduler opened into
+    // each node: --ps-scheduler-port only skips connections *to* that port (see README, "mlccd
+    // limitations"). It splits each process's bytes equally over its groups, so the sums over
+    // a host's groups are what is checked below, and the h1 group is reported.
+    for (i, role, dst) in [
+        (3, pb::FlowRole::Agg, 2usize),
+        (2, pb::FlowRole::Bcast, 3usize),
+    ] {
+        let v = &r.mlccd[i - 1];
+        let j = v.job.as_ref().unwrap_or_else(|| {
+            panic!(
+                "h{i}: mlccd never listed {}:\n{}",
+                r.job,
+                r.mlccd_logs[i - 1]
+            )
+        });
+        assert_eq!(j.architecture, pb::Architecture::Ps as i32, "h{i}: {j:?}");
+        assert_eq!(j.source, "progress");
+        assert_eq!(j.iteration, 1 + REPEAT, "h{i}: the job's last iteration");
+        assert_eq!(v.job_ids.len(), 1, "h{i}: {:?}", v.job_ids);
+        let all: Vec<&pb::FlowStatus> = v.flows.iter().flat_map(|p| &p.1).collect();
+        let dsts: std::collections::BTreeSet<_> = all.iter().map(|f| f.dst_host.clone()).collect();
+        assert!(
+            dsts.contains(&host(dst)),
+            "h{i}: no flow to h{dst}: {dsts:?}"
+        );
+        assert!(
+            dsts.is_subset(&[host(dst), host(1)].into()),
+            "h{i}: {dsts:?}"
+        );
+        assert!(
+            all.iter()
+                .all(|f| f.job_id == r.job && f.role == role as i32 && f.src_host == host(i)),
+            "h{i}: every flow {role:?} of the job from h{i}: {:?}",
+            all.last()
+        );
+        println!(
+            "mlccd h{i}: {role:?} flow groups to {dsts:?} in {} polls",
+            v.flows.len()
+        );
+    }
+
+    // A poll's bytes per iteration over a host's groups: mlccd plans sent + remaining for each
+    // (exact while remaining > 0; each is truncated to whole bytes, so up to 1 B per group low).
+    // From iteration 4 on every process's last iteration is a full round (iteration 1 is the
+    // initial push alone; processes of a host may be one iteration apart).
+    let per_iteration = |polls: &[(u64, Vec<pb::FlowStatus>)]| -> Vec<(u64, usize)> {
+        polls
+            .iter()
+            .filter(|(it, _)| *it >= 4)
+            .map(|(_, p)| p)
+            .filter(|p| p.iter().all(|f| f.remaining_bytes > 0))
+            .map(|p| {
+                (
+                    p.iter().map(|f| f.sent_bytes + f.remaining_bytes).sum(),
+                    p.len(),
+                )
+            })
+            .collect()
+    };
+
+    // Aggregation (h3): each worker's last iteration, i.e. what it pushes (key + value + length
+    // per key) and requests (key per pull) per round: payload 2 x 8 x 256 KiB plus 2 x 8 x 20 B.
+    let want = WORKERS * per_round_sent;
+    let payload = WORKERS * LEN * KEYS_PER_SERVER * SERVERS;
+    assert_eq!(
+        want - payload,
+        WORKERS * KEYS_PER_SERVER * SERVERS * (8 + 4 + 8)
+    );
+    let agg = per_iteration(&r.mlccd[2].flows);
+    assert!(agg.len() >= 3, "too few h3 samples: {:?}", r.mlccd[2].flows);
+    let wrong: Vec<_> = agg
+        .iter()
+        .filter(|&&(b, n)| !(want - n as u64..=want).contains(&b))
+        .collect();
+    println!(
+        "mlccd h3: aggregation expects {want} B per iteration in {}/{} samples (payload \
+         {payload} B + {} B keys and lengths)",
+        agg.len() - wrong.len(),
+        agg.len(),
+        want - payload
+    );
+    assert!(
+        wrong.is_empty(),
+        "h3 agg bytes per iteration {wrong:?}, want {want}"
+    );
+
+    // Broadcast (h2): the servers' answers per iteration, whole pull responses. A server marks
+    // rounds by one worker's first push, so its last iteration may hold more or fewer of the
+    // other worker's pulls (as in the progress-file check above); samples seen here span half a
+    // round to two rounds, so only the median is held to that: half a round to two rounds.
+    let pull_resp = LEN + 8 + 4;
+    let per_round = WORKERS * KEYS_PER_SERVER * SERVERS * pull_resp;
+    let bcast = per_iteration(&r.mlccd[1].flows);
+    assert!(
+        bcast.len() >= 3,
+        "too few h2 samples: {:?}",
+        r.mlccd[1].flows
+    );
+    let mut whole: Vec<u64> = bcast
+        .iter()
+        .map(|&(b, n)| {
+            let w = (b + n as u64) / pull_resp * pull_resp;
+            assert!(
+                b <= w && w - b <= n as u64,
+                "h2 bcast {b} B: whole responses"
+            );
+            w
+        })
+        .collect();
+    println!(
+        "mlccd h2: broadcast expects {:?} x {pull_resp} B per iteration (per round {} x)",
+        whole.iter().map(|w| w / pull_resp).collect::<Vec<_>>(),
+        per_round / pull_resp
+    );
+    whole.sort_unstable();
+    let median = whole[whole.len() / 2];
+    assert!(
+        (per_round / 2..=per_round * 2).contains(&median),
+        "h2 bcast median {median} B, per round {per_round} B"
     );
 }
