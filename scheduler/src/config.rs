@@ -34,6 +34,9 @@ pub enum DatapathKind {
     /// in the mlcc_degraded metric.
     #[default]
     DryRun,
+    /// mlcc-bpf's kernel datapath: the pinned one under --bpf-pin-dir, loaded and pinned there
+    /// first if absent (needs root: CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN).
+    Bpf,
 }
 
 fn parse_mode(s: &str) -> Result<FeedbackMode, String> {
@@ -99,9 +102,12 @@ pub struct DaemonArgs {
     /// Deadline of every switch and peer call [default: τ/3].
     #[arg(long, value_name = "DURATION", value_parser = parse_dur)]
     pub rpc_deadline: Option<Duration>,
-    /// Where rates go [default: dry-run]. The BPF datapath arrives with mlcc-bpf.
+    /// Where rates go [default: dry-run].
     #[arg(long, value_enum)]
     pub datapath: Option<DatapathKind>,
+    /// bpffs directory of the pinned BPF datapath [default: /sys/fs/bpf/mlcc].
+    #[arg(long, value_name = "DIR")]
+    pub bpf_pin_dir: Option<PathBuf>,
     /// Remote port of the PS-Lite scheduler (DMLC_PS_ROOT_PORT); its connections are skipped.
     #[arg(long, value_name = "PORT")]
     pub ps_scheduler_port: Option<u16>,
@@ -129,6 +135,7 @@ struct FileConfig {
     feedback_mode: Option<String>,
     rpc_deadline: Option<String>,
     datapath: Option<DatapathKind>,
+    bpf_pin_dir: Option<PathBuf>,
     ps_scheduler_port: Option<u16>,
     log_format: Option<LogFormat>,
 }
@@ -149,6 +156,7 @@ pub struct Config {
     pub feedback_mode: FeedbackMode,
     pub rpc_deadline: Duration,
     pub datapath: DatapathKind,
+    pub bpf_pin_dir: PathBuf,
     pub ps_scheduler_port: Option<u16>,
     pub log_format: LogFormat,
 }
@@ -283,6 +291,11 @@ impl DaemonArgs {
             feedback_mode: self.feedback_mode.or(file_mode).unwrap_or_default(),
             rpc_deadline,
             datapath: self.datapath.or(file.datapath).unwrap_or_default(),
+            bpf_pin_dir: self
+                .bpf_pin_dir
+                .clone()
+                .or(file.bpf_pin_dir)
+                .unwrap_or_else(|| PathBuf::from(mlcc_bpf::DEFAULT_PIN_DIR)),
             ps_scheduler_port: self.ps_scheduler_port.or(file.ps_scheduler_port),
             log_format: self.log_format.or(file.log_format).unwrap_or_default(),
         })

@@ -20,7 +20,7 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::admin::AdminService;
 use crate::config::Config;
-use crate::datapath::Datapath;
+use crate::datapath::DatapathPort;
 use crate::host::{FeedbackAnswers, HostConfig, HostScheduler, Observation, ProcessObs, SlotPlan};
 use crate::metrics::{Metrics, ModeLabels, RpcLabels, TargetLabels};
 use crate::monitor::ProgressDir;
@@ -131,7 +131,7 @@ async fn stopped(mut rx: watch::Receiver<bool>) {
 pub async fn start(
     cfg: Config,
     topo: Topology,
-    datapath: Box<dyn Datapath>,
+    datapath: DatapathPort,
     sockets: Box<dyn SocketSource>,
     peer_listener: TcpListener,
     admin_listener: Option<UnixListener>,
@@ -289,7 +289,7 @@ async fn slot_loop(
     cfg: Config,
     topo: Arc<Topology>,
     shared: Arc<Shared>,
-    mut datapath: Box<dyn Datapath>,
+    mut datapath: DatapathPort,
     sockets: Box<dyn SocketSource>,
     mut stop: watch::Receiver<bool>,
 ) {

@@ -1,17 +1,20 @@
-//! What mlccd needs from the kernel datapath (DESIGN.md §12): rate orders with an expiry per
-//! socket, and per-socket measurements.
+//! mlccd's side of the kernel datapath (DESIGN.md §12): an adapter over mlcc-bpf's
+//! [`mlcc_bpf::Datapath`] (the BPF implementation, or its in-memory one in tests and dry runs).
 //!
-//! This mirrors the `Datapath` trait mlcc-bpf is about to export (same operations, same key) so
-//! the control loop and its tests do not wait for the BPF crate; when mlcc-bpf lands in git this
-//! module becomes an adapter over it. The in-memory implementation is what every test and
-//! `--datapath dry-run` use: it enforces nothing, it only remembers.
+//! The pure per-slot logic ([`crate::host`]) works on the plain value types below (public
+//! fields, serializable for the Admin API); [`DatapathPort`] converts them to and from mlcc-bpf's
+//! `SocketKey`, `RateOrder` (a non-zero [`mlcc_bpf::Rate`] and an [`mlcc_bpf::Expiry`]) and
+//! `SocketStats` at the boundary.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use mlcc_bpf::Datapath as _;
 use serde::Serialize;
+
+pub use mlcc_bpf::DatapathError;
 
 /// A TCP socket as the kernel sees it: namespace plus 4-tuple. IPv4-mapped IPv6 addresses are
 /// stored as IPv4 so that dual-stack sockets match the IPv4 peer they talk to.
@@ -64,61 +67,143 @@ pub struct RateOrder {
     pub expiry: Duration,
 }
 
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum DatapathError {
-    #[error("datapath unavailable: {0}")]
-    Unavailable(String),
-    #[error("datapath map operation failed: {0}")]
-    Map(String),
+/// The datapath the daemon drives: any [`mlcc_bpf::Datapath`], and whether it enforces.
+pub struct DatapathPort {
+    inner: Box<dyn mlcc_bpf::Datapath + Send>,
+    enforcing: bool,
+    name: &'static str,
 }
 
-/// A place that enforces rate orders and reports measurements. Batched: mlccd touches every
-/// local flow once per slot.
-pub trait Datapath: Send {
-    fn set_rates(&mut self, orders: &[RateOrder]) -> Result<(), DatapathError>;
-    /// Removes orders; the sockets fall back to Reno. Unknown keys are ignored.
-    fn clear_rates(&mut self, keys: &[SocketKey]) -> Result<(), DatapathError>;
-    /// Measurements of every socket the CC manages.
-    fn read_stats(&self) -> Result<Vec<(SocketKey, SocketStats)>, DatapathError>;
-    /// The sockets the CC manages.
-    fn sockets(&self) -> Result<Vec<SocketKey>, DatapathError>;
+impl std::fmt::Debug for DatapathPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatapathPort")
+            .field("name", &self.name)
+            .field("enforcing", &self.enforcing)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The lowest rate an order carries: mlcc-bpf rates are non-zero (a zero rate would freeze the
+/// socket for good if mlccd died), so a flow held back entirely is paced at this floor until
+/// its order is renewed or expires. Withdrawing a flow clears its orders instead.
+pub const RATE_FLOOR_BYTES_PER_SEC: u64 = 1;
+
+fn to_bpf_key(k: &SocketKey) -> mlcc_bpf::SocketKey {
+    mlcc_bpf::SocketKey::new(k.netns_cookie, k.src, k.dst)
+}
+
+fn from_bpf_key(k: &mlcc_bpf::SocketKey) -> SocketKey {
+    SocketKey::new(k.netns_cookie(), k.src(), k.dst())
+}
+
+/// An order in mlcc-bpf's terms: 0 B/s becomes the floor (see [`RATE_FLOOR_BYTES_PER_SEC`]).
+pub fn to_bpf_order(o: &RateOrder) -> mlcc_bpf::RateOrder {
+    mlcc_bpf::RateOrder {
+        key: to_bpf_key(&o.key),
+        rate: mlcc_bpf::Rate::from_bytes_per_sec(o.bytes_per_sec.max(RATE_FLOOR_BYTES_PER_SEC))
+            .expect("floored above zero"),
+        expiry: mlcc_bpf::Expiry::After(o.expiry),
+    }
+}
+
+fn from_bpf_stats(s: &mlcc_bpf::SocketStats) -> SocketStats {
+    SocketStats {
+        bytes_sent: s.bytes_sent,
+        bytes_acked: s.bytes_acked,
+        retransmits: s.retransmits,
+        srtt: s.srtt,
+        min_rtt: s.min_rtt,
+        delivery_rate_bytes_per_sec: s.delivery_rate_bytes_per_sec,
+    }
+}
+
+impl DatapathPort {
+    /// A datapath that enforces the orders (the BPF one).
+    pub fn enforcing(name: &'static str, dp: impl mlcc_bpf::Datapath + Send + 'static) -> Self {
+        DatapathPort {
+            inner: Box::new(dp),
+            enforcing: true,
+            name,
+        }
+    }
+
+    /// `--datapath dry-run`: plans are computed and published, orders only remembered.
+    pub fn dry_run() -> Self {
+        DatapathPort {
+            inner: Box::new(MemoryDatapath::new()),
+            enforcing: false,
+            name: "dry-run",
+        }
+    }
+
+    /// A test's shared in-memory datapath, counted as enforcing.
+    pub fn memory(dp: MemoryDatapath) -> Self {
+        Self::enforcing("memory", dp)
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
     /// False when orders are remembered but not enforced (dry run): shown in status and metrics.
-    fn enforces(&self) -> bool {
-        true
+    pub fn enforces(&self) -> bool {
+        self.enforcing
+    }
+
+    pub fn set_rates(&mut self, orders: &[RateOrder]) -> Result<(), DatapathError> {
+        let v: Vec<mlcc_bpf::RateOrder> = orders.iter().map(to_bpf_order).collect();
+        self.inner.set_rates(&v)
+    }
+
+    /// Removes orders; the sockets fall back to Reno. Unknown keys are ignored.
+    pub fn clear_rates(&mut self, keys: &[SocketKey]) -> Result<(), DatapathError> {
+        let v: Vec<mlcc_bpf::SocketKey> = keys.iter().map(to_bpf_key).collect();
+        self.inner.clear_rates(&v)
+    }
+
+    /// Measurements of every socket the CC manages.
+    pub fn read_stats(&self) -> Result<Vec<(SocketKey, SocketStats)>, DatapathError> {
+        Ok(self
+            .inner
+            .read_stats()?
+            .iter()
+            .map(|(k, s)| (from_bpf_key(k), from_bpf_stats(s)))
+            .collect())
     }
 }
 
 #[derive(Debug, Default)]
 struct MemoryState {
-    stats: BTreeMap<SocketKey, SocketStats>,
+    dp: mlcc_bpf::MemoryDatapath,
+    /// The orders as given, for tests to inspect (mlcc-bpf keeps only rate and deadline).
     orders: BTreeMap<SocketKey, RateOrder>,
     fail: Option<String>,
 }
 
-/// An in-memory datapath: sockets and their counters are set by the caller (a test, or nobody in
-/// dry-run mode); orders are remembered for inspection. Cloning shares the state, so a test can
-/// keep a handle while the daemon owns another.
+/// mlcc-bpf's in-memory datapath, shared: a test keeps a clone to play the kernel (sockets,
+/// counters) and read the orders while the daemon owns another.
 #[derive(Clone, Debug, Default)]
 pub struct MemoryDatapath {
     state: Arc<Mutex<MemoryState>>,
-    enforcing: bool,
+}
+
+fn stats_zero() -> mlcc_bpf::SocketStats {
+    mlcc_bpf::SocketStats {
+        bytes_sent: 0,
+        bytes_acked: 0,
+        retransmits: 0,
+        srtt: Duration::ZERO,
+        min_rtt: None,
+        delivery_rate_bytes_per_sec: 0,
+        pacing: mlcc_bpf::Pacing::Fallback,
+        cwnd_segments: 10,
+        updated: mlcc_bpf::MonotonicNs(0),
+    }
 }
 
 impl MemoryDatapath {
-    /// A datapath for tests: reports itself as enforcing.
     pub fn new() -> Self {
-        MemoryDatapath {
-            state: Arc::default(),
-            enforcing: true,
-        }
-    }
-
-    /// `--datapath dry-run`: plans are computed and published, nothing is enforced.
-    pub fn dry_run() -> Self {
-        MemoryDatapath {
-            state: Arc::default(),
-            enforcing: false,
-        }
+        Self::default()
     }
 
     fn lock(&self) -> MutexGuard<'_, MemoryState> {
@@ -126,22 +211,45 @@ impl MemoryDatapath {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn fail(s: &MemoryState) -> Result<(), DatapathError> {
+        match &s.fail {
+            Some(f) => Err(DatapathError::Io {
+                what: "memory datapath".into(),
+                source: std::io::Error::other(f.clone()),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Adds or replaces a socket's counters.
     pub fn set_stats(&self, key: SocketKey, stats: SocketStats) {
-        self.lock().stats.insert(key, stats);
+        let mut st = stats_zero();
+        st.bytes_sent = stats.bytes_sent;
+        st.bytes_acked = stats.bytes_acked;
+        st.retransmits = stats.retransmits;
+        st.srtt = stats.srtt;
+        st.min_rtt = stats.min_rtt;
+        st.delivery_rate_bytes_per_sec = stats.delivery_rate_bytes_per_sec;
+        self.lock().dp.upsert_socket(to_bpf_key(&key), st);
     }
 
     /// Adds `bytes` to a socket's sent and acked counters (creating it).
     pub fn deliver(&self, key: SocketKey, bytes: u64) {
         let mut s = self.lock();
-        let st = s.stats.entry(key).or_default();
+        let k = to_bpf_key(&key);
+        let mut st =
+            s.dp.read_stats()
+                .ok()
+                .and_then(|v| v.into_iter().find(|(x, _)| *x == k).map(|(_, st)| st))
+                .unwrap_or_else(stats_zero);
         st.bytes_sent += bytes;
         st.bytes_acked += bytes;
+        s.dp.upsert_socket(k, st);
     }
 
     pub fn remove_socket(&self, key: &SocketKey) {
         let mut s = self.lock();
-        s.stats.remove(key);
+        s.dp.close_socket(&to_bpf_key(key));
         s.orders.remove(key);
     }
 
@@ -150,6 +258,7 @@ impl MemoryDatapath {
         self.lock().fail = reason.map(str::to_string);
     }
 
+    /// The last order given for `key`, if not cleared since.
     pub fn order(&self, key: &SocketKey) -> Option<RateOrder> {
         self.lock().orders.get(key).copied()
     }
@@ -157,49 +266,59 @@ impl MemoryDatapath {
     pub fn orders(&self) -> Vec<RateOrder> {
         self.lock().orders.values().copied().collect()
     }
+
+    /// The rate the CC would pace `key` at now (`None`: Reno fallback, e.g. after expiry).
+    pub fn effective_rate(&self, key: &SocketKey) -> Option<u64> {
+        self.lock()
+            .dp
+            .effective_rate(&to_bpf_key(key))
+            .map(mlcc_bpf::Rate::bytes_per_sec)
+    }
 }
 
-impl Datapath for MemoryDatapath {
-    fn set_rates(&mut self, orders: &[RateOrder]) -> Result<(), DatapathError> {
+impl mlcc_bpf::Datapath for MemoryDatapath {
+    fn set_rates(&mut self, orders: &[mlcc_bpf::RateOrder]) -> Result<(), DatapathError> {
         let mut s = self.lock();
-        if let Some(f) = &s.fail {
-            return Err(DatapathError::Unavailable(f.clone()));
-        }
+        Self::fail(&s)?;
         for o in orders {
-            s.orders.insert(o.key, *o);
+            let key = from_bpf_key(&o.key);
+            let expiry = match o.expiry {
+                mlcc_bpf::Expiry::After(d) => d,
+                mlcc_bpf::Expiry::Never => Duration::MAX,
+            };
+            s.orders.insert(
+                key,
+                RateOrder {
+                    key,
+                    bytes_per_sec: o.rate.bytes_per_sec(),
+                    expiry,
+                },
+            );
         }
-        Ok(())
+        s.dp.set_rates(orders)
     }
 
-    fn clear_rates(&mut self, keys: &[SocketKey]) -> Result<(), DatapathError> {
+    fn clear_rates(&mut self, keys: &[mlcc_bpf::SocketKey]) -> Result<(), DatapathError> {
         let mut s = self.lock();
-        if let Some(f) = &s.fail {
-            return Err(DatapathError::Unavailable(f.clone()));
-        }
+        Self::fail(&s)?;
         for k in keys {
-            s.orders.remove(k);
+            s.orders.remove(&from_bpf_key(k));
         }
-        Ok(())
+        s.dp.clear_rates(keys)
     }
 
-    fn read_stats(&self) -> Result<Vec<(SocketKey, SocketStats)>, DatapathError> {
+    fn read_stats(
+        &self,
+    ) -> Result<Vec<(mlcc_bpf::SocketKey, mlcc_bpf::SocketStats)>, DatapathError> {
         let s = self.lock();
-        if let Some(f) = &s.fail {
-            return Err(DatapathError::Unavailable(f.clone()));
-        }
-        Ok(s.stats.iter().map(|(k, v)| (*k, *v)).collect())
+        Self::fail(&s)?;
+        s.dp.read_stats()
     }
 
-    fn sockets(&self) -> Result<Vec<SocketKey>, DatapathError> {
+    fn sockets(&self) -> Result<Vec<mlcc_bpf::SocketKey>, DatapathError> {
         let s = self.lock();
-        if let Some(f) = &s.fail {
-            return Err(DatapathError::Unavailable(f.clone()));
-        }
-        Ok(s.stats.keys().copied().collect())
-    }
-
-    fn enforces(&self) -> bool {
-        self.enforcing
+        Self::fail(&s)?;
+        s.dp.sockets()
     }
 }
 
@@ -208,28 +327,54 @@ mod tests {
     use super::*;
 
     #[test]
-    fn memory_datapath_remembers_and_fails_on_demand() {
-        let mut d = MemoryDatapath::new();
+    fn port_converts_and_the_shared_memory_datapath_remembers_and_fails_on_demand() {
+        let mem = MemoryDatapath::new();
+        let mut d = DatapathPort::memory(mem.clone());
         let k = SocketKey::new(
             1,
             "[::ffff:10.0.0.1]:5000".parse().unwrap(),
             "10.0.0.2:80".parse().unwrap(),
         );
         assert_eq!(k.src, "10.0.0.1:5000".parse().unwrap());
-        d.deliver(k, 100);
-        assert_eq!(d.read_stats().unwrap()[0].1.bytes_acked, 100);
+        mem.deliver(k, 100);
+        mem.deliver(k, 50);
+        let stats = d.read_stats().unwrap();
+        assert_eq!((stats[0].0, stats[0].1.bytes_acked), (k, 150));
         let o = RateOrder {
             key: k,
             bytes_per_sec: 5,
             expiry: Duration::from_millis(180),
         };
         d.set_rates(&[o]).unwrap();
-        assert_eq!(d.order(&k), Some(o));
-        d.set_failure(Some("gone"));
+        assert_eq!(mem.order(&k), Some(o));
+        assert_eq!(mem.effective_rate(&k), Some(5));
+        // A zero rate is paced at the floor, never handed to the kernel as 0.
+        d.set_rates(&[RateOrder {
+            bytes_per_sec: 0,
+            ..o
+        }])
+        .unwrap();
+        assert_eq!(mem.effective_rate(&k), Some(RATE_FLOOR_BYTES_PER_SEC));
+        mem.set_failure(Some("gone"));
         assert!(d.read_stats().unwrap_err().to_string().contains("gone"));
-        d.set_failure(None);
+        mem.set_failure(None);
         d.clear_rates(&[k]).unwrap();
-        assert!(d.orders().is_empty());
-        assert!(!MemoryDatapath::dry_run().enforces());
+        assert!(mem.orders().is_empty());
+        assert_eq!(mem.effective_rate(&k), None);
+        assert!(!DatapathPort::dry_run().enforces());
+        // Orders expire in the datapath: a dead daemon releases its flows.
+        d.set_rates(&[RateOrder {
+            expiry: Duration::ZERO,
+            ..o
+        }])
+        .unwrap();
+        assert_eq!(mem.effective_rate(&k), None);
+    }
+
+    /// The kernel datapath must move into the daemon's tokio task.
+    #[test]
+    fn kernel_datapath_is_send() {
+        fn send<T: Send + 'static>() {}
+        send::<mlcc_bpf::KernelDatapath>();
     }
 }

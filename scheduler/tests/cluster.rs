@@ -10,7 +10,7 @@ use mlcc_core::units::parse_rate;
 use mlcc_core::{FeedbackMode, Slot, SlotConfig};
 use mlcc_scheduler::config::{Config, DatapathKind, LogFormat};
 use mlcc_scheduler::daemon::{self, Running, now_ns};
-use mlcc_scheduler::datapath::{Datapath, MemoryDatapath, SocketKey};
+use mlcc_scheduler::datapath::{DatapathPort, MemoryDatapath, SocketKey};
 use mlcc_scheduler::progress::abi;
 use mlcc_scheduler::sockets::{StaticSockets, TcpConn};
 use mlcc_switch_emu::{Emulator, SystemClock, server};
@@ -362,13 +362,14 @@ async fn three_schedulers_share_a_switch_and_degrade_without_it() {
             feedback_mode: FeedbackMode::Precedence,
             rpc_deadline: Duration::from_millis(TAU_MS / 3),
             datapath: DatapathKind::DryRun,
+            bpf_pin_dir: "unused".into(),
             ps_scheduler_port: None,
             log_format: LogFormat::Human,
         };
         let running = daemon::start(
             cfg,
             t.clone(),
-            Box::new(datapath.clone()),
+            DatapathPort::memory(datapath.clone()),
             Box::new(sockets),
             pl,
             None,
@@ -604,13 +605,14 @@ async fn a_slowed_predecessor_slows_its_successor() {
             feedback_mode: FeedbackMode::Precedence,
             rpc_deadline: Duration::from_millis(TAU_MS / 3),
             datapath: DatapathKind::DryRun,
+            bpf_pin_dir: "unused".into(),
             ps_scheduler_port: None,
             log_format: LogFormat::Human,
         };
         let running = daemon::start(
             cfg,
             t.clone(),
-            Box::new(datapath.clone()),
+            DatapathPort::memory(datapath.clone()),
             Box::new(sockets),
             pl,
             None,
@@ -639,8 +641,7 @@ async fn a_slowed_predecessor_slows_its_successor() {
         }
     });
     let acked = |n: usize| {
-        nodes[n]
-            .datapath
+        DatapathPort::memory(nodes[n].datapath.clone())
             .read_stats()
             .unwrap()
             .into_iter()
@@ -670,9 +671,11 @@ async fn a_slowed_predecessor_slows_its_successor() {
         rate2 / 1e6
     );
     assert!(s2 > slack, "h2 barely moved: {s2}");
-    // Peer values are one slot old and the physics tick is not slot-aligned: allow a few
-    // slots at full rate beyond the slack.
-    let margin = 4.0 * 125e6 * TAU_MS as f64 / 1000.0;
+    // Peer values are one slot old, the physics tick is not slot-aligned, and on a loaded
+    // machine an Exchange that misses its τ/3 deadline leaves a slot without the dependency
+    // (degraded by design): allow 16 slots at full rate beyond the slack. Unheld, the gap
+    // would be ≈ 280 MB, so the check still tells held from not held.
+    let margin = 16.0 * 125e6 * TAU_MS as f64 / 1000.0;
     assert!(
         s2 - s1 <= slack + margin,
         "h2 ran {:.0} MB ahead of its slowed predecessor (slack {:.0} MB)",

@@ -6,7 +6,7 @@ use clap::Parser;
 use mlcc_core::topology::Topology;
 use mlcc_scheduler::config::{Config, DaemonArgs, DatapathKind, LogFormat};
 use mlcc_scheduler::daemon;
-use mlcc_scheduler::datapath::{Datapath, MemoryDatapath};
+use mlcc_scheduler::datapath::DatapathPort;
 use mlcc_scheduler::sockets::ProcSockets;
 
 #[derive(Parser, Debug)]
@@ -76,10 +76,36 @@ fn main() -> ExitCode {
     }
 }
 
+/// The pinned BPF datapath, loaded (and pinned) first if nothing is pinned yet: flows keep
+/// their rates across mlccd restarts because the programs and maps stay pinned.
+fn open_bpf(pin_dir: &std::path::Path) -> Result<mlcc_bpf::KernelDatapath, String> {
+    match mlcc_bpf::KernelDatapath::open(pin_dir) {
+        Ok(d) => {
+            tracing::info!(pin_dir = %pin_dir.display(), "BPF datapath: opened the pinned one");
+            Ok(d)
+        }
+        Err(mlcc_bpf::DatapathError::NotLoaded(_)) => {
+            let opts = mlcc_bpf::LoadOptions {
+                pin_dir: pin_dir.to_path_buf(),
+                ..Default::default()
+            };
+            let d = mlcc_bpf::KernelDatapath::load(&opts)
+                .map_err(|e| format!("BPF datapath: {e} (or run with --datapath dry-run)"))?;
+            tracing::info!(pin_dir = %pin_dir.display(), cc = ?d.cc_name(), "BPF datapath: loaded and pinned");
+            Ok(d)
+        }
+        Err(e) => Err(format!(
+            "BPF datapath at {}: {e} (or run with --datapath dry-run)",
+            pin_dir.display()
+        )),
+    }
+}
+
 async fn serve(config: Config) -> Result<(), String> {
     let topo = Topology::load(&config.topology).map_err(|e| e.to_string())?;
-    let datapath: Box<dyn Datapath> = match config.datapath {
-        DatapathKind::DryRun => Box::new(MemoryDatapath::dry_run()),
+    let datapath = match config.datapath {
+        DatapathKind::DryRun => DatapathPort::dry_run(),
+        DatapathKind::Bpf => DatapathPort::enforcing("bpf", open_bpf(&config.bpf_pin_dir)?),
     };
     let peer = tokio::net::TcpListener::bind(config.peer_listen)
         .await
