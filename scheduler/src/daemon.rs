@@ -24,7 +24,10 @@ use crate::datapath::DatapathPort;
 use crate::host::{FeedbackAnswers, HostConfig, HostScheduler, Observation, ProcessObs, SlotPlan};
 use crate::metrics::{Metrics, ModeLabels, RpcLabels, TargetLabels};
 use crate::monitor::ProgressDir;
+use crate::session::{SessionFailure, Sessions};
 use crate::sockets::SocketSource;
+use pb::session_reply::Reply as SessionReply;
+use pb::session_request::Request as SessionRequest;
 
 /// Realtime nanoseconds: slots are absolute (DESIGN.md §3).
 pub fn now_ns() -> u64 {
@@ -277,6 +280,15 @@ where
     (r, t0.elapsed())
 }
 
+impl<T> From<SessionFailure> for Outcome<T> {
+    fn from(f: SessionFailure) -> Self {
+        match f {
+            SessionFailure::Timeout => Outcome::Timeout,
+            SessionFailure::Error(e) => Outcome::Error(e),
+        }
+    }
+}
+
 fn outcome_name<T>(o: &Outcome<T>) -> &'static str {
     match o {
         Outcome::Ok(_) => "ok",
@@ -297,6 +309,7 @@ async fn slot_loop(
     let deadline = cfg.rpc_deadline;
     let mut progress = ProgressDir::new(cfg.shm_dir.clone());
     let mut channels = Channels::default();
+    let mut sessions = Sessions::default();
     let mut last_slot: Option<Slot> = None;
     let mut datapath_failed = false;
     loop {
@@ -389,23 +402,29 @@ async fn slot_loop(
         let fetch_start = now_ns();
         let mut calls = Vec::new();
         for (name, batch) in req.per_switch {
-            let Some(ch) = channels.get(&batch.address, deadline) else {
+            let addr = batch.address.clone();
+            let Some(sess) = sessions.get(&addr, || channels.get(&addr, deadline)) else {
                 continue;
             };
             let host = cfg.host.clone();
             calls.push(tokio::spawn(async move {
-                let mut c = pb::switch_client::SwitchClient::new(ch)
-                    .max_decoding_message_size(MAX_MESSAGE_BYTES);
-                let r = call(
-                    deadline,
-                    c.fetch_feedback(pb::FetchFeedbackRequest {
-                        host,
-                        slot: slot.0,
-                        flows: batch.items,
-                    }),
-                )
-                .await;
-                (name, batch.address, r)
+                let t0 = Instant::now();
+                let r = sess
+                    .request(
+                        SessionRequest::FetchFeedback(pb::FetchFeedbackRequest {
+                            host,
+                            slot: slot.0,
+                            flows: batch.items,
+                        }),
+                        deadline,
+                    )
+                    .await;
+                let out = match r {
+                    Ok(SessionReply::FetchFeedback(r)) => Outcome::Ok(r),
+                    Ok(_) => Outcome::Error("a reply of the wrong kind".into()),
+                    Err(e) => e.into(),
+                };
+                (name, batch.address, (out, t0.elapsed()))
             }));
         }
         let mut answers: FeedbackAnswers = HashMap::new();
@@ -455,22 +474,29 @@ async fn slot_loop(
         let publish_ns = now_ns();
         let mut pubs = Vec::new();
         for (name, batch) in plan.schedules.clone() {
-            let Some(ch) = channels.get(&batch.address, deadline) else {
+            let addr = batch.address.clone();
+            let Some(sess) = sessions.get(&addr, || channels.get(&addr, deadline)) else {
                 continue;
             };
             let host = cfg.host.clone();
             pubs.push(tokio::spawn(async move {
-                let mut c = pb::switch_client::SwitchClient::new(ch);
-                let r = call(
-                    deadline,
-                    c.update_schedule(pb::UpdateScheduleRequest {
-                        host,
-                        slot: slot.0,
-                        flows: batch.items,
-                    }),
-                )
-                .await;
-                (name, r, now_ns())
+                let t0 = Instant::now();
+                let r = sess
+                    .request(
+                        SessionRequest::UpdateSchedule(pb::UpdateScheduleRequest {
+                            host,
+                            slot: slot.0,
+                            flows: batch.items,
+                        }),
+                        deadline,
+                    )
+                    .await;
+                let out = match r {
+                    Ok(SessionReply::UpdateSchedule(r)) => Outcome::Ok(r),
+                    Ok(_) => Outcome::Error("a reply of the wrong kind".into()),
+                    Err(e) => e.into(),
+                };
+                (name, (out, t0.elapsed()), now_ns())
             }));
         }
         let mut exchanges = Vec::new();

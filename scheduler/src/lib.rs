@@ -11,4 +11,5 @@ pub mod host;
 pub mod metrics;
 pub mod monitor;
 pub mod progress;
+pub mod session;
 pub mod sockets;
