@@ -133,11 +133,10 @@ impl Netns {
 
     /// Established TCP sockets in namespace `i` as `ss -tin` shows them.
     pub fn tcp_sockets(&self, i: usize) -> Vec<TcpSocket> {
-        let out = run(Command::new("ip").args([
-            "netns",
-            "exec",
+        // `ss -N` enters the namespace itself: cheaper than `ip netns exec` on a loaded host.
+        let out = run(Command::new("ss").args([
+            "-N",
             &self.names[i - 1],
-            "ss",
             "-tinH",
             "state",
             "established",
@@ -212,12 +211,29 @@ pub fn parse_ss(text: &str) -> Vec<TcpSocket> {
 
 /// The workspace's `mlccd` binary (`<target>/debug/mlccd`; `cargo test` builds the dev
 /// profile). `env!("CARGO_BIN_EXE_mlccd")` exists only inside mlcc-scheduler, so when the
-/// binary is missing this runs `cargo build -p mlcc-scheduler --bin mlccd` first.
+/// binary is missing, or older than a source of mlccd or of a workspace crate it uses, this runs
+/// `cargo build -p mlcc-scheduler --bin mlccd` first (cargo does not hold its build lock while
+/// tests run, so this does not deadlock under `cargo test`).
 pub fn mlccd_binary() -> PathBuf {
     let bin = target_dir().join("debug/mlccd");
-    if !bin.exists() {
+    let built = std::fs::metadata(&bin).and_then(|m| m.modified()).ok();
+    let root = repo_root();
+    let newest_source = [
+        "scheduler/src",
+        "scheduler/Cargo.toml",
+        "scheduler/build.rs",
+        "core/src",
+        "proto",
+        "bpf/src",
+        "bpf/build.rs",
+        "Cargo.lock",
+    ]
+    .iter()
+    .filter_map(|p| newest_mtime(&root.join(p)))
+    .max();
+    if built.is_none() || newest_source > built {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        run(Command::new(cargo).current_dir(repo_root()).args([
+        run(Command::new(cargo).current_dir(&root).args([
             "build",
             "-p",
             "mlcc-scheduler",
@@ -227,6 +243,19 @@ pub fn mlccd_binary() -> PathBuf {
     }
     assert!(bin.exists(), "{} missing after cargo build", bin.display());
     bin
+}
+
+/// The newest modification time of a file or of any file below a directory.
+fn newest_mtime(path: &Path) -> Option<std::time::SystemTime> {
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.is_dir() {
+        return meta.modified().ok();
+    }
+    std::fs::read_dir(path)
+        .ok()?
+        .flatten()
+        .filter_map(|e| newest_mtime(&e.path()))
+        .max()
 }
 
 /// A topology file for mlccd in cloud mode: the given (name, ip) hosts on one switch `sw1`
