@@ -431,9 +431,7 @@ async fn reply_to(
 }
 
 /// Opens a host's session; `None` (counted as errors by the caller) if the switch refuses.
-async fn open_session(
-    ch: Channel,
-) -> Result<(mpsc::Sender<Arc<pb::SessionRequest>>, Replies), String> {
+async fn open_session(ch: Channel) -> Result<Session, String> {
     let mut grpc = tonic::client::Grpc::new(ch).max_decoding_message_size(MAX_MESSAGE_BYTES);
     grpc.ready().await.map_err(|e| format!("channel: {e}"))?;
     let (tx, rx) = mpsc::channel(4);
@@ -449,8 +447,11 @@ async fn open_session(
     Ok((tx, replies))
 }
 
+type Session = (mpsc::Sender<Arc<pb::SessionRequest>>, Replies);
+
 async fn run_session_host(
     ch: Channel,
+    mut session: Option<Session>,
     host: Host,
     slots: SlotConfig,
     start: Slot,
@@ -460,14 +461,13 @@ async fn run_session_host(
     let mut st = Stats::default();
     let caps: Vec<f64> = host.flows.iter().map(|f| f.2).collect();
     let mut pre = Prebuilt::new(&host, start, slots.horizon());
-    let mut session = None;
     let mut seq = 0u64;
     for s in 0..count {
         let slot = start.plus(s);
         let begin = slots.start_ns(slot) + host.phase.as_nanos() as u64;
         sleep_until_ns(begin).await;
         st.host_slots += 1;
-        // (Re)open the session if there is none: at the start, or after the switch ended it.
+        // Reopen the session if the switch ended it (or it could not be opened before the start).
         if session.is_none() {
             match open_session(ch.clone()).await {
                 Ok(x) => session = Some(x),
@@ -623,6 +623,22 @@ pub async fn run(args: &BenchArgs) -> Result<Value, String> {
     if d.links.is_empty() {
         return Err(format!("switch {} reports no links", d.switch_name));
     }
+    // Sessions are opened before the first slot, as a scheduler keeps its session open across
+    // slots: opening 1000 streams inside the first slot would measure a start-up burst.
+    let mut sessions: Vec<Option<Session>> = Vec::new();
+    if args.mode == Mode::Session {
+        let opening: Vec<_> = (0..args.hosts)
+            .map(|i| tokio::spawn(open_session(channels[i % connections].clone())))
+            .collect();
+        for o in opening {
+            let s = o.await.map_err(|e| format!("session task failed: {e}"))?;
+            if let Err(e) = &s {
+                tracing::debug!("opening a session: {e}");
+            }
+            sessions.push(s.ok());
+        }
+    }
+    let mut sessions = sessions.into_iter();
     // Start two slots out so every host task is waiting before the first boundary.
     let start = slots.slot_at(SystemClock.now_ns()).plus(2);
     let timeout = slots.tau() / 3;
@@ -649,6 +665,7 @@ pub async fn run(args: &BenchArgs) -> Result<Value, String> {
         tasks.push(match args.mode {
             Mode::Session => tokio::spawn(run_session_host(
                 ch.clone(),
+                sessions.next().flatten(),
                 host,
                 slots,
                 start,
