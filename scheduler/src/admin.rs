@@ -254,7 +254,6 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         _: Request<pb::ListSwitchesRequest>,
     ) -> Result<Response<pb::ListSwitchesReply>, Status> {
-        let tau_ns = self.0.host().config().slots.tau_ns() as i64;
         let st = self.0.status();
         Ok(Response::new(pb::ListSwitchesReply {
             switches: st
@@ -265,7 +264,7 @@ impl pb::admin_server::Admin for AdminService {
                     address: v.address.clone(),
                     reachable: v.reachable,
                     skew_slots: v.skew_slots,
-                    skew_ns: v.skew_slots * tau_ns,
+                    skew_ns: v.skew_ns,
                     last_reply_slot: v.last_reply_slot,
                     failed_calls: v.failed_calls,
                     last_rtt_secs: v.last_rtt.as_secs_f64(),

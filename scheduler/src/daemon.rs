@@ -42,6 +42,9 @@ pub struct SwitchView {
     pub address: String,
     pub reachable: bool,
     pub skew_slots: i64,
+    /// The least clock difference (switch minus here, ns) consistent with the last reply: 0
+    /// when the switch's slot was one this host's clock passed through while the call ran.
+    pub skew_ns: i64,
     pub last_reply_slot: u64,
     pub failed_calls: u64,
     pub last_rtt: Duration,
@@ -573,6 +576,7 @@ async fn slot_loop(
             slot,
             &plan,
             switch_updates,
+            fetch_ns,
             &silent_peers,
             datapath_failed,
             stats.is_some(),
@@ -614,6 +618,7 @@ fn record(
     slot: Slot,
     plan: &SlotPlan,
     switches: Vec<(String, String, Outcome<u64>, Duration)>,
+    fetch_ns: (u64, u64),
     silent_peers: &[String],
     datapath_failed: bool,
     _have_stats: bool,
@@ -638,9 +643,20 @@ fn record(
                         target: name.clone(),
                     })
                     .set(v.skew_slots);
-                // Slot granularity: any difference is at least a whole τ, more than τ/4.
-                if v.skew_slots != 0 && (v.skew_slots.abs() * tau_ns) > tau_ns / 4 {
-                    tracing::warn!(switch = %name, skew_slots = v.skew_slots, "clock skew above τ/4: check chrony/PTP");
+                // The switch answered with the slot of its clock at some instant of the call
+                // (sent..received here): only a slot outside the ones this host's clock passed
+                // through in that window shows skew, and at least this much.
+                let (sent, received) = fetch_ns;
+                let (first, last) = (cfg.slots.slot_at(sent), cfg.slots.slot_at(received));
+                v.skew_ns = if switch_slot > last.0 {
+                    cfg.slots.start_ns(Slot(switch_slot)) as i64 - received as i64
+                } else if switch_slot < first.0 {
+                    cfg.slots.start_ns(Slot(switch_slot + 1)) as i64 - sent as i64
+                } else {
+                    0
+                };
+                if v.skew_ns.abs() > tau_ns / 4 {
+                    tracing::warn!(switch = %name, skew_slots = v.skew_slots, skew_ms = v.skew_ns as f64 / 1e6, "clock skew above τ/4: check chrony/PTP");
                 }
             }
             Outcome::Timeout | Outcome::Error(_) => {
