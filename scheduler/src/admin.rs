@@ -168,6 +168,8 @@ impl pb::admin_server::Admin for AdminService {
                     _ => pb::Architecture::Ps as i32,
                 };
                 e.iteration = e.iteration.max(f.iteration);
+                // This host's outgoing bytes of the job's last complete iteration.
+                e.last_iteration_bytes += f.last_iteration_bytes;
             }
         }
         Ok(Response::new(pb::ListJobsReply {

@@ -122,6 +122,8 @@ pub struct FlowState {
     pub sent_bytes: f64,
     pub remaining_bytes: f64,
     pub slack_bytes: f64,
+    /// Bytes this group sent in its last complete iteration (progress files' share; 0 unknown).
+    pub last_iteration_bytes: u64,
     /// Achieved rate over the last slot (bytes/s), `None` without datapath counters.
     pub achieved: Option<f64>,
     pub last_rate: f64,
@@ -221,6 +223,7 @@ struct Contribution {
     iteration: u64,
     iteration_start_ns: u64,
     slack: f64,
+    last_iteration_bytes: f64,
 }
 
 impl HostScheduler {
@@ -452,6 +455,7 @@ impl HostScheduler {
                         iteration: s.iteration,
                         iteration_start_ns: s.iteration_start_ns,
                         slack,
+                        last_iteration_bytes: s.last_iteration_bytes as f64 / n,
                     });
             }
         }
@@ -510,6 +514,7 @@ impl HostScheduler {
                 .unwrap_or("unknown");
             let sent_share: f64 = cs.iter().map(|c| c.sent_share).sum();
             let slack = cs.iter().map(|c| c.slack).fold(0.0, f64::max);
+            let last_iteration: f64 = cs.iter().map(|c| c.last_iteration_bytes).sum();
             let conns = cs.iter().map(|c| c.conns).sum();
             let start = if start_ns > 0 {
                 Slot(start_ns / tau_ns.max(1))
@@ -532,6 +537,7 @@ impl HostScheduler {
                     iteration: Some(iteration),
                     start,
                     slack,
+                    last_iteration_bytes: last_iteration as u64,
                 },
                 &acked,
             );
@@ -562,6 +568,7 @@ impl HostScheduler {
                     iteration: None,
                     start: slot,
                     slack: g.slack_bytes.as_f64(),
+                    last_iteration_bytes: 0,
                 },
                 &acked,
             );
@@ -662,6 +669,7 @@ impl HostScheduler {
             sent_bytes: 0.0,
             remaining_bytes: 0.0,
             slack_bytes: 0.0,
+            last_iteration_bytes: 0,
             achieved: None,
             last_rate: 0.0,
             baseline: HashMap::new(),
@@ -673,6 +681,9 @@ impl HostScheduler {
         f.last_seen = slot;
         f.connections = spec.conns;
         f.slack_bytes = spec.slack;
+        if spec.last_iteration_bytes > 0 {
+            f.last_iteration_bytes = spec.last_iteration_bytes;
+        }
         // A new iteration: counters restart from what the sockets have acked so far.
         if let Some(it) = spec.iteration
             && it != f.iteration
@@ -1063,6 +1074,7 @@ struct FlowSpec {
     iteration: Option<u64>,
     start: Slot,
     slack: f64,
+    last_iteration_bytes: u64,
 }
 
 #[cfg(test)]

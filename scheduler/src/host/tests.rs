@@ -192,6 +192,7 @@ fn sent_and_remaining_follow_the_datapath_across_iterations() {
     assert_eq!(f.sent_bytes, 0.0);
     assert_eq!(f.expected_bytes, 36.0 * MB as f64);
     assert_eq!(f.expected_from, "last iteration");
+    assert_eq!(f.last_iteration_bytes, 36 * MB);
     s.observe(
         Slot(4),
         &Observation {
