@@ -41,9 +41,10 @@ pub struct HostConfig {
     pub mode: FeedbackMode,
     /// Rate orders hold this many slots, so the BPF fallback takes over if mlccd stops.
     pub order_expiry_slots: u32,
-    /// A flow that achieved at least this share of its rate was limited by the path, not by
-    /// its plan: its delivery feeds B_f.
-    pub backlog_share: f64,
+    /// A flow with bytes left that achieved less than this share of the rate it was allowed was
+    /// limited by the path, not by its plan: only then does its delivery feed B_f (a flow that
+    /// delivered its rate says nothing about what the path allows).
+    pub path_limited_share: f64,
     /// Peer progress older than this many slots is ignored (no dependency adjustment).
     pub peer_stale_slots: u64,
     /// Remote port of the PS-Lite scheduler (DMLC_PS_ROOT_PORT): its control traffic is skipped.
@@ -58,7 +59,7 @@ impl HostConfig {
             eta: 1.0,
             mode: FeedbackMode::default(),
             order_expiry_slots: 3,
-            backlog_share: 0.95,
+            path_limited_share: 0.9,
             peer_stale_slots: 2,
             ps_scheduler_port: None,
         }
@@ -854,7 +855,8 @@ impl HostScheduler {
             }
             let delivery = f.achieved.map(|a| Delivery {
                 rate: a,
-                backlogged: f.last_rate > 0.0 && a >= self.cfg.backlog_share * f.last_rate,
+                // Planned flows still have bytes left, so under-delivery means the path.
+                backlogged: f.last_rate > 0.0 && a < self.cfg.path_limited_share * f.last_rate,
             });
             inputs.push(FlowInput {
                 id: f.id.clone(),
