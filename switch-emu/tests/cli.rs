@@ -31,7 +31,7 @@ impl Drop for KillOnDrop {
 #[test]
 fn serves_benches_and_stops_on_sigterm() {
     let topo = topology_file();
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
         .args(["--switch", "sw1", "--tau", "20ms", "--horizon", "4"])
         .args(["--feedback-mode", "all-others", "--log-format", "json"])
