@@ -51,6 +51,9 @@ pub const MAX_RATE_OVER_CAPACITY: f64 = 4.0;
 /// The booked load slots remembered per link for `max_recent_load` (W in DESIGN.md §6).
 pub const HISTORY_SLOTS: usize = 4;
 
+/// Each link's sums are recomputed from its entries once per this many slots.
+const REBUILD_PERIOD: u64 = 64;
+
 /// One flow's booking on one link.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Entry {
@@ -222,6 +225,26 @@ impl LinkLoad {
         self.index.get(flow).and_then(|k| self.entries.get(k))
     }
 
+    /// Moves every per-slot sum `by` slots earlier (the window's start advanced by `by`).
+    fn shift(&mut self, by: usize) {
+        fn slide(v: &mut [f64], by: usize) {
+            let n = v.len();
+            if by >= n {
+                v.fill(0.0);
+            } else {
+                v.copy_within(by.., 0);
+                v[n - by..].fill(0.0);
+            }
+        }
+        slide(&mut self.total, by);
+        for p in self.by_publisher.values_mut() {
+            slide(&mut p.sums.sum, by);
+        }
+        for b in self.by_start.values_mut() {
+            slide(&mut b.sum, by);
+        }
+    }
+
     /// Recomputes every sum from the entries on a window starting at `window_start`; sheds the
     /// float drift of incremental add/subtract.
     fn rebuild(&mut self, window_start: Slot) {
@@ -329,6 +352,10 @@ impl LoadTable {
                 }
                 l.history.push_back(load.max(0.0));
             }
+            // Slide every sum onto the new window instead of recomputing it from all entries:
+            // a full rebuild of every link at every slot boundary stalled a busy switch for
+            // milliseconds under its lock.
+            l.shift((to.0 - self.now.0).min(usize::MAX as u64) as usize);
             let expired: Vec<FlowId> = l
                 .entries
                 .values()
@@ -336,11 +363,17 @@ impl LoadTable {
                 .map(|e| e.key.flow.clone())
                 .collect();
             for f in expired {
-                if let Some(key) = l.index.remove(&f) {
-                    l.entries.remove(&key);
-                }
+                l.remove(to, &f);
             }
-            l.rebuild(to);
+        }
+        // Shed the float drift of incremental add/subtract: each link is rebuilt from its
+        // entries once every REBUILD_PERIOD slots, links spread over different slots.
+        for (id, l) in self.links.iter_mut() {
+            let due = (self.now.0 + 1..=to.0)
+                .any(|s| s % REBUILD_PERIOD == u64::from(id.0) % REBUILD_PERIOD);
+            if due || to.0 - self.now.0 >= REBUILD_PERIOD {
+                l.rebuild(to);
+            }
         }
         self.now = to;
     }
