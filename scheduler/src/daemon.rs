@@ -194,9 +194,10 @@ pub async fn start(
         )
     });
     let metrics_task = metrics_listener.map(|l| {
-        tokio::spawn(crate::metrics::serve(
+        let m = metrics.clone();
+        tokio::spawn(mlcc_daemon::serve_metrics(
             l,
-            metrics.clone(),
+            move || m.encode(),
             stopped(rx.clone()),
         ))
     });

@@ -2,27 +2,19 @@
 //! overrides the file, the file overrides the defaults (DESIGN.md §16).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use mlcc_core::load_table::FeedbackMode;
 use mlcc_core::slot::SlotConfig;
 use mlcc_core::units::parse_duration;
 use serde::Deserialize;
 
+pub use mlcc_daemon::{ConfigError, LogFormat};
+
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:50061";
 pub const DEFAULT_METRICS_LISTEN: &str = "0.0.0.0:9461";
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LogFormat {
-    /// Human-readable lines.
-    #[default]
-    Human,
-    /// One JSON object per line, for log shippers.
-    Json,
-}
 
 fn parse_mode(s: &str) -> Result<FeedbackMode, String> {
     s.parse()
@@ -99,41 +91,11 @@ pub struct Config {
     pub worker_threads: Option<usize>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("reading config {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("config {}: {message}", path.display())]
-    Parse { path: PathBuf, message: String },
-    #[error("no {what} given: set `{key}` in the config file or pass --{flag}")]
-    Missing {
-        what: &'static str,
-        key: &'static str,
-        flag: &'static str,
-    },
-    #[error("{0}")]
-    Invalid(String),
-}
-
-fn parse_file(path: &Path) -> Result<FileConfig, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    toml::from_str(&text).map_err(|e| ConfigError::Parse {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })
-}
-
 impl ServeArgs {
     /// Merges flags over the file (if any) over the defaults, and validates the result.
     pub fn resolve(&self) -> Result<Config, ConfigError> {
         let file = match &self.config {
-            Some(p) => parse_file(p)?,
+            Some(p) => mlcc_daemon::read_toml(p)?,
             None => FileConfig::default(),
         };
         let file_tau = file

@@ -46,23 +46,11 @@ enum Command {
     Bench(BenchArgs),
 }
 
-fn init_logs(format: LogFormat) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Human => b.init(),
-        LogFormat::Json => b.json().init(),
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Some(Command::Bench(args)) => {
-            init_logs(LogFormat::Human);
+            mlcc_daemon::init_logs(LogFormat::Human);
             // As many threads as CPUs it may use (1 under `taskset -c 1`): a current-thread
             // runtime then, as extra threads on one core only add context switches.
             let threads = args
@@ -104,7 +92,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            init_logs(config.log_format);
+            mlcc_daemon::init_logs(config.log_format);
             match serve(config) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

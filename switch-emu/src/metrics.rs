@@ -1,9 +1,6 @@
 //! Prometheus metrics of mlcc-switchd (`mlcc_` prefix), served as text on their own HTTP port
 //! so that scraping never queues behind gRPC traffic.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -155,37 +152,4 @@ impl Default for Metrics {
     fn default() -> Self {
         Self::new()
     }
-}
-
-/// Serves `GET /metrics` until `shutdown` resolves.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    metrics: Arc<Metrics>,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    use axum::http::header::CONTENT_TYPE;
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let m = metrics.clone();
-            async move {
-                (
-                    [(
-                        CONTENT_TYPE,
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    )],
-                    m.encode(),
-                )
-            }
-        }),
-    );
-    let addr: Option<SocketAddr> = listener.local_addr().ok();
-    tracing::info!(
-        ?addr,
-        "metrics on http://{}/metrics",
-        addr.map(|a| a.to_string()).unwrap_or_default()
-    );
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
 }

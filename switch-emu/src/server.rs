@@ -16,7 +16,7 @@ use tonic::transport::server::TcpIncoming;
 use crate::clock::Clock;
 use crate::emulator::Emulator;
 use crate::grpc::{Shared, SwitchService};
-use crate::metrics::{self, Metrics};
+use crate::metrics::Metrics;
 
 /// How long shutdown waits for open calls and connections before giving up on them.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -109,8 +109,13 @@ pub async fn start(
         .serve_with_incoming_shutdown(incoming, stopped(rx.clone()));
 
     let ticker = tokio::spawn(tick(shared.clone(), rx.clone()));
-    let metrics_task =
-        metrics_listener.map(|l| tokio::spawn(metrics::serve(l, metrics, stopped(rx.clone()))));
+    let metrics_task = metrics_listener.map(|l| {
+        tokio::spawn(mlcc_daemon::serve_metrics(
+            l,
+            move || metrics.encode(),
+            stopped(rx.clone()),
+        ))
+    });
     let join = tokio::spawn(async move {
         let served = grpc.await;
         let _ = ticker.await;

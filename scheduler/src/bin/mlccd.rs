@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use mlcc_core::topology::Topology;
-use mlcc_scheduler::config::{Config, DaemonArgs, DatapathKind, LogFormat};
+use mlcc_scheduler::config::{Config, DaemonArgs, DatapathKind};
 use mlcc_scheduler::daemon;
 use mlcc_scheduler::datapath::DatapathPort;
 use mlcc_scheduler::sockets::ProcSockets;
@@ -34,18 +34,6 @@ struct Cli {
     args: DaemonArgs,
 }
 
-fn init_logs(format: LogFormat) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Human => b.init(),
-        LogFormat::Json => b.json().init(),
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let config = match cli.args.resolve() {
@@ -55,7 +43,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logs(config.log_format);
+    mlcc_daemon::init_logs(config.log_format);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
