@@ -91,6 +91,26 @@ pub fn set_tcp_congestion(fd: BorrowedFd<'_>, name: &str) -> io::Result<()> {
     }
 }
 
+/// Sets a socket's send buffer to `bytes` even above `net.core.wmem_max` (SO_SNDBUFFORCE,
+/// needs CAP_NET_ADMIN).
+pub fn force_send_buffer(fd: BorrowedFd<'_>, bytes: i32) -> io::Result<()> {
+    // SAFETY: `bytes` is a valid c_int for the duration of the call.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUFFORCE,
+            (&bytes as *const i32).cast(),
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        )
+    };
+    if ret != 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
 /// CLOCK_MONOTONIC in nanoseconds: the clock of `bpf_ktime_get_ns`.
 pub fn monotonic_ns() -> u64 {
     // SAFETY: an all-zero timespec is valid and clock_gettime only writes it.

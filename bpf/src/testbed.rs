@@ -227,6 +227,10 @@ impl Sender {
     ) -> io::Result<Self> {
         let stream = ns.enter(|| {
             let s = Socket::new(Domain::for_address(to), Type::STREAM, Some(Protocol::TCP))?;
+            // Keep ~100 ms of data queued even at 1 Gbit/s: with the autotuned buffer (~2 cwnd,
+            // ~10 ms at 100 Mbit/s) a sender thread descheduled for a few ms drained it and the
+            // rate tests measured thread scheduling instead of the CC. Best effort (root only).
+            let _ = sys::force_send_buffer(s.as_fd(), 16 << 20);
             if let Some(from) = from {
                 s.set_reuse_address(true)?;
                 s.bind(&from.into())?;
