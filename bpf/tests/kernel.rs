@@ -189,9 +189,16 @@ fn rate_follows_a_schedule_changed_every_slot() {
     );
 
     // A host busy with other work starves the flow's threads and softirqs for milliseconds,
-    // which no CC can hide; a CC error fails every attempt, a noisy neighbour rarely three.
+    // which no CC can hide; a CC error fails every attempt, a noisy neighbour rarely five.
     let (mut attempts, mut passed) = (Vec::new(), false);
-    for attempt in 1..=3 {
+    for attempt in 1..=5 {
+        // Let background work settle first (write-back after a big build showed up as starved
+        // slots); a CC fault fails every attempt regardless.
+        // SAFETY: sync has no preconditions.
+        unsafe { libc::sync() };
+        if attempt > 1 {
+            std::thread::sleep(Duration::from_secs(1));
+        }
         let (s, f) = run_schedule(loaded.dp(), tx.key);
         let line = format!(
             "rate accuracy (attempt {attempt}, {} slots of 50 ms, load {}): after the first slot \
