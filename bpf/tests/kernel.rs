@@ -243,6 +243,23 @@ fn rate_over(samples: &[(Duration, SocketStats)], from: f64, to: f64) -> f64 {
     }
 }
 
+/// The pacing rate the CC last applied, when every sample of the final quarter agrees on it.
+fn paced_at(samples: &[(Duration, SocketStats)]) -> Option<u64> {
+    let tail = &samples[samples.len() * 3 / 4..];
+    let rates: Vec<Option<u64>> = tail
+        .iter()
+        .map(|(_, s)| match s.pacing {
+            Pacing::Paced { bytes_per_sec } => Some(bytes_per_sec),
+            Pacing::Fallback => None,
+        })
+        .collect();
+    rates
+        .first()
+        .copied()
+        .flatten()
+        .filter(|r| rates.iter().all(|x| *x == Some(*r)))
+}
+
 fn sample_for(
     dp: &KernelDatapath,
     key: &SocketKey,
@@ -457,24 +474,39 @@ fn orders_apply_after_the_loader_restarts() {
         .unwrap();
     let s = sample_for(&first, &tx.key, Duration::from_millis(800));
     let r1 = rate_over(&s, 0.3, 0.8) * 8e-6;
+    let p1 = paced_at(&s);
     drop(first); // mlccd exits
 
     let mut second = KernelDatapath::open(&dir).expect("re-open pins");
     second
         .set_rates(&[order(tx.key, mbit(300), Duration::from_secs(10))])
         .unwrap();
-    // A 3x step from a debug-build user-space sender takes a few hundred ms to settle on a
-    // small host (a CI rehearsal measured 262 of 300 over 0.3-0.8 s): measure 0.6-1.6 s.
     let s = sample_for(&second, &tx.key, Duration::from_millis(1600));
     let r2 = rate_over(&s, 0.6, 1.6) * 8e-6;
+    let p2 = paced_at(&s);
     let sent = tx.finish().unwrap();
     assert_eq!(sent, rx.finish().unwrap(), "payload differs end to end");
     println!(
-        "restart: {r1:.1} Mbit/s ordered 100 by the first opener, {r2:.1} Mbit/s ordered 300 after re-opening"
+        "restart: paced at {p1:?} B/s, achieved {r1:.1} Mbit/s ordered 100 by the first opener; \
+         paced at {p2:?} B/s, achieved {r2:.1} Mbit/s ordered 300 after re-opening"
+    );
+    // What this test is for: the re-opened datapath's order reaches the socket. The kernel's
+    // pacing rate is the exact witness; how closely a user-space sender on a loaded CI host
+    // achieves it is the rate-accuracy test's job (two CI runs measured 88/260 and 262 here),
+    // so throughput only has to follow the step clearly.
+    assert_eq!(
+        p1,
+        Some(mbit(100).bytes_per_sec()),
+        "first order not applied"
+    );
+    assert_eq!(
+        p2,
+        Some(mbit(300).bytes_per_sec()),
+        "re-opened order not applied"
     );
     assert!(
-        (r1 - 100.0).abs() <= 10.0 && (r2 - 300.0).abs() <= 30.0,
-        "restart rates {r1:.1} / {r2:.1}"
+        (r1 - 100.0).abs() <= 25.0 && (r2 - 300.0).abs() <= 75.0 && r2 >= 2.0 * r1,
+        "achieved {r1:.1} / {r2:.1} Mbit/s do not follow the 100 -> 300 orders"
     );
 
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mlcc-bpf"))
