@@ -6,8 +6,8 @@ set -euo pipefail
 
 need_apt=()
 # mlcc-bpf: clang+llvm compile the BPF programs, libelf+zlib link libbpf, bpftool dumps the
-# kernel's vmlinux.h, iproute2 (ip, tc) builds the namespace testbed.
-want_pkgs=(build-essential pkg-config clang llvm libelf-dev zlib1g-dev bpftool iproute2 libzmq3-dev python3-pip)
+# kernel's vmlinux.h, iproute2 (ip, tc) builds the namespace testbed, iperf3 is its cross traffic.
+want_pkgs=(build-essential pkg-config clang llvm libelf-dev zlib1g-dev bpftool iproute2 iperf3 libzmq3-dev python3-pip)
 for p in "${want_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$p")
 done

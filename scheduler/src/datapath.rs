@@ -83,10 +83,15 @@ impl std::fmt::Debug for DatapathPort {
     }
 }
 
-/// The lowest rate an order carries: mlcc-bpf rates are non-zero (a zero rate would freeze the
-/// socket for good if mlccd died), so a flow held back entirely is paced at this floor until
-/// its order is renewed or expires. Withdrawing a flow clears its orders instead.
-pub const RATE_FLOOR_BYTES_PER_SEC: u64 = 1;
+/// The lowest rate an order carries (1 Mbit/s). Not 0: a zero rate would freeze the socket for
+/// good if mlccd died. And not much lower: the kernel's internal pacing stamps every packet
+/// with its earliest departure time, `previous + len / rate`, and a later, higher rate does not
+/// move a stamp already taken — at 1 B/s the first 2-segment burst of a held-back flow would
+/// push its next departure ~3000 s out, and the flow would stay frozen long after its plan
+/// resumed it (the testbed's first mlcc runs hung exactly so). At 125 kB/s a minimum TSO burst
+/// (2 segments, ~2.9 kB) waits at most ~23 ms, under half a slot, while a held-back flow takes
+/// 0.1 % of a 1 Gbit/s link. Withdrawing a flow clears its orders instead.
+pub const RATE_FLOOR_BYTES_PER_SEC: u64 = 125_000;
 
 fn to_bpf_key(k: &SocketKey) -> mlcc_bpf::SocketKey {
     mlcc_bpf::SocketKey::new(k.netns_cookie, k.src, k.dst)
@@ -342,13 +347,13 @@ mod tests {
         assert_eq!((stats[0].0, stats[0].1.bytes_acked), (k, 150));
         let o = RateOrder {
             key: k,
-            bytes_per_sec: 5,
+            bytes_per_sec: 5_000_000,
             expiry: Duration::from_millis(180),
         };
         d.set_rates(&[o]).unwrap();
         assert_eq!(mem.order(&k), Some(o));
-        assert_eq!(mem.effective_rate(&k), Some(5));
-        // A zero rate is paced at the floor, never handed to the kernel as 0.
+        assert_eq!(mem.effective_rate(&k), Some(5_000_000));
+        // A zero (or tiny) rate is paced at the floor, never handed to the kernel as 0.
         d.set_rates(&[RateOrder {
             bytes_per_sec: 0,
             ..o

@@ -1,0 +1,1020 @@
+//! One run of a scenario under one congestion control: the namespaces, the daemons (for mlcc),
+//! the jobs at their arrival times, cross traffic, bandwidth samples; everything removed on
+//! drop, also when the run fails or is interrupted.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use mlcc_core::job::Arch;
+use serde::Serialize;
+
+use crate::net::{self, NetPlan, PREFIX};
+use crate::scenario::{JobSpec, Scenario};
+use crate::trainer::TrainerReport;
+
+/// Set by SIGINT/SIGTERM; every wait loop checks it.
+pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+pub fn install_signal_handlers() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("needs root (network namespaces, tc, BPF); run it with sudo")]
+    NotRoot,
+    #[error(
+        "objects of another testbed run exist ({0}); remove them with `mlcc-testbed down` if that run is gone"
+    )]
+    OtherRun(String),
+    #[error("{0}")]
+    Setup(String),
+    #[error("interrupted")]
+    Interrupted,
+    #[error("{what}: {source}")]
+    Io { what: String, source: io::Error },
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> RunError {
+    let what = what.into();
+    move |source| RunError::Io { what, source }
+}
+
+/// The programs a run starts; by default the ones built next to this binary.
+#[derive(Clone, Debug)]
+pub struct Binaries {
+    pub trainer: PathBuf,
+    pub mlccd: PathBuf,
+    pub switchd: PathBuf,
+}
+
+impl Binaries {
+    pub fn in_dir(dir: &Path) -> Result<Self, RunError> {
+        let b = Binaries {
+            trainer: dir.join("mlcc-trainer"),
+            mlccd: dir.join("mlccd"),
+            switchd: dir.join("mlcc-switchd"),
+        };
+        for p in [&b.trainer, &b.mlccd, &b.switchd] {
+            if !p.exists() {
+                return Err(RunError::Setup(format!(
+                    "{} not found: build with `cargo build --release -p mlcc-testbed -p mlcc-scheduler -p mlcc-switch-emu` (or pass --bin-dir)",
+                    p.display()
+                )));
+            }
+        }
+        Ok(b)
+    }
+
+    pub fn next_to_me() -> Result<Self, RunError> {
+        let me = std::env::current_exe().map_err(io_err("locating this binary"))?;
+        Self::in_dir(me.parent().unwrap_or(Path::new(".")))
+    }
+}
+
+/// A congestion control under test: a kernel one, or mlcc (daemons + the BPF datapath).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cc {
+    Kernel(String),
+    Mlcc,
+}
+
+impl Cc {
+    pub fn parse(s: &str) -> Result<Cc, String> {
+        match s {
+            "mlcc" => Ok(Cc::Mlcc),
+            k if !k.is_empty()
+                && k.len() < 16
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+            {
+                Ok(Cc::Kernel(k.to_string()))
+            }
+            _ => Err(format!("{s:?} is not a congestion control name")),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            Cc::Kernel(k) => k,
+            Cc::Mlcc => "mlcc",
+        }
+    }
+}
+
+/// A short id for this run's names: 6 hex digits from the pid and the clock.
+pub fn run_id() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{:06x}",
+        (std::process::id() ^ t.rotate_left(7)) & 0xff_ffff
+    )
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Everything of every run on the machine, for `mlcc-testbed down`.
+pub fn leftovers() -> Vec<String> {
+    let mut v = net::existing_namespaces();
+    for dir in ["/sys/fs/bpf", "/dev/shm"] {
+        if let Ok(rd) = fs::read_dir(dir) {
+            for e in rd.flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                if n.starts_with(PREFIX) {
+                    v.push(format!("{dir}/{n}"));
+                }
+            }
+        }
+    }
+    v
+}
+
+/// Removes every testbed object on the machine (namespaces with their processes, pins, shm dirs).
+pub fn down_all() -> Vec<String> {
+    let found = leftovers();
+    for o in &found {
+        if o.starts_with("/sys/fs/bpf/") {
+            let _ = mlcc_bpf::unload_pinned(Path::new(o));
+            let _ = fs::remove_dir_all(o);
+        } else if o.starts_with("/dev/shm/") {
+            let _ = fs::remove_dir_all(o);
+        } else {
+            net::delete_namespace(o);
+        }
+    }
+    found
+}
+
+struct Named {
+    name: String,
+    child: Child,
+}
+
+/// The emulated cluster of one run.
+pub struct Cluster {
+    pub plan: NetPlan,
+    pub cc: Cc,
+    /// Logs, topology, sockets of this run.
+    pub dir: PathBuf,
+    /// The BPF CC's name when cc = mlcc.
+    pub mlcc_name: Option<String>,
+    pin_dir: Option<PathBuf>,
+    shm_root: PathBuf,
+    daemons: Vec<Named>,
+    removed: bool,
+}
+
+pub const SWITCHD_PORT: u16 = 50061;
+pub const PEER_PORT: u16 = 50071;
+
+impl Cluster {
+    pub fn up(
+        scn: &Scenario,
+        cc: Cc,
+        bins: &Binaries,
+        dir: &Path,
+        run: &str,
+    ) -> Result<Cluster, RunError> {
+        if !is_root() {
+            return Err(RunError::NotRoot);
+        }
+        let others = leftovers();
+        if !others.is_empty() {
+            return Err(RunError::OtherRun(others.join(", ")));
+        }
+        fs::create_dir_all(dir.join("logs"))
+            .map_err(io_err(format!("creating {}", dir.display())))?;
+        let plan = NetPlan::new(run, scn);
+        let mut c = Cluster {
+            plan,
+            cc: cc.clone(),
+            dir: dir.to_path_buf(),
+            mlcc_name: None,
+            pin_dir: None,
+            shm_root: PathBuf::from(format!("/dev/shm/{PREFIX}{run}")),
+            daemons: Vec::new(),
+            removed: false,
+        };
+        c.plan
+            .create()
+            .map_err(io_err("creating namespaces and links"))?;
+        for h in &c.plan.hosts {
+            let d = c.shm_root.join(&h.name);
+            fs::create_dir_all(&d).map_err(io_err(format!("creating {}", d.display())))?;
+        }
+        if cc == Cc::Mlcc {
+            c.start_mlcc(scn, bins, run)?;
+        }
+        Ok(c)
+    }
+
+    fn start_mlcc(&mut self, scn: &Scenario, bins: &Binaries, run: &str) -> Result<(), RunError> {
+        let name = format!("mlcc_tb{run}");
+        let pin = PathBuf::from(format!("/sys/fs/bpf/{PREFIX}{run}"));
+        let opts = mlcc_bpf::LoadOptions {
+            cc_name: mlcc_bpf::CcName::new(&name)
+                .map_err(|e| RunError::Setup(format!("CC name {name}: {e}")))?,
+            pin_dir: pin.clone(),
+            ..Default::default()
+        };
+        self.pin_dir = Some(pin.clone());
+        // Loaded and pinned here; mlccd opens the pins (a loader that exits keeps it alive).
+        drop(
+            mlcc_bpf::KernelDatapath::load(&opts)
+                .map_err(|e| RunError::Setup(format!("loading the BPF datapath: {e}")))?,
+        );
+        self.mlcc_name = Some(name);
+        let topo = self.dir.join("topology.toml");
+        fs::write(&topo, self.topology_toml(scn)).map_err(io_err("writing the topology"))?;
+        let tau = format!("{}ms", scn.tau.as_millis());
+        let horizon = scn.horizon.to_string();
+        for sw in self.plan.switches.clone() {
+            let mut cmd = ns_command(&sw.ns, &bins.switchd)?;
+            cmd.arg("--topology").arg(&topo).args([
+                "--switch",
+                &sw.name,
+                "--listen",
+                &format!("{}:{SWITCHD_PORT}", sw.ip),
+                "--metrics-listen",
+                &format!("{}:9472", sw.ip),
+                "--tau",
+                &tau,
+                "--horizon",
+                &horizon,
+            ]);
+            self.spawn_daemon(&format!("switchd-{}", sw.name), cmd)?;
+        }
+        for sw in &self.plan.switches {
+            wait_listening(
+                &sw.ns,
+                std::net::SocketAddr::new(sw.ip.into(), SWITCHD_PORT),
+                Duration::from_secs(20),
+            )
+            .map_err(|e| {
+                RunError::Setup(format!(
+                    "{} did not come up: {e} (see {})",
+                    sw.name,
+                    self.dir.join("logs").display()
+                ))
+            })?;
+        }
+        for h in self.plan.hosts.clone() {
+            let mut cmd = ns_command(&h.ns, &bins.mlccd)?;
+            cmd.args(["--host", &h.name])
+                .arg("--topology")
+                .arg(&topo)
+                .arg("--shm-dir")
+                .arg(self.shm_root.join(&h.name))
+                .arg("--admin-socket")
+                .arg(self.dir.join(format!("{}.sock", h.name)))
+                .args([
+                    "--peer-listen",
+                    &format!("{}:{PEER_PORT}", h.ip),
+                    "--metrics-listen",
+                    &format!("{}:9471", h.ip),
+                    "--datapath",
+                    "bpf",
+                ])
+                .arg("--bpf-pin-dir")
+                .arg(&pin)
+                .args(["--tau", &tau, "--horizon", &horizon]);
+            self.spawn_daemon(&format!("mlccd-{}", h.name), cmd)?;
+        }
+        for h in &self.plan.hosts {
+            wait_listening(
+                &h.ns,
+                std::net::SocketAddr::new(h.ip.into(), PEER_PORT),
+                Duration::from_secs(20),
+            )
+            .map_err(|e| {
+                RunError::Setup(format!(
+                    "mlccd on {} did not come up: {e} (see {})",
+                    h.name,
+                    self.dir.join("logs").display()
+                ))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The topology mlccd and mlcc-switchd load: hosts with their IPs, switches with their
+    /// emulators, every link with the capacity it is shaped to.
+    pub fn topology_toml(&self, scn: &Scenario) -> String {
+        let mut t = String::from("# Written by mlcc-testbed for one run.\n");
+        for sw in &self.plan.switches {
+            t += &format!(
+                "[[switch]]\nname = \"{}\"\ntier = 0\nemulator = \"{}:{SWITCHD_PORT}\"\n",
+                sw.name, sw.ip
+            );
+        }
+        for h in &self.plan.hosts {
+            t += &format!(
+                "[[host]]\nname = \"{}\"\nip = \"{}\"\nrack = \"tor{}\"\n",
+                h.name, h.ip, h.rack
+            );
+        }
+        for h in &self.plan.hosts {
+            t += &format!(
+                "[[link]]\na = \"{}\"\nb = \"tor{}\"\ncapacity = \"{}bit\"\n",
+                h.name, h.rack, scn.host_link_bits
+            );
+        }
+        if let (2, Some(b)) = (self.plan.switches.len(), scn.inter_switch_bits) {
+            t += &format!("[[link]]\na = \"tor1\"\nb = \"tor2\"\ncapacity = \"{b}bit\"\n");
+        }
+        t
+    }
+
+    fn spawn_daemon(&mut self, name: &str, mut cmd: Command) -> Result<(), RunError> {
+        let log = self.dir.join("logs").join(format!("{name}.log"));
+        let f = File::create(&log).map_err(io_err(format!("creating {}", log.display())))?;
+        let f2 = f.try_clone().map_err(io_err("log file"))?;
+        cmd.stdin(Stdio::null()).stdout(f).stderr(f2);
+        let child = cmd.spawn().map_err(io_err(format!("starting {name}")))?;
+        self.daemons.push(Named {
+            name: name.into(),
+            child,
+        });
+        Ok(())
+    }
+
+    /// A daemon that exited during the run (a crash is a failed run, not a slower one).
+    pub fn dead_daemon(&mut self) -> Option<String> {
+        self.daemons
+            .iter_mut()
+            .find_map(|d| match d.child.try_wait() {
+                Ok(Some(st)) => Some(format!(
+                    "{} exited ({st}); see {}",
+                    d.name,
+                    self.dir
+                        .join("logs")
+                        .join(format!("{}.log", d.name))
+                        .display()
+                )),
+                _ => None,
+            })
+    }
+
+    pub fn shm_dir(&self, host: &str) -> PathBuf {
+        self.shm_root.join(host)
+    }
+
+    /// Stops the daemons (SIGTERM, then SIGKILL), deletes namespaces, pins and shm dirs.
+    pub fn down(&mut self) {
+        if self.removed {
+            return;
+        }
+        self.removed = true;
+        for d in &self.daemons {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) };
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for d in &mut self.daemons {
+            while Instant::now() < deadline && matches!(d.child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = d.child.kill();
+            let _ = d.child.wait();
+        }
+        self.plan.destroy();
+        if let Some(p) = &self.pin_dir {
+            let _ = mlcc_bpf::unload_pinned(p);
+            let _ = fs::remove_dir_all(p);
+        }
+        let _ = fs::remove_dir_all(&self.shm_root);
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.down();
+    }
+}
+
+/// `program` run inside network namespace `ns`. Not `ip netns exec`: that also gives the
+/// process a mount namespace with a fresh /sys, hiding the bpffs where the datapath is pinned.
+pub fn ns_command(ns: &str, program: impl AsRef<std::ffi::OsStr>) -> Result<Command, RunError> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let path = Path::new("/run/netns").join(ns);
+    let f = File::open(&path).map_err(io_err(format!("network namespace {}", path.display())))?;
+    let mut c = Command::new(program);
+    // SAFETY: only setns (async-signal-safe) between fork and exec; the fd stays open because
+    // the closure owns the File until the Command is dropped.
+    unsafe {
+        c.pre_exec(move || {
+            if libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Ok(c)
+}
+
+fn wait_listening(ns: &str, addr: std::net::SocketAddr, timeout: Duration) -> io::Result<()> {
+    let start = Instant::now();
+    loop {
+        let ok = net::in_netns(ns, || {
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok()
+        })?;
+        if ok {
+            return Ok(());
+        }
+        if start.elapsed() > timeout || INTERRUPTED.load(Ordering::SeqCst) {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("nothing listening on {addr} after {timeout:?}"),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One job's outcome in one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobResult {
+    pub job: String,
+    pub model: String,
+    pub arch: String,
+    pub arrival_s: f64,
+    pub iterations: u32,
+    /// From arrival to the exit of its last member.
+    pub jct_s: f64,
+    /// Mean over workers of their mean iteration time.
+    pub mean_iteration_s: f64,
+    pub bytes_verified: u64,
+    pub bytes_sent: u64,
+    /// The CC the data sockets reported (e.g. "cubic", "mlcc_tb1a2b3c").
+    pub socket_cc: String,
+    pub progress_files: bool,
+    pub ok: bool,
+    pub error: Option<String>,
+}
+
+struct Member {
+    name: String,
+    child: Child,
+    out: PathBuf,
+    done: Option<(Instant, bool)>,
+}
+
+struct RunningJob {
+    spec: JobSpec,
+    arrived: Instant,
+    members: Vec<Member>,
+}
+
+/// One host's uplink and downlink over time, from the switch port counters.
+#[derive(Clone, Debug, Serialize)]
+pub struct BandwidthSeries {
+    pub host: String,
+    /// (seconds since start, uplink Mbit/s, downlink Mbit/s)
+    pub samples: Vec<(f64, f64, f64)>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CcRun {
+    pub cc: String,
+    pub jobs: Vec<JobResult>,
+    pub wall_s: f64,
+    pub cross_flows: u32,
+    pub bandwidth: Vec<BandwidthSeries>,
+    /// Every process the run started (daemons, trainers, iperf3), for the cleanup check.
+    #[serde(skip)]
+    pub pids: Vec<u32>,
+}
+
+/// Runs every job of the scenario on an up cluster; `tick` is told (finished jobs, total).
+pub fn run_jobs(
+    c: &mut Cluster,
+    scn: &Scenario,
+    bins: &Binaries,
+    mut tick: impl FnMut(usize, usize, &str),
+) -> Result<CcRun, RunError> {
+    let start = Instant::now();
+    let mut pending: Vec<(usize, JobSpec)> = scn.jobs.iter().cloned().enumerate().collect();
+    pending.reverse();
+    let mut running: Vec<RunningJob> = Vec::new();
+    let mut results: Vec<JobResult> = Vec::new();
+    let mut cross = CrossTraffic::start(c, scn)?;
+    let mut samples: BTreeMap<String, Vec<(f64, f64, f64)>> = BTreeMap::new();
+    let mut last_counters: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut next_sample = start;
+    let mut spawned: Vec<u32> = Vec::new();
+    loop {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            return Err(RunError::Interrupted);
+        }
+        if let Some(d) = c.dead_daemon() {
+            return Err(RunError::Setup(d));
+        }
+        let now = Instant::now();
+        while pending
+            .last()
+            .is_some_and(|(_, j)| start + j.arrival <= now)
+        {
+            let (idx, spec) = pending.pop().expect("checked");
+            let j = launch(c, bins, idx, spec)?;
+            spawned.extend(j.members.iter().map(|m| m.child.id()));
+            running.push(j);
+        }
+        for j in &mut running {
+            for m in &mut j.members {
+                if m.done.is_none()
+                    && let Ok(Some(st)) = m.child.try_wait()
+                {
+                    m.done = Some((Instant::now(), st.success()));
+                }
+            }
+        }
+        let (finished, still): (Vec<RunningJob>, Vec<RunningJob>) =
+            running.into_iter().partition(|j| {
+                j.members.iter().all(|m| m.done.is_some())
+                    || j.members.iter().any(|m| m.done.is_some_and(|(_, ok)| !ok))
+            });
+        running = still;
+        for j in finished {
+            results.push(collect(c, start, j));
+        }
+        cross.tick(c, start)?;
+        if now >= next_sample {
+            sample(c, start, &mut samples, &mut last_counters);
+            next_sample += Duration::from_millis(100);
+        }
+        tick(results.len(), scn.jobs.len(), c.cc.name());
+        if pending.is_empty() && running.is_empty() {
+            break;
+        }
+        if start.elapsed() > scn.timeout {
+            for j in running.drain(..) {
+                let mut r = collect(c, start, j);
+                r.ok = false;
+                r.error = Some(format!("timed out after {:?}", scn.timeout));
+                results.push(r);
+            }
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut pids = c.daemons.iter().map(|d| d.child.id()).collect::<Vec<_>>();
+    pids.extend(cross.pids.iter().copied());
+    pids.extend(spawned);
+    let cross_flows = cross.stop();
+    results.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s).then(a.job.cmp(&b.job)));
+    Ok(CcRun {
+        cc: c.cc.name().to_string(),
+        jobs: results,
+        wall_s: start.elapsed().as_secs_f64(),
+        cross_flows,
+        bandwidth: samples
+            .into_iter()
+            .map(|(host, samples)| BandwidthSeries { host, samples })
+            .collect(),
+        pids,
+    })
+}
+
+fn sample(
+    c: &Cluster,
+    start: Instant,
+    out: &mut BTreeMap<String, Vec<(f64, f64, f64)>>,
+    last: &mut BTreeMap<String, (u64, u64)>,
+) {
+    let t = start.elapsed().as_secs_f64();
+    for sw in &c.plan.switches {
+        let Ok(ports) = net::counters(&sw.ns) else {
+            continue;
+        };
+        for (port, rx, tx) in ports {
+            if c.plan.host(&port).is_none() {
+                continue;
+            }
+            // Port rx = what the host sent (its uplink); port tx = its downlink.
+            if let Some((prx, ptx, pt)) = last.get(&port).map(|&(a, b)| {
+                (
+                    a,
+                    b,
+                    out.get(&port).and_then(|v| v.last()).map_or(0.0, |s| s.0),
+                )
+            }) {
+                let dt = (t - pt).max(1e-3);
+                let up = (rx.saturating_sub(prx)) as f64 * 8.0 / dt / 1e6;
+                let down = (tx.saturating_sub(ptx)) as f64 * 8.0 / dt / 1e6;
+                out.entry(port.clone()).or_default().push((t, up, down));
+            } else {
+                out.entry(port.clone()).or_default().push((t, 0.0, 0.0));
+            }
+            last.insert(port, (rx, tx));
+        }
+    }
+}
+
+fn launch(c: &Cluster, bins: &Binaries, idx: usize, spec: JobSpec) -> Result<RunningJob, RunError> {
+    let port = |member: usize| 20000 + (idx as u16 % 1000) * 16 + member as u16;
+    let addr = |host: &str, member: usize| -> Result<String, RunError> {
+        let h = c
+            .plan
+            .host(host)
+            .ok_or_else(|| RunError::Setup(format!("job {}: no host {host}", spec.name)))?;
+        Ok(format!("{}:{}", h.ip, port(member)))
+    };
+    // (host, role args, member index)
+    let mut members: Vec<(String, Vec<String>, String)> = Vec::new();
+    let (arch, world) = match spec.arch {
+        Arch::Allreduce => ("allreduce", spec.workers.len()),
+        Arch::Ps => ("ps", spec.workers.len() + spec.servers.len()),
+    };
+    match spec.arch {
+        Arch::Allreduce => {
+            let n = spec.workers.len();
+            for (r, h) in spec.workers.iter().enumerate() {
+                let next = &spec.workers[(r + 1) % n];
+                members.push((
+                    h.clone(),
+                    vec![
+                        "--kind".into(),
+                        "ring".into(),
+                        "--rank".into(),
+                        r.to_string(),
+                        "--listen".into(),
+                        addr(h, r)?,
+                        "--world".into(),
+                        n.to_string(),
+                        "--next".into(),
+                        addr(next, (r + 1) % n)?,
+                    ],
+                    format!("w{r}"),
+                ));
+            }
+        }
+        Arch::Ps => {
+            let ns = spec.servers.len();
+            let servers: Vec<String> = spec
+                .servers
+                .iter()
+                .enumerate()
+                .map(|(i, h)| addr(h, i))
+                .collect::<Result<_, _>>()?;
+            for (i, h) in spec.servers.iter().enumerate() {
+                members.push((
+                    h.clone(),
+                    vec![
+                        "--kind".into(),
+                        "ps-server".into(),
+                        "--rank".into(),
+                        i.to_string(),
+                        "--listen".into(),
+                        servers[i].clone(),
+                        "--workers".into(),
+                        spec.workers.len().to_string(),
+                        "--num-servers".into(),
+                        ns.to_string(),
+                    ],
+                    format!("s{i}"),
+                ));
+            }
+            for (r, h) in spec.workers.iter().enumerate() {
+                members.push((
+                    h.clone(),
+                    vec![
+                        "--kind".into(),
+                        "ps-worker".into(),
+                        "--rank".into(),
+                        r.to_string(),
+                        "--listen".into(),
+                        addr(h, ns + r)?,
+                        "--servers".into(),
+                        servers.join(","),
+                    ],
+                    format!("w{r}"),
+                ));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (host, args, who) in members {
+        let h = c.plan.host(&host).expect("checked by addr");
+        let mut cmd = ns_command(&h.ns, &bins.trainer)?;
+        cmd.args(["--job", &spec.name])
+            .args(&args)
+            .args([
+                "--model-bytes",
+                &spec.model_bytes.to_string(),
+                "--iterations",
+                &spec.iterations.to_string(),
+            ])
+            .args(["--compute", &format!("{}us", spec.compute.as_micros())]);
+        match (&c.cc, &c.mlcc_name) {
+            (Cc::Mlcc, Some(name)) => {
+                cmd.env("MLCC_JOB_ID", &spec.name)
+                    .env("MLCC_JOB_ARCH", arch)
+                    .env("MLCC_MODEL_BYTES", spec.model_bytes.to_string())
+                    .env("MLCC_WORLD_SIZE", world.to_string())
+                    .env("MLCC_SHM_DIR", c.shm_dir(&host))
+                    .env("MLCC_CC", name);
+            }
+            (cc, _) => {
+                cmd.args(["--cc", cc.name()]);
+            }
+        }
+        let name = format!("{}-{who}", spec.name);
+        let outp = c.dir.join("logs").join(format!("{name}.json"));
+        let errp = c.dir.join("logs").join(format!("{name}.log"));
+        cmd.stdin(Stdio::null())
+            .stdout(File::create(&outp).map_err(io_err(format!("creating {}", outp.display())))?)
+            .stderr(File::create(&errp).map_err(io_err(format!("creating {}", errp.display())))?);
+        let child = cmd.spawn().map_err(io_err(format!("starting {name}")))?;
+        out.push(Member {
+            name,
+            child,
+            out: outp,
+            done: None,
+        });
+    }
+    Ok(RunningJob {
+        spec,
+        arrived: Instant::now(),
+        members: out,
+    })
+}
+
+fn collect(c: &Cluster, start: Instant, mut j: RunningJob) -> JobResult {
+    for m in &mut j.members {
+        if m.done.is_none() {
+            let _ = m.child.kill();
+            let st = m.child.wait().map(|s| s.success()).unwrap_or(false);
+            m.done = Some((Instant::now(), st));
+        }
+    }
+    let end = j
+        .members
+        .iter()
+        .filter_map(|m| m.done.map(|d| d.0))
+        .max()
+        .unwrap_or_else(Instant::now);
+    let mut r = JobResult {
+        job: j.spec.name.clone(),
+        model: j.spec.model.clone(),
+        arch: match j.spec.arch {
+            Arch::Allreduce => "ring".into(),
+            Arch::Ps => "ps".into(),
+        },
+        arrival_s: j.arrived.duration_since(start).as_secs_f64(),
+        iterations: j.spec.iterations,
+        jct_s: end.duration_since(j.arrived).as_secs_f64(),
+        mean_iteration_s: 0.0,
+        bytes_verified: 0,
+        bytes_sent: 0,
+        socket_cc: String::new(),
+        progress_files: true,
+        ok: true,
+        error: None,
+    };
+    let mut iters = Vec::new();
+    for m in &j.members {
+        let ok = m.done.is_some_and(|d| d.1);
+        let rep: Option<TrainerReport> = fs::read_to_string(&m.out)
+            .ok()
+            .and_then(|t| serde_json::from_str(t.trim()).ok());
+        match (ok, rep) {
+            (true, Some(rep)) => {
+                r.bytes_verified += rep.bytes_verified;
+                r.bytes_sent += rep.bytes_sent;
+                r.socket_cc = rep.cc.clone();
+                r.progress_files &= rep.progress_file;
+                if rep.role != "ps-server" && !rep.iteration_s.is_empty() {
+                    iters.push(rep.iteration_s.iter().sum::<f64>() / rep.iteration_s.len() as f64);
+                }
+                if rep.iteration_s.len() != j.spec.iterations as usize {
+                    r.ok = false;
+                    r.error.get_or_insert(format!(
+                        "{}: {} of {} iterations",
+                        m.name,
+                        rep.iteration_s.len(),
+                        j.spec.iterations
+                    ));
+                }
+            }
+            _ => {
+                r.ok = false;
+                r.progress_files = false;
+                let log = c.dir.join("logs").join(format!("{}.log", m.name));
+                let why = fs::read_to_string(&log).unwrap_or_default();
+                r.error.get_or_insert(format!(
+                    "{} failed: {}",
+                    m.name,
+                    why.lines().last().unwrap_or("no report")
+                ));
+            }
+        }
+    }
+    if r.ok && r.bytes_verified != r.bytes_sent {
+        r.ok = false;
+        r.error = Some(format!(
+            "sent {} bytes but {} arrived verified",
+            r.bytes_sent, r.bytes_verified
+        ));
+    }
+    r.mean_iteration_s = if iters.is_empty() {
+        0.0
+    } else {
+        iters.iter().sum::<f64>() / iters.len() as f64
+    };
+    r
+}
+
+/// iperf3 flows (DESIGN.md §14): every host starts one to a random other host each `every`,
+/// carrying what its link sends in a time uniform in [min, max]. iperf3 serves one test at a
+/// time, so each host runs one server per possible sender.
+struct CrossTraffic {
+    spec: Option<crate::scenario::CrossTraffic>,
+    servers: Vec<Child>,
+    clients: Vec<Child>,
+    pids: Vec<u32>,
+    next: Vec<Instant>,
+    rng: u64,
+    started: u32,
+}
+
+impl CrossTraffic {
+    fn start(c: &Cluster, scn: &Scenario) -> Result<Self, RunError> {
+        let mut ct = CrossTraffic {
+            spec: scn.cross.clone(),
+            servers: Vec::new(),
+            clients: Vec::new(),
+            pids: Vec::new(),
+            next: Vec::new(),
+            rng: 0,
+            started: 0,
+        };
+        let Some(spec) = &scn.cross else {
+            return Ok(ct);
+        };
+        ct.rng = spec.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let n = c.plan.hosts.len();
+        for (ri, r) in c.plan.hosts.iter().enumerate() {
+            for si in 0..n {
+                if si == ri {
+                    continue;
+                }
+                let mut cmd = ns_command(&r.ns, "iperf3")?;
+                cmd.args([
+                    "-s",
+                    "-B",
+                    &r.ip.to_string(),
+                    "-p",
+                    &(5200 + si).to_string(),
+                ])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+                let ch = cmd
+                    .spawn()
+                    .map_err(io_err("starting iperf3 (apt install iperf3)"))?;
+                ct.pids.push(ch.id());
+                ct.servers.push(ch);
+            }
+        }
+        let now = Instant::now();
+        // Hosts start staggered over the first period.
+        for i in 0..n {
+            let off = spec.every.mul_f64(i as f64 / n as f64) + Duration::from_millis(500);
+            ct.next.push(now + off);
+        }
+        Ok(ct)
+    }
+
+    fn rand(&mut self) -> f64 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        (self.rng >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn tick(&mut self, c: &Cluster, _start: Instant) -> Result<(), RunError> {
+        let Some(spec) = self.spec.clone() else {
+            return Ok(());
+        };
+        self.clients
+            .retain_mut(|ch| matches!(ch.try_wait(), Ok(None)));
+        let now = Instant::now();
+        let n = c.plan.hosts.len();
+        for si in 0..n {
+            if now < self.next[si] {
+                continue;
+            }
+            self.next[si] += spec.every;
+            let mut ri = (self.rand() * (n - 1) as f64) as usize % (n - 1);
+            if ri >= si {
+                ri += 1;
+            }
+            let secs = spec.min.as_secs_f64() + self.rand() * (spec.max - spec.min).as_secs_f64();
+            let bytes = (secs * c.plan.host_link_bits as f64 / 8.0) as u64;
+            let (s, r) = (&c.plan.hosts[si], &c.plan.hosts[ri]);
+            let mut cmd = ns_command(&s.ns, "iperf3")?;
+            cmd.args([
+                "-c",
+                &r.ip.to_string(),
+                "-p",
+                &(5200 + si).to_string(),
+                "-n",
+                &bytes.to_string(),
+                "-C",
+                "cubic",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+            let ch = cmd.spawn().map_err(io_err("starting iperf3"))?;
+            self.pids.push(ch.id());
+            self.clients.push(ch);
+            self.started += 1;
+        }
+        Ok(())
+    }
+
+    fn stop(mut self) -> u32 {
+        for ch in self.clients.iter_mut().chain(self.servers.iter_mut()) {
+            let _ = ch.kill();
+            let _ = ch.wait();
+        }
+        self.started
+    }
+}
+
+/// Runs the scenario once per CC; clusters are brought up and removed one at a time.
+pub fn run_scenario(
+    scn: &Scenario,
+    ccs: &[Cc],
+    bins: &Binaries,
+    out: &Path,
+    mut tick: impl FnMut(usize, usize, &str),
+) -> Result<Vec<CcRun>, RunError> {
+    let mut runs = Vec::new();
+    for cc in ccs {
+        let run = run_id();
+        let dir = out.join(cc.name());
+        let _ = fs::remove_dir_all(&dir);
+        let mut c = Cluster::up(scn, cc.clone(), bins, &dir, &run)?;
+        let r = run_jobs(&mut c, scn, bins, &mut tick);
+        c.down();
+        runs.push(r?);
+    }
+    Ok(runs)
+}
+
+/// Objects a finished run might have left: `ip netns`, bpffs pins, shm dirs, and any of the
+/// processes it started still alive.
+pub fn check_clean(pids: &[u32]) -> Result<(), String> {
+    let left = leftovers();
+    if !left.is_empty() {
+        return Err(format!("left behind: {}", left.join(", ")));
+    }
+    let alive: Vec<String> = pids
+        .iter()
+        .filter(|p| {
+            fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit_once(')')
+                        .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
+                })
+                .unwrap_or(false)
+        })
+        .map(|p| p.to_string())
+        .collect();
+    if !alive.is_empty() {
+        return Err(format!("processes left: {}", alive.join(", ")));
+    }
+    Ok(())
+}
+
+impl Cluster {
+    /// Leaves the cluster running after this process exits (`mlcc-testbed up`); `down` removes it.
+    pub fn keep(mut self) {
+        self.removed = true;
+        for d in std::mem::take(&mut self.daemons) {
+            std::mem::forget(d.child);
+        }
+    }
+}

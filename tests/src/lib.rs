@@ -1,0 +1,11 @@
+//! The emulated cluster testbed (DESIGN.md §14): network namespaces as hosts, bridges as
+//! switches, shaped veth links, real `mlcc-switchd` / `mlccd` processes with the real BPF
+//! datapath, and synthetic training jobs (`mlcc-trainer`) over real TCP.
+
+pub mod cluster;
+pub mod net;
+pub mod progress;
+pub mod report;
+pub mod scenario;
+pub mod trainer;
+pub mod wire;

@@ -1,0 +1,304 @@
+//! Hosts as network namespaces, switches as bridges in namespaces of their own, shaped veth
+//! links (TBF: this kernel has no fq or netem). Every object is named after the run, so a run
+//! can always be found and removed (`mlcc-testbed down`).
+
+use std::io;
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::process::Command;
+
+use crate::scenario::Scenario;
+
+/// Every namespace of every run starts with this.
+pub const PREFIX: &str = "mlcc-tb-";
+
+/// Runs a command; a non-zero exit becomes an error carrying its stderr.
+pub fn sh(cmd: &str, args: &[&str]) -> io::Result<String> {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .map_err(|e| io::Error::new(e.kind(), format!("running {cmd}: {e}")))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(io::Error::other(format!(
+            "{cmd} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct HostNet {
+    pub name: String,
+    pub ns: String,
+    pub ip: Ipv4Addr,
+    /// 1-based rack (= switch) number.
+    pub rack: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct SwitchNet {
+    pub name: String,
+    pub ns: String,
+    /// The bridge's address, where this switch's emulator listens.
+    pub ip: Ipv4Addr,
+}
+
+/// The addressing plan of one run: 10.201.<rack>.<host> /16, switches at 10.201.<rack>.254.
+#[derive(Clone, Debug)]
+pub struct NetPlan {
+    pub run: String,
+    pub hosts: Vec<HostNet>,
+    pub switches: Vec<SwitchNet>,
+    pub host_link_bits: u64,
+    pub inter_switch_bits: Option<u64>,
+}
+
+impl NetPlan {
+    pub fn new(run: &str, s: &Scenario) -> Self {
+        let switches = (1..=s.racks)
+            .map(|r| SwitchNet {
+                name: format!("tor{r}"),
+                ns: format!("{PREFIX}{run}-tor{r}"),
+                ip: Ipv4Addr::new(10, 201, r as u8, 254),
+            })
+            .collect();
+        let hosts = (1..=s.hosts())
+            .map(|h| {
+                let rack = (h - 1) / s.hosts_per_rack + 1;
+                HostNet {
+                    name: format!("h{h}"),
+                    ns: format!("{PREFIX}{run}-h{h}"),
+                    ip: Ipv4Addr::new(10, 201, rack as u8, h as u8),
+                    rack,
+                }
+            })
+            .collect();
+        NetPlan {
+            run: run.to_string(),
+            hosts,
+            switches,
+            host_link_bits: s.host_link_bits,
+            inter_switch_bits: s.inter_switch_bits,
+        }
+    }
+
+    pub fn host(&self, name: &str) -> Option<&HostNet> {
+        self.hosts.iter().find(|h| h.name == name)
+    }
+
+    pub fn namespaces(&self) -> impl Iterator<Item = &str> {
+        self.switches
+            .iter()
+            .map(|s| s.ns.as_str())
+            .chain(self.hosts.iter().map(|h| h.ns.as_str()))
+    }
+
+    /// Creates everything; on error removes what it made.
+    pub fn create(&self) -> io::Result<()> {
+        let r = self.try_create();
+        if r.is_err() {
+            self.destroy();
+        }
+        r
+    }
+
+    fn try_create(&self) -> io::Result<()> {
+        for ns in self.namespaces() {
+            sh("ip", &["netns", "add", ns])?;
+            sh("ip", &["-n", ns, "link", "set", "lo", "up"])?;
+            // Socket buffers deep enough that a descheduled trainer thread (2 shared cores)
+            // does not decide a flow's rate.
+            sh(
+                "ip",
+                &[
+                    "netns",
+                    "exec",
+                    ns,
+                    "sh",
+                    "-c",
+                    "echo '4096 4194304 16777216' > /proc/sys/net/ipv4/tcp_rmem && echo '4096 4194304 16777216' > /proc/sys/net/ipv4/tcp_wmem",
+                ],
+            )?;
+        }
+        for sw in &self.switches {
+            sh(
+                "ip",
+                &["-n", &sw.ns, "link", "add", "br0", "type", "bridge"],
+            )?;
+            sh("ip", &["-n", &sw.ns, "link", "set", "br0", "up"])?;
+            sh(
+                "ip",
+                &[
+                    "-n",
+                    &sw.ns,
+                    "addr",
+                    "add",
+                    &format!("{}/16", sw.ip),
+                    "dev",
+                    "br0",
+                ],
+            )?;
+        }
+        let rate = self.host_link_bits;
+        for h in &self.hosts {
+            let sw = &self.switches[(h.rack - 1) as usize];
+            // eth0 in the host, a port named after the host on the switch.
+            sh(
+                "ip",
+                &[
+                    "-n", &h.ns, "link", "add", "eth0", "type", "veth", "peer", "name", &h.name,
+                    "netns", &sw.ns,
+                ],
+            )?;
+            sh(
+                "ip",
+                &[
+                    "-n",
+                    &h.ns,
+                    "addr",
+                    "add",
+                    &format!("{}/16", h.ip),
+                    "dev",
+                    "eth0",
+                ],
+            )?;
+            sh("ip", &["-n", &h.ns, "link", "set", "eth0", "up"])?;
+            sh(
+                "ip",
+                &["-n", &sw.ns, "link", "set", &h.name, "master", "br0", "up"],
+            )?;
+            shape(&h.ns, "eth0", rate)?; // uplink
+            shape(&sw.ns, &h.name, rate)?; // downlink: the switch port's queue
+        }
+        if let ([a, b], Some(isl)) = (self.switches.as_slice(), self.inter_switch_bits) {
+            sh(
+                "ip",
+                &[
+                    "-n", &a.ns, "link", "add", "isl", "type", "veth", "peer", "name", "isl",
+                    "netns", &b.ns,
+                ],
+            )?;
+            for s in [a, b] {
+                sh(
+                    "ip",
+                    &["-n", &s.ns, "link", "set", "isl", "master", "br0", "up"],
+                )?;
+                shape(&s.ns, "isl", isl)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes this run's namespaces (their links go with them). Idempotent.
+    pub fn destroy(&self) {
+        for ns in self.namespaces() {
+            delete_namespace(ns);
+        }
+    }
+}
+
+/// TBF at `bits` per second with a ~5 ms queue (what a shallow-buffered ToR port holds).
+fn shape(ns: &str, dev: &str, bits: u64) -> io::Result<()> {
+    let burst = (bits / 8 / 250).max(32 * 1024); // 4 ms of line rate, at least 32 KiB
+    sh(
+        "tc",
+        &[
+            "-n",
+            ns,
+            "qdisc",
+            "add",
+            "dev",
+            dev,
+            "root",
+            "tbf",
+            "rate",
+            &format!("{bits}bit"),
+            "burst",
+            &burst.to_string(),
+            "latency",
+            "5ms",
+        ],
+    )?;
+    Ok(())
+}
+
+/// Kills every process still in the namespace, then deletes it.
+pub fn delete_namespace(ns: &str) {
+    if let Ok(pids) = sh("ip", &["netns", "pids", ns]) {
+        for pid in pids
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
+            // SAFETY: kill has no memory preconditions; the pid came from the kernel just now.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+    let _ = sh("ip", &["netns", "del", ns]);
+}
+
+/// Namespaces of any testbed run present on the machine.
+pub fn existing_namespaces() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir("/run/netns")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.starts_with(PREFIX))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Runs `f` on a thread inside namespace `ns` (sockets it opens, /proc/thread-self/net views).
+pub fn in_netns<R: Send>(ns: &str, f: impl FnOnce() -> R + Send) -> io::Result<R> {
+    let fd = std::fs::File::open(Path::new("/run/netns").join(ns))?;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            use std::os::fd::AsRawFd;
+            // SAFETY: setns on this thread only, with a namespace fd we hold open.
+            if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(f())
+        })
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("namespace thread panicked")))
+    })
+}
+
+/// Per-interface (rx, tx) byte counters as seen from inside `ns`.
+pub fn counters(ns: &str) -> io::Result<Vec<(String, u64, u64)>> {
+    let text = in_netns(ns, || std::fs::read_to_string("/proc/thread-self/net/dev"))??;
+    Ok(parse_net_dev(&text))
+}
+
+fn parse_net_dev(text: &str) -> Vec<(String, u64, u64)> {
+    text.lines()
+        .skip(2)
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(':')?;
+            let f: Vec<u64> = rest
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            Some((name.trim().to_string(), *f.first()?, *f.get(8)?))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn net_dev_parses() {
+        let t = "Inter-|   Receive                                                |  Transmit\n face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    lo:     100       1    0    0    0     0          0         0      200       2    0    0    0     0       0          0\n    h1: 12345 10 0 0 0 0 0 0 67890 20 0 0 0 0 0 0\n";
+        assert_eq!(
+            parse_net_dev(t),
+            vec![("lo".into(), 100, 200), ("h1".into(), 12345, 67890)]
+        );
+    }
+}

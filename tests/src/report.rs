@@ -1,0 +1,317 @@
+//! What a scenario run leaves in `results/<scenario>/`: summary.json, summary.md, and SVG plots
+//! (mean JCT per CC; per-host uplink over time per CC, where staggering shows).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use plotters::prelude::*;
+use serde::Serialize;
+
+use crate::cluster::CcRun;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CcSummary {
+    pub cc: String,
+    pub repetitions: usize,
+    /// Over every job of every repetition.
+    pub mean_jct_s: f64,
+    pub p50_jct_s: f64,
+    pub p99_jct_s: f64,
+    pub max_jct_s: f64,
+    /// Mean JCT of each repetition: the spread.
+    pub mean_jct_per_repetition_s: Vec<f64>,
+    pub stddev_of_repetition_means_s: f64,
+    /// Per job, mean iteration time averaged over repetitions.
+    pub mean_iteration_s: BTreeMap<String, f64>,
+    pub jobs_failed: usize,
+    pub bytes_verified: u64,
+    /// mean JCT / the best TCP's mean JCT (absent for TCP rows when there is no mlcc).
+    pub ratio_to_best_tcp: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    pub scenario: String,
+    pub quick: bool,
+    pub repetitions: usize,
+    pub ccs: Vec<CcSummary>,
+    pub best_tcp: Option<String>,
+    /// 1 - mlcc mean JCT / best TCP mean JCT (the paper claims >= 0.15).
+    pub mlcc_reduction_vs_best_tcp: Option<f64>,
+    pub runs: Vec<CcRun>,
+}
+
+fn pct(v: &mut [f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i]
+}
+
+pub fn summarize(scenario: &str, quick: bool, runs: Vec<CcRun>) -> Summary {
+    let mut order: Vec<String> = Vec::new();
+    for r in &runs {
+        if !order.contains(&r.cc) {
+            order.push(r.cc.clone());
+        }
+    }
+    let mut ccs: Vec<CcSummary> = order
+        .iter()
+        .map(|cc| {
+            let mine: Vec<&CcRun> = runs.iter().filter(|r| &r.cc == cc).collect();
+            let mut jcts: Vec<f64> = mine
+                .iter()
+                .flat_map(|r| r.jobs.iter().map(|j| j.jct_s))
+                .collect();
+            let per_rep: Vec<f64> = mine
+                .iter()
+                .map(|r| r.jobs.iter().map(|j| j.jct_s).sum::<f64>() / r.jobs.len().max(1) as f64)
+                .collect();
+            let m = per_rep.iter().sum::<f64>() / per_rep.len().max(1) as f64;
+            let sd = (per_rep.iter().map(|x| (x - m).powi(2)).sum::<f64>()
+                / per_rep.len().max(1) as f64)
+                .sqrt();
+            let mut iters: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+            for r in &mine {
+                for j in &r.jobs {
+                    let e = iters.entry(j.job.clone()).or_default();
+                    e.0 += j.mean_iteration_s;
+                    e.1 += 1;
+                }
+            }
+            CcSummary {
+                cc: cc.clone(),
+                repetitions: mine.len(),
+                mean_jct_s: jcts.iter().sum::<f64>() / jcts.len().max(1) as f64,
+                p50_jct_s: pct(&mut jcts, 0.5),
+                p99_jct_s: pct(&mut jcts, 0.99),
+                max_jct_s: jcts.iter().copied().fold(0.0, f64::max),
+                mean_jct_per_repetition_s: per_rep,
+                stddev_of_repetition_means_s: sd,
+                mean_iteration_s: iters
+                    .into_iter()
+                    .map(|(k, (s, n))| (k, s / n.max(1) as f64))
+                    .collect(),
+                jobs_failed: mine.iter().flat_map(|r| &r.jobs).filter(|j| !j.ok).count(),
+                bytes_verified: mine
+                    .iter()
+                    .flat_map(|r| &r.jobs)
+                    .map(|j| j.bytes_verified)
+                    .sum(),
+                ratio_to_best_tcp: None,
+            }
+        })
+        .collect();
+    let best = ccs
+        .iter()
+        .filter(|c| c.cc != "mlcc")
+        .min_by(|a, b| a.mean_jct_s.total_cmp(&b.mean_jct_s))
+        .map(|c| (c.cc.clone(), c.mean_jct_s));
+    if let Some((_, b)) = &best {
+        for c in &mut ccs {
+            c.ratio_to_best_tcp = Some(c.mean_jct_s / b);
+        }
+    }
+    let reduction = best.as_ref().and_then(|(_, b)| {
+        ccs.iter()
+            .find(|c| c.cc == "mlcc")
+            .map(|m| 1.0 - m.mean_jct_s / b)
+    });
+    Summary {
+        scenario: scenario.to_string(),
+        quick,
+        repetitions: ccs.iter().map(|c| c.repetitions).max().unwrap_or(0),
+        best_tcp: best.map(|b| b.0),
+        mlcc_reduction_vs_best_tcp: reduction,
+        ccs,
+        runs,
+    }
+}
+
+pub fn markdown(s: &Summary) -> String {
+    let mut t = format!(
+        "## {}{}: job completion time per congestion control ({} repetition(s))\n\n",
+        s.scenario,
+        if s.quick { " (quick)" } else { "" },
+        s.repetitions
+    );
+    t += "| CC | mean JCT (s) | p50 | p99 | max | spread of repetition means (s) | vs best TCP | failed jobs |\n";
+    t += "|---|---|---|---|---|---|---|---|\n";
+    for c in &s.ccs {
+        let lo = c
+            .mean_jct_per_repetition_s
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min);
+        let hi = c
+            .mean_jct_per_repetition_s
+            .iter()
+            .copied()
+            .fold(0.0, f64::max);
+        t += &format!(
+            "| {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2}–{:.2} (sd {:.2}) | {} | {} |\n",
+            c.cc,
+            c.mean_jct_s,
+            c.p50_jct_s,
+            c.p99_jct_s,
+            c.max_jct_s,
+            lo,
+            hi,
+            c.stddev_of_repetition_means_s,
+            c.ratio_to_best_tcp
+                .map_or("–".into(), |r| format!("{:.3}", r)),
+            c.jobs_failed
+        );
+    }
+    if let (Some(best), Some(r)) = (&s.best_tcp, s.mlcc_reduction_vs_best_tcp) {
+        t += &format!(
+            "\nmlcc mean JCT is {:.1} % {} the best TCP ({best}).\n",
+            r.abs() * 100.0,
+            if r >= 0.0 { "below" } else { "above" }
+        );
+    }
+    t += "\nMean iteration time per job (s):\n\n| job |";
+    for c in &s.ccs {
+        t += &format!(" {} |", c.cc);
+    }
+    t += "\n|---|";
+    for _ in &s.ccs {
+        t += "---|";
+    }
+    t += "\n";
+    if let Some(first) = s.ccs.first() {
+        for job in first.mean_iteration_s.keys() {
+            t += &format!("| {job} |");
+            for c in &s.ccs {
+                t += &format!(
+                    " {:.3} |",
+                    c.mean_iteration_s.get(job).copied().unwrap_or(0.0)
+                );
+            }
+            t += "\n";
+        }
+    }
+    t
+}
+
+const COLORS: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// Mean JCT per CC with the repetitions' min–max as a whisker.
+pub fn jct_bars(s: &Summary, path: &Path) -> Result<(), String> {
+    let max = s
+        .ccs
+        .iter()
+        .map(|c| c.max_jct_s.max(c.mean_jct_s))
+        .fold(1.0, f64::max);
+    let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let n = s.ccs.len().max(1);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("{}: mean job completion time", s.scenario),
+            ("sans-serif", 22),
+        )
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0.0..n as f64, 0.0..max * 1.1)
+        .map_err(err)?;
+    let names: Vec<String> = s.ccs.iter().map(|c| c.cc.clone()).collect();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n)
+        .x_label_formatter(&|x| names.get(x.floor() as usize).cloned().unwrap_or_default())
+        .y_desc("JCT (s)")
+        .draw()
+        .map_err(err)?;
+    for (i, c) in s.ccs.iter().enumerate() {
+        let x = i as f64;
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(x + 0.2, 0.0), (x + 0.8, c.mean_jct_s)],
+                COLORS[i % 8].filled(),
+            )))
+            .map_err(err)?;
+        let lo = c
+            .mean_jct_per_repetition_s
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min);
+        let hi = c
+            .mean_jct_per_repetition_s
+            .iter()
+            .copied()
+            .fold(0.0, f64::max);
+        if lo.is_finite() && hi > lo {
+            chart
+                .draw_series(LineSeries::new(
+                    [(x + 0.5, lo), (x + 0.5, hi)],
+                    BLACK.stroke_width(2),
+                ))
+                .map_err(err)?;
+        }
+    }
+    root.present().map_err(err)
+}
+
+/// Every host's uplink over time under one CC (first repetition): bursts of co-located jobs
+/// collide under TCP and take turns under mlcc.
+pub fn bandwidth(run: &CcRun, link_mbit: f64, path: &Path) -> Result<(), String> {
+    let t_max = run
+        .bandwidth
+        .iter()
+        .filter_map(|b| b.samples.last().map(|s| s.0))
+        .fold(1.0, f64::max);
+    let root = SVGBackend::new(path, (1000, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("uplink per host under {}", run.cc),
+            ("sans-serif", 22),
+        )
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..t_max, 0.0..link_mbit * 1.1)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("time (s)")
+        .y_desc("Mbit/s")
+        .draw()
+        .map_err(err)?;
+    for (i, b) in run.bandwidth.iter().enumerate() {
+        let c = COLORS[i % 8];
+        chart
+            .draw_series(LineSeries::new(
+                b.samples.iter().map(|s| (s.0, s.1)),
+                c.stroke_width(1),
+            ))
+            .map_err(err)?
+            .label(b.host.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}

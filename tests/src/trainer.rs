@@ -1,0 +1,416 @@
+//! A synthetic data-parallel job member (DESIGN.md §14): compute = sleep, communication = the
+//! job's real byte pattern over TCP, verified at every receiver, progress through the C header.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::progress::{Progress, Role};
+use crate::wire::{self, Tag};
+
+#[derive(Clone, Debug)]
+pub enum Shape {
+    /// Ring all-reduce: `world` workers, this one `rank`; sends to `next`, receives from the
+    /// previous worker, which connects to `listen`.
+    Ring { world: u32, next: SocketAddr },
+    /// A PS worker pushing to every server, which reply with the aggregated slice.
+    PsWorker { servers: Vec<SocketAddr> },
+    /// PS server `rank` of `servers`, waiting for `workers` workers; it holds 1/servers of the model.
+    PsServer { workers: u32, servers: u32 },
+}
+
+#[derive(Clone, Debug)]
+pub struct TrainerConfig {
+    pub job: String,
+    pub rank: u32,
+    pub shape: Shape,
+    pub listen: SocketAddr,
+    pub model_bytes: u64,
+    pub iterations: u32,
+    pub compute: Duration,
+    /// TCP congestion control for data sockets; `None` keeps the namespace default, and a job
+    /// with a progress file takes the header's (MLCC_CC) instead.
+    pub cc: Option<String>,
+    /// How long to keep retrying connections to peers that are not listening yet.
+    pub connect_timeout: Duration,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TrainerReport {
+    pub job: String,
+    pub role: String,
+    pub rank: u32,
+    pub iterations: u32,
+    /// Seconds per iteration (compute + communication).
+    pub iteration_s: Vec<f64>,
+    /// From start (before connecting) to the end of the last iteration.
+    pub jct_s: f64,
+    pub bytes_sent: u64,
+    /// Payload bytes received and verified byte for byte.
+    pub bytes_verified: u64,
+    pub progress_file: bool,
+    pub cc: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrainerError {
+    #[error("{what}: {source}")]
+    Io { what: String, source: io::Error },
+    #[error("{0}")]
+    Setup(String),
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> TrainerError {
+    let what = what.into();
+    move |source| TrainerError::Io { what, source }
+}
+
+struct Ctx {
+    cfg: TrainerConfig,
+    progress: Progress,
+    job: u32,
+}
+
+impl Ctx {
+    fn prepare(&self, s: &TcpStream) -> Result<String, TrainerError> {
+        s.set_nodelay(true).map_err(io_err("TCP_NODELAY"))?;
+        if self.progress.is_open() {
+            self.progress.set_cc(s).map_err(TrainerError::Setup)?;
+        } else if let Some(cc) = &self.cfg.cc {
+            set_cc(s, cc)?;
+        }
+        mlcc_bpf::congestion_control(s)
+            .map_err(|e| TrainerError::Setup(format!("reading TCP_CONGESTION: {e}")))
+    }
+
+    fn connect(&self, to: SocketAddr) -> Result<TcpStream, TrainerError> {
+        let start = Instant::now();
+        loop {
+            match TcpStream::connect_timeout(&to, Duration::from_secs(2)) {
+                Ok(s) => return Ok(s),
+                Err(e) if start.elapsed() < self.cfg.connect_timeout => {
+                    let _ = e;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => return Err(io_err(format!("connecting to {to}"))(e)),
+            }
+        }
+    }
+}
+
+fn set_cc(s: &TcpStream, cc: &str) -> Result<(), TrainerError> {
+    let name = mlcc_bpf::CcName::new(cc)
+        .map_err(|e| TrainerError::Setup(format!("congestion control {cc:?}: {e}")))?;
+    mlcc_bpf::set_congestion_control(s.as_fd(), &name)
+        .map_err(|e| TrainerError::Setup(format!("TCP_CONGESTION={cc}: {e}")))
+}
+
+pub fn run(cfg: TrainerConfig) -> Result<TrainerReport, TrainerError> {
+    let start = Instant::now();
+    let role = match cfg.shape {
+        Shape::PsServer { .. } => Role::Server,
+        _ => Role::Worker,
+    };
+    let progress = Progress::open_env(role, cfg.rank).map_err(TrainerError::Setup)?;
+    let ctx = Ctx {
+        job: wire::job_hash(&cfg.job),
+        cfg,
+        progress,
+    };
+    let listener = TcpListener::bind(ctx.cfg.listen)
+        .map_err(io_err(format!("listening on {}", ctx.cfg.listen)))?;
+    let mut report = TrainerReport {
+        job: ctx.cfg.job.clone(),
+        role: match ctx.cfg.shape {
+            Shape::Ring { .. } => "ring-worker",
+            Shape::PsWorker { .. } => "ps-worker",
+            Shape::PsServer { .. } => "ps-server",
+        }
+        .to_string(),
+        rank: ctx.cfg.rank,
+        iterations: ctx.cfg.iterations,
+        iteration_s: Vec::new(),
+        jct_s: 0.0,
+        bytes_sent: 0,
+        bytes_verified: 0,
+        progress_file: ctx.progress.is_open(),
+        cc: String::new(),
+    };
+    match ctx.cfg.shape.clone() {
+        Shape::Ring { world, next } => ring(&ctx, &listener, world, next, &mut report)?,
+        Shape::PsWorker { servers } => ps_worker(&ctx, &servers, &mut report)?,
+        Shape::PsServer { workers, servers } => {
+            ps_server(&ctx, &listener, workers, servers, &mut report)?
+        }
+    }
+    report.jct_s = start.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+fn compute(ctx: &Ctx) {
+    if !ctx.cfg.compute.is_zero() {
+        std::thread::sleep(ctx.cfg.compute);
+    }
+}
+
+/// Ring all-reduce: reduce-scatter then all-gather, 2(N-1) steps of model/N bytes each. A step's
+/// send waits for the previous step's receive (the data it forwards), as in NCCL's ring.
+fn ring(
+    ctx: &Ctx,
+    listener: &TcpListener,
+    world: u32,
+    next: SocketAddr,
+    rep: &mut TrainerReport,
+) -> Result<(), TrainerError> {
+    if world < 2 {
+        return Err(TrainerError::Setup(
+            "a ring needs at least 2 workers".into(),
+        ));
+    }
+    // Connect out while accepting in: every worker listens before anyone connects.
+    let (out, inp) = std::thread::scope(|s| {
+        let acc = s.spawn(|| {
+            listener
+                .accept()
+                .map(|(s, _)| s)
+                .map_err(io_err("accepting the ring predecessor"))
+        });
+        let out = ctx.connect(next);
+        (
+            out,
+            acc.join()
+                .unwrap_or_else(|_| Err(TrainerError::Setup("accept thread panicked".into()))),
+        )
+    });
+    let (mut out, mut inp) = (out?, inp?);
+    rep.cc = ctx.prepare(&out)?;
+    ctx.prepare(&inp)?;
+    let chunk = ctx.cfg.model_bytes.div_ceil(u64::from(world));
+    let prev = (ctx.cfg.rank + world - 1) % world;
+    for it in 0..ctx.cfg.iterations {
+        let t0 = Instant::now();
+        ctx.progress.iteration_begin();
+        compute(ctx);
+        for step in 0..2 * (world - 1) {
+            let send_tag = Tag {
+                job: ctx.job,
+                iteration: it,
+                step,
+                sender: ctx.cfg.rank,
+            };
+            let recv_tag = Tag {
+                job: ctx.job,
+                iteration: it,
+                step,
+                sender: prev,
+            };
+            let (sent, got) = std::thread::scope(|s| {
+                let tx =
+                    s.spawn(|| wire::send(&mut out, send_tag, chunk, |n| ctx.progress.sent(n)));
+                let got = wire::recv(&mut inp, recv_tag, |n| ctx.progress.received(n));
+                (
+                    tx.join()
+                        .unwrap_or_else(|_| Err(io::Error::other("send thread panicked"))),
+                    got,
+                )
+            });
+            sent.map_err(io_err(format!(
+                "iteration {it} step {step}: sending to {next}"
+            )))?;
+            rep.bytes_verified += got.map_err(io_err(format!(
+                "iteration {it} step {step}: receiving from rank {prev}"
+            )))?;
+            rep.bytes_sent += chunk;
+        }
+        rep.iteration_s.push(t0.elapsed().as_secs_f64());
+    }
+    finish(&mut out, &mut inp)
+}
+
+/// Orderly end: FIN after the last byte, then wait for the peer's, so no process exits while
+/// its data is still in flight.
+fn finish(out: &mut TcpStream, inp: &mut TcpStream) -> Result<(), TrainerError> {
+    out.flush().map_err(io_err("flush"))?;
+    out.shutdown(Shutdown::Write).map_err(io_err("shutdown"))?;
+    let mut rest = Vec::new();
+    inp.read_to_end(&mut rest)
+        .map_err(io_err("draining the peer"))?;
+    if !rest.is_empty() {
+        return Err(TrainerError::Setup(format!(
+            "{} unexpected bytes after the last iteration",
+            rest.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Hello: a worker names its rank first, so servers know which stream is whose.
+fn hello(s: &mut TcpStream, rank: u32) -> io::Result<()> {
+    s.write_all(&rank.to_le_bytes())
+}
+
+fn ps_worker(
+    ctx: &Ctx,
+    servers: &[SocketAddr],
+    rep: &mut TrainerReport,
+) -> Result<(), TrainerError> {
+    if servers.is_empty() {
+        return Err(TrainerError::Setup(
+            "a PS worker needs at least one server".into(),
+        ));
+    }
+    let mut conns = Vec::new();
+    for &a in servers {
+        let mut s = ctx.connect(a)?;
+        rep.cc = ctx.prepare(&s)?;
+        hello(&mut s, ctx.cfg.rank).map_err(io_err(format!("hello to {a}")))?;
+        conns.push(s);
+    }
+    let slice = ctx.cfg.model_bytes.div_ceil(servers.len() as u64);
+    for it in 0..ctx.cfg.iterations {
+        let t0 = Instant::now();
+        ctx.progress.iteration_begin();
+        compute(ctx);
+        // Push every slice, then pull every aggregate, all servers in parallel.
+        let results: Vec<Result<u64, TrainerError>> = std::thread::scope(|s| {
+            let hs: Vec<_> = conns
+                .iter_mut()
+                .enumerate()
+                .map(|(i, c)| {
+                    s.spawn(move || -> Result<u64, TrainerError> {
+                        let push = Tag {
+                            job: ctx.job,
+                            iteration: it,
+                            step: 0,
+                            sender: ctx.cfg.rank,
+                        };
+                        wire::send(c, push, slice, |n| ctx.progress.sent(n))
+                            .map_err(io_err(format!("iteration {it}: push to server {i}")))?;
+                        let pull = Tag {
+                            job: ctx.job,
+                            iteration: it,
+                            step: 1,
+                            sender: 1000 + i as u32,
+                        };
+                        wire::recv(c, pull, |n| ctx.progress.received(n))
+                            .map_err(io_err(format!("iteration {it}: pull from server {i}")))
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(TrainerError::Setup("PS thread panicked".into())))
+                })
+                .collect()
+        });
+        for r in results {
+            rep.bytes_verified += r?;
+            rep.bytes_sent += slice;
+        }
+        rep.iteration_s.push(t0.elapsed().as_secs_f64());
+    }
+    for c in &mut conns {
+        let mut d = c.try_clone().map_err(io_err("clone"))?;
+        finish(c, &mut d)?;
+    }
+    Ok(())
+}
+
+fn ps_server(
+    ctx: &Ctx,
+    listener: &TcpListener,
+    workers: u32,
+    servers: u32,
+    rep: &mut TrainerReport,
+) -> Result<(), TrainerError> {
+    let mut conns: Vec<Option<TcpStream>> = (0..workers).map(|_| None).collect();
+    for _ in 0..workers {
+        let (mut s, from) = listener.accept().map_err(io_err("accepting a worker"))?;
+        rep.cc = ctx.prepare(&s)?;
+        let mut r = [0u8; 4];
+        s.read_exact(&mut r)
+            .map_err(io_err(format!("hello from {from}")))?;
+        let rank = u32::from_le_bytes(r);
+        match conns.get_mut(rank as usize) {
+            Some(slot @ None) => *slot = Some(s),
+            _ => {
+                return Err(TrainerError::Setup(format!(
+                    "{from}: unexpected worker rank {rank}"
+                )));
+            }
+        }
+    }
+    let mut conns: Vec<TcpStream> = conns.into_iter().flatten().collect();
+    let slice = ctx.cfg.model_bytes.div_ceil(u64::from(servers.max(1)));
+    for it in 0..ctx.cfg.iterations {
+        let t0 = Instant::now();
+        ctx.progress.iteration_begin();
+        // Aggregation: every worker's push must arrive before any reply (a PS cannot broadcast
+        // what it has not aggregated).
+        let got: Vec<Result<u64, TrainerError>> = std::thread::scope(|s| {
+            let hs: Vec<_> = conns
+                .iter_mut()
+                .enumerate()
+                .map(|(w, c)| {
+                    s.spawn(move || {
+                        let push = Tag {
+                            job: ctx.job,
+                            iteration: it,
+                            step: 0,
+                            sender: w as u32,
+                        };
+                        wire::recv(c, push, |n| ctx.progress.received(n))
+                            .map_err(io_err(format!("iteration {it}: push from worker {w}")))
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(TrainerError::Setup("PS thread panicked".into())))
+                })
+                .collect()
+        });
+        for r in got {
+            rep.bytes_verified += r?;
+        }
+        let sent: Vec<Result<(), TrainerError>> = std::thread::scope(|s| {
+            let hs: Vec<_> = conns
+                .iter_mut()
+                .enumerate()
+                .map(|(w, c)| {
+                    s.spawn(move || {
+                        let pull = Tag {
+                            job: ctx.job,
+                            iteration: it,
+                            step: 1,
+                            sender: 1000 + ctx.cfg.rank,
+                        };
+                        wire::send(c, pull, slice, |n| ctx.progress.sent(n))
+                            .map_err(io_err(format!("iteration {it}: reply to worker {w}")))
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(TrainerError::Setup("PS thread panicked".into())))
+                })
+                .collect()
+        });
+        for r in sent {
+            r?;
+            rep.bytes_sent += slice;
+        }
+        rep.iteration_s.push(t0.elapsed().as_secs_f64());
+    }
+    for c in &mut conns {
+        let mut d = c.try_clone().map_err(io_err("clone"))?;
+        finish(c, &mut d)?;
+    }
+    Ok(())
+}
