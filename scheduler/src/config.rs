@@ -12,6 +12,7 @@ use mlcc_core::slot::SlotConfig;
 use mlcc_core::units::parse_duration;
 use serde::Deserialize;
 
+pub use crate::host::PrecedenceRank;
 pub use mlcc_daemon::{ConfigError, LogFormat};
 
 pub const DEFAULT_PEER_LISTEN: &str = "0.0.0.0:50071";
@@ -103,6 +104,11 @@ pub struct DaemonArgs {
     /// Remote port of the PS-Lite scheduler (DMLC_PS_ROOT_PORT); its connections are skipped.
     #[arg(long, value_name = "PORT")]
     pub ps_scheduler_port: Option<u16>,
+    /// What orders flows in precedence mode: job-size (smaller models first) or
+    /// iteration-start (the paper's first come, first served) [default: job-size]. Every host
+    /// must use the same.
+    #[arg(long, value_enum)]
+    pub precedence: Option<PrecedenceRank>,
     /// Log format [default: human]. The level comes from RUST_LOG (default "info").
     #[arg(long, value_enum)]
     pub log_format: Option<LogFormat>,
@@ -129,6 +135,7 @@ struct FileConfig {
     datapath: Option<DatapathKind>,
     bpf_pin_dir: Option<PathBuf>,
     ps_scheduler_port: Option<u16>,
+    precedence: Option<PrecedenceRank>,
     log_format: Option<LogFormat>,
 }
 
@@ -150,6 +157,7 @@ pub struct Config {
     pub datapath: DatapathKind,
     pub bpf_pin_dir: PathBuf,
     pub ps_scheduler_port: Option<u16>,
+    pub precedence: PrecedenceRank,
     pub log_format: LogFormat,
 }
 
@@ -259,6 +267,7 @@ impl DaemonArgs {
                 .or(file.bpf_pin_dir)
                 .unwrap_or_else(|| PathBuf::from(mlcc_bpf::DEFAULT_PIN_DIR)),
             ps_scheduler_port: self.ps_scheduler_port.or(file.ps_scheduler_port),
+            precedence: self.precedence.or(file.precedence).unwrap_or_default(),
             log_format: self.log_format.or(file.log_format).unwrap_or_default(),
         })
     }

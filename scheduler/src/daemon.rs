@@ -147,6 +147,7 @@ pub async fn start(
     hc.eta = cfg.eta;
     hc.mode = cfg.feedback_mode;
     hc.ps_scheduler_port = cfg.ps_scheduler_port;
+    hc.precedence = cfg.precedence;
     let topo = Arc::new(topo);
     let host = HostScheduler::new(hc, topo.clone()).map_err(|e| e.to_string())?;
     let enforcing = datapath.enforces();

@@ -49,6 +49,25 @@ pub struct HostConfig {
     pub peer_stale_slots: u64,
     /// Remote port of the PS-Lite scheduler (DMLC_PS_ROOT_PORT): its control traffic is skipped.
     pub ps_scheduler_port: Option<u16>,
+    /// What orders flows in `precedence` feedback mode.
+    pub precedence: PrecedenceRank,
+}
+
+/// The first component of a flow's precedence key (lower claims bandwidth first); every host
+/// of a cluster must use the same.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum PrecedenceRank {
+    /// The slot the flow's iteration started in (DESIGN.md §6): first come, first served.
+    IterationStart,
+    /// The job's model bytes (what each iteration moves), smaller first: shortest job first,
+    /// which lowers mean JCT where FCFS makes a small job wait behind a large one (measured on
+    /// the testbed and in mlcc-sim). Stable over a job's life and the same on every host of the
+    /// job, so bookings never reorder mid-iteration.
+    #[default]
+    JobSize,
 }
 
 impl HostConfig {
@@ -62,6 +81,7 @@ impl HostConfig {
             path_limited_share: 0.9,
             peer_stale_slots: 2,
             ps_scheduler_port: None,
+            precedence: PrecedenceRank::default(),
         }
     }
 }
@@ -116,6 +136,9 @@ pub struct FlowState {
     pub connections: usize,
     pub iteration: u64,
     pub iteration_start: Slot,
+    /// The job's model bytes (progress header) or bytes per iteration (`mlccctl job add`);
+    /// 0 when unknown.
+    pub job_bytes: u64,
     /// Expected bytes of the current iteration and how that was estimated.
     pub expected_bytes: f64,
     pub expected_from: &'static str,
@@ -125,6 +148,12 @@ pub struct FlowState {
     pub slack_bytes: f64,
     /// Bytes this group sent in its last complete iteration (progress files' share; 0 unknown).
     pub last_iteration_bytes: u64,
+    /// Bytes the library has handed to the sockets this iteration but the receiver has not
+    /// acknowledged yet (progress files' enqueued count minus the datapath's acks); `None`
+    /// without both. Beyond what is in flight, this is data the sender already holds: the flow
+    /// cannot be ahead of its upstream, and if it under-delivers, the path (not the
+    /// application) held it back.
+    pub app_backlog: Option<f64>,
     /// Achieved rate over the last slot (bytes/s), `None` without datapath counters.
     pub achieved: Option<f64>,
     pub last_rate: f64,
@@ -136,6 +165,26 @@ pub struct FlowState {
     pub last_seen: Slot,
     /// Why this flow has no dependency adjustment or plans around a silent switch.
     pub degraded: Vec<String>,
+}
+
+impl FlowState {
+    /// The first component of this flow's precedence key (carried in the protocol's
+    /// `iteration_start_slot`, which switches only compare).
+    pub fn precedence(&self, rank: PrecedenceRank) -> Slot {
+        match rank {
+            PrecedenceRank::IterationStart => self.iteration_start,
+            // kB, so a 1.2 GB model is 1.2e6; unknown sizes go last.
+            PrecedenceRank::JobSize if self.job_bytes > 0 => Slot(self.job_bytes / 1000),
+            PrecedenceRank::JobSize => Slot(u64::MAX >> 1),
+        }
+    }
+
+    /// Whether the sockets hold more unacknowledged data than a paced flow keeps in flight
+    /// (cwnd allows ~2 x rate x 1 ms plus bursts; 4 ms of the rate plus 256 KiB is above it).
+    pub fn has_data_waiting(&self) -> bool {
+        self.app_backlog
+            .is_some_and(|b| b >= 256.0 * 1024.0 + self.last_rate * 0.004)
+    }
 }
 
 /// Progress of another host's flow, from peer exchange.
@@ -223,6 +272,7 @@ struct Contribution {
     sent_share: f64,
     iteration: u64,
     iteration_start_ns: u64,
+    model_bytes: u64,
     slack: f64,
     last_iteration_bytes: f64,
 }
@@ -455,6 +505,7 @@ impl HostScheduler {
                         sent_share: s.sent_this_iteration() as f64 / n,
                         iteration: s.iteration,
                         iteration_start_ns: s.iteration_start_ns,
+                        model_bytes: h.model_bytes,
                         slack,
                         last_iteration_bytes: s.last_iteration_bytes as f64 / n,
                     });
@@ -517,6 +568,7 @@ impl HostScheduler {
             let slack = cs.iter().map(|c| c.slack).fold(0.0, f64::max);
             let last_iteration: f64 = cs.iter().map(|c| c.last_iteration_bytes).sum();
             let conns = cs.iter().map(|c| c.conns).sum();
+            let job_bytes = cs.iter().map(|c| c.model_bytes).max().unwrap_or(0);
             let start = if start_ns > 0 {
                 Slot(start_ns / tau_ns.max(1))
             } else {
@@ -539,6 +591,7 @@ impl HostScheduler {
                     start,
                     slack,
                     last_iteration_bytes: last_iteration as u64,
+                    job_bytes,
                 },
                 &acked,
             );
@@ -570,6 +623,7 @@ impl HostScheduler {
                     start: slot,
                     slack: g.slack_bytes.as_f64(),
                     last_iteration_bytes: 0,
+                    job_bytes: g.bytes_per_iteration.as_f64() as u64,
                 },
                 &acked,
             );
@@ -603,7 +657,7 @@ impl HostScheduler {
                 b.items.push(pb::FeedbackQuery {
                     flow_id: f.id.to_string(),
                     links,
-                    iteration_start_slot: f.iteration_start.0,
+                    iteration_start_slot: f.precedence(self.cfg.precedence).0,
                 });
             }
         }
@@ -665,12 +719,14 @@ impl HostScheduler {
             connections: 0,
             iteration: spec.iteration.unwrap_or(0),
             iteration_start: spec.start,
+            job_bytes: spec.job_bytes,
             expected_bytes: 0.0,
             expected_from: "unknown",
             sent_bytes: 0.0,
             remaining_bytes: 0.0,
             slack_bytes: 0.0,
             last_iteration_bytes: 0,
+            app_backlog: None,
             achieved: None,
             last_rate: 0.0,
             baseline: HashMap::new(),
@@ -680,6 +736,7 @@ impl HostScheduler {
             degraded: Vec::new(),
         });
         f.last_seen = slot;
+        f.job_bytes = spec.job_bytes;
         f.connections = spec.conns;
         f.slack_bytes = spec.slack;
         if spec.last_iteration_bytes > 0 {
@@ -739,6 +796,10 @@ impl HostScheduler {
             f.expected_bytes = sent + cap * tau * k;
             f.expected_from = "unknown: bulk";
         }
+        f.app_backlog = match (spec.sent_share, since_start) {
+            (Some(enqueued), Some(acked)) => Some((enqueued - acked).max(0.0)),
+            _ => None,
+        };
         f.sent_bytes = sent;
         f.remaining_bytes = (f.expected_bytes - sent).max(0.0);
     }
@@ -848,19 +909,36 @@ impl HostScheduler {
                 }
                 path.push(fb);
             }
-            let dependency = self.dependency(f);
+            let ready = f.has_data_waiting();
+            let mut dependency = self.dependency(f);
+            // Alg. 2 holds back a ring or broadcast flow that seems ahead of its upstream, but
+            // upstream values are a slot stale: a sender that already holds the bytes cannot be
+            // ahead, and holding it would only idle the link (measured on the testbed: PS
+            // replies waited two slots per iteration).
+            if ready
+                && matches!(f.role, FlowRole::Ring | FlowRole::Bcast)
+                && dependency.reduction(f.sent_bytes + f.last_rate * tau) > 0.0
+            {
+                notes
+                    .push("sender holds the data: not held back by stale upstream progress".into());
+                dependency = Dependency::None;
+            }
             if dependency == Dependency::None && self.silent_peers.contains(&f.dst_host) {
                 notes.push(format!("peer {} silent: no dependency", f.dst_host));
                 plan.flows_without_peer += 1;
             }
             let delivery = f.achieved.map(|a| Delivery {
                 rate: a,
-                // Planned flows still have bytes left, so under-delivery means the path.
-                backlogged: f.last_rate > 0.0 && a < self.cfg.path_limited_share * f.last_rate,
+                // Under-delivery is the path's doing only if the sender had data waiting; a ring
+                // step waiting for its predecessor or a PS reply waiting for the pushes says
+                // nothing about the path (without progress counters, assume it had data).
+                backlogged: f.last_rate > 0.0
+                    && a < self.cfg.path_limited_share * f.last_rate
+                    && f.app_backlog.is_none_or(|_| ready),
             });
             inputs.push(FlowInput {
                 id: f.id.clone(),
-                iteration_start: f.iteration_start,
+                iteration_start: f.precedence(self.cfg.precedence),
                 remaining_bytes: f.remaining_bytes,
                 sent_bytes: f.sent_bytes,
                 path,
@@ -943,6 +1021,7 @@ impl HostScheduler {
             f.decision = Some(d);
         }
         // Withdraw flows that disappeared: empty schedules to their switches, orders cleared.
+        let rank = self.cfg.precedence;
         for f in std::mem::take(&mut self.gone) {
             plan.clear.extend(f.sockets.iter().copied());
             self.table.withdraw(&f.id);
@@ -959,7 +1038,7 @@ impl HostScheduler {
                         links,
                         first_slot: slot.0,
                         rates_bytes_per_sec: Vec::new(),
-                        iteration_start_slot: f.iteration_start.0,
+                        iteration_start_slot: f.precedence(rank).0,
                         done: true,
                     });
             }
@@ -1077,6 +1156,7 @@ struct FlowSpec {
     start: Slot,
     slack: f64,
     last_iteration_bytes: u64,
+    job_bytes: u64,
 }
 
 #[cfg(test)]

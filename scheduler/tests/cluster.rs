@@ -364,6 +364,7 @@ async fn three_schedulers_share_a_switch_and_degrade_without_it() {
             datapath: DatapathKind::DryRun,
             bpf_pin_dir: "unused".into(),
             ps_scheduler_port: None,
+            precedence: Default::default(),
             log_format: LogFormat::Human,
         };
         let running = daemon::start(
@@ -607,6 +608,7 @@ async fn a_slowed_predecessor_slows_its_successor() {
             datapath: DatapathKind::DryRun,
             bpf_pin_dir: "unused".into(),
             ps_scheduler_port: None,
+            precedence: Default::default(),
             log_format: LogFormat::Human,
         };
         let running = daemon::start(

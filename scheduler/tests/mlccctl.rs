@@ -57,6 +57,7 @@ async fn mlccctl_drives_every_admin_call() {
         datapath: DatapathKind::DryRun,
         bpf_pin_dir: "unused".into(),
         ps_scheduler_port: None,
+        precedence: Default::default(),
         log_format: LogFormat::Human,
     };
     let admin = daemon::bind_admin(&sock).unwrap();

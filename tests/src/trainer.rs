@@ -192,8 +192,10 @@ fn ring(
     let prev = (ctx.cfg.rank + world - 1) % world;
     for it in 0..ctx.cfg.iterations {
         let t0 = Instant::now();
-        ctx.progress.iteration_begin();
         compute(ctx);
+        // The iteration's communication starts now: mlccd plans its bytes from here, rather
+        // than booking links for slots in which the job only computes.
+        ctx.progress.iteration_begin();
         for step in 0..2 * (world - 1) {
             let send_tag = Tag {
                 job: ctx.job,
@@ -272,8 +274,10 @@ fn ps_worker(
     let slice = ctx.cfg.model_bytes.div_ceil(servers.len() as u64);
     for it in 0..ctx.cfg.iterations {
         let t0 = Instant::now();
-        ctx.progress.iteration_begin();
         compute(ctx);
+        // The iteration's communication starts now: mlccd plans its bytes from here, rather
+        // than booking links for slots in which the job only computes.
+        ctx.progress.iteration_begin();
         // Push every slice, then pull every aggregate, all servers in parallel.
         let results: Vec<Result<u64, TrainerError>> = std::thread::scope(|s| {
             let hs: Vec<_> = conns
@@ -348,7 +352,6 @@ fn ps_server(
     let slice = ctx.cfg.model_bytes.div_ceil(u64::from(servers.max(1)));
     for it in 0..ctx.cfg.iterations {
         let t0 = Instant::now();
-        ctx.progress.iteration_begin();
         // Aggregation: every worker's push must arrive before any reply (a PS cannot broadcast
         // what it has not aggregated).
         let got: Vec<Result<u64, TrainerError>> = std::thread::scope(|s| {
@@ -378,6 +381,8 @@ fn ps_server(
         for r in got {
             rep.bytes_verified += r?;
         }
+        // The server's own transfers (the replies) start now.
+        ctx.progress.iteration_begin();
         let sent: Vec<Result<(), TrainerError>> = std::thread::scope(|s| {
             let hs: Vec<_> = conns
                 .iter_mut()
