@@ -58,6 +58,9 @@ async fn mlccctl_drives_every_admin_call() {
         bpf_pin_dir: "unused".into(),
         ps_scheduler_port: None,
         log_format: LogFormat::Human,
+        admin_group: None,
+        progress: Default::default(),
+        tls: None,
     };
     let admin = daemon::bind_admin(&sock).unwrap();
     let running = daemon::start(

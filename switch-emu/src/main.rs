@@ -118,12 +118,19 @@ fn serve(config: Config) -> Result<(), String> {
         now,
     )
     .map_err(|e| format!("{}: {e}", config.topology.display()))?;
+    let tls = config
+        .tls
+        .as_ref()
+        .map(mlcc_daemon::tls::Tls::load)
+        .transpose()
+        .map_err(|e| format!("mTLS: {e}"))?;
     tracing::info!(
         switch = %config.switch,
         links = emu.link_stats().len(),
         tau_ms = config.slots.tau().as_millis() as u64,
         horizon = config.slots.horizon(),
         mode = ?config.feedback_mode,
+        mtls = tls.is_some(),
         "load table ready"
     );
     // One worker: a current-thread runtime saves the work-stealing scheduler's cross-thread
@@ -148,7 +155,7 @@ fn serve(config: Config) -> Result<(), String> {
         let metrics = tokio::net::TcpListener::bind(config.metrics_listen)
             .await
             .map_err(|e| format!("cannot listen on {} (metrics): {e}", config.metrics_listen))?;
-        let mut running = server::start(emu, clock, listener, Some(metrics))
+        let mut running = server::start_with_tls(emu, clock, listener, Some(metrics), tls.as_ref())
             .await
             .map_err(|e| e.to_string())?;
         // Type=notify: ready once both listeners are bound. Outside systemd this is a no-op.

@@ -101,7 +101,7 @@ async fn serve(config: Config) -> Result<(), String> {
     let metrics = tokio::net::TcpListener::bind(config.metrics_listen)
         .await
         .map_err(|e| format!("cannot listen on {} (metrics): {e}", config.metrics_listen))?;
-    let admin = daemon::bind_admin(&config.admin_socket)
+    let admin = daemon::bind_admin_as(&config.admin_socket, config.admin_group.as_deref())
         .map_err(|e| format!("admin socket {}: {e}", config.admin_socket.display()))?;
     tracing::info!(
         host = %config.host,
