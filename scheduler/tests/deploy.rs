@@ -95,6 +95,21 @@ fn two_rack_cluster_examples_are_valid() {
         None,
         &d.join("switchd.toml"),
     );
+    // This one is the mTLS example: both daemons must have picked the files up.
+    let m = DaemonArgs {
+        config: Some(d.join("mlccd.toml")),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    assert!(m.tls.is_some() && m.admin_group.as_deref() == Some("mlcc"));
+    let s = ServeArgs {
+        config: Some(d.join("switchd.toml")),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    assert!(s.tls.is_some());
     let topo = Topology::load(&d.join("topology.toml")).unwrap();
     assert_eq!(topo.hosts().len(), 8);
     let racks: std::collections::BTreeSet<_> =
