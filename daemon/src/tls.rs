@@ -17,6 +17,10 @@ use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity, ServerT
 
 use crate::ConfigError;
 
+/// How long a server waits for a client to finish the TLS handshake: a client that connects
+/// and stalls must not hold a connection (and its file descriptor) forever.
+pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The mTLS flags both daemons share; each overrides the config-file key of the same name
 /// (`tls_cert`, `tls_key`, `tls_ca`). All three or none.
 #[derive(Args, Debug, Default, Clone, PartialEq, Eq)]
@@ -153,6 +157,7 @@ impl Tls {
             .identity(self.identity.clone())
             .client_ca_root(self.ca.clone())
             .client_auth_optional(false)
+            .timeout(HANDSHAKE_TIMEOUT)
     }
 
     /// Client side: present our certificate, trust only the CA; the server's certificate must

@@ -173,6 +173,25 @@ async fn switch_serves_cluster_members_only() {
 }
 
 #[tokio::test]
+async fn a_client_that_never_finishes_the_handshake_is_dropped() {
+    use tokio::io::AsyncReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("mlcc cluster CA");
+    let switch = switch_with_tls(&Tls::load(&ca.leaf(dir.path(), "switchd", &ca)).unwrap()).await;
+    let mut stalled = tokio::net::TcpStream::connect(switch.addr).await.unwrap();
+    // Sends nothing. The server gives up after HANDSHAKE_TIMEOUT and closes the socket: the
+    // read ends (EOF or reset) instead of waiting forever. The bound is generous on purpose.
+    let bound = mlcc_daemon::tls::HANDSHAKE_TIMEOUT * 6;
+    let mut buf = [0u8; 64];
+    let r = tokio::time::timeout(bound, stalled.read(&mut buf)).await;
+    assert!(
+        matches!(r, Ok(Ok(0)) | Ok(Err(_))),
+        "stalled handshake still open after {bound:?}: {r:?}"
+    );
+    switch.stop().await.unwrap();
+}
+
+#[tokio::test]
 async fn mlccd_peer_service_requires_a_cluster_certificate() {
     let dir = tempfile::tempdir().unwrap();
     let (cluster, foreign) = (Ca::new("mlcc cluster CA"), Ca::new("some other CA"));
