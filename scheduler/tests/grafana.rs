@@ -104,6 +104,27 @@ fn queries(v: &serde_json::Value, out: &mut Vec<String>) {
     }
 }
 
+/// The panels' PromQL (`expr`); template variables use Grafana's `label_values(...)` instead.
+fn panel_exprs(v: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(panels) = v.get("panels").and_then(|p| p.as_array()) {
+        for p in panels {
+            for t in p
+                .get("targets")
+                .and_then(|t| t.as_array())
+                .into_iter()
+                .flatten()
+            {
+                if let Some(e) = t.get("expr").and_then(|e| e.as_str()) {
+                    out.push(e.to_string());
+                }
+            }
+            out.extend(panel_exprs(p));
+        }
+    }
+    out
+}
+
 fn is_ident(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
@@ -176,6 +197,15 @@ fn dashboard_queries_only_exported_metrics_and_labels() {
 
     let mut errors = Vec::new();
     let mut used = BTreeSet::new();
+    for q in panel_exprs(&dash) {
+        // Grafana substitutes its range variables before Prometheus sees the query.
+        let promql = q
+            .replace("$__rate_interval", "1m")
+            .replace("$__interval", "1m");
+        if let Err(e) = promql_parser::parser::parse(&promql) {
+            errors.push(format!("{q:?} is not valid PromQL: {e}"));
+        }
+    }
     for q in &qs {
         let sels = selectors(q);
         if sels.is_empty() {
