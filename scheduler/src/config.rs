@@ -113,8 +113,9 @@ pub struct DaemonArgs {
     /// daemon's own group, i.e. root only].
     #[arg(long, value_name = "GROUP")]
     pub admin_group: Option<String>,
-    /// Accept progress files only from this uid (repeatable) [default: any uid whose files
-    /// only it can write and that runs the process the file names].
+    /// Accept progress files only from this uid (repeatable) [default: any uid]. Always: a file
+    /// must be writable by its owner only, and owned by root or by the user running the process
+    /// it names.
     #[arg(long = "progress-uid", value_name = "UID")]
     pub progress_uids: Vec<u32>,
     /// mTLS (deploy/SECURITY.md): with all three set, the Peer service requires client

@@ -30,7 +30,9 @@ state: one not refreshed for K slots expires, so a restart loses the table and s
 it within K slots.\n\n\
 Slots are absolute (realtime / τ): keep the clock synchronized (chrony/PTP) with the hosts.\n\n\
 Serves mlcc.v1.Switch, grpc.health.v1 and gRPC reflection on --listen, Prometheus metrics on \
---metrics-listen. Stops gracefully on SIGTERM or SIGINT.",
+--metrics-listen. With --tls-cert, --tls-key and --tls-ca the gRPC port serves only clients \
+presenting a certificate signed by that CA (mutual TLS, deploy/SECURITY.md). Stops gracefully on \
+SIGTERM or SIGINT.",
     args_conflicts_with_subcommands = true
 )]
 struct Cli {
