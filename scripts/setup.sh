@@ -6,8 +6,9 @@ set -euo pipefail
 
 need_apt=()
 # mlcc-bpf: clang+llvm compile the BPF programs, libelf+zlib link libbpf, bpftool dumps the
-# kernel's vmlinux.h, iproute2 (ip, tc) builds the namespace testbed, iperf3 is its cross traffic.
-want_pkgs=(build-essential pkg-config clang llvm libelf-dev zlib1g-dev bpftool iproute2 iperf3 libzmq3-dev python3-pip)
+# kernel's vmlinux.h, iproute2 (ip, tc) builds the namespace testbed, iperf3 is its cross
+# traffic. systemd provides systemd-analyze, which scripts/validate-deploy.sh runs on deploy/*.service.
+want_pkgs=(build-essential pkg-config clang llvm libelf-dev zlib1g-dev bpftool iproute2 iperf3 libzmq3-dev python3-pip systemd)
 for p in "${want_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$p")
 done
@@ -20,6 +21,17 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+# kubernetes-validate (PyPI): checks deploy/k8s against the Kubernetes OpenAPI schemas in
+# scripts/validate-deploy.sh. Debian's pip refuses to install into the system Python without
+# --break-system-packages (PEP 668); older pips do not know the flag, hence the fallback.
+if ! command -v kubernetes-validate >/dev/null 2>&1; then
+  echo "setup: installing kubernetes-validate (pip)"
+  python3 -m pip install --quiet --break-system-packages kubernetes-validate 2>/dev/null ||
+    python3 -m pip install --quiet kubernetes-validate
+  hash -r
+  command -v kubernetes-validate >/dev/null 2>&1 || export PATH="$HOME/.local/bin:$PATH"
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

@@ -4,6 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod tls;
+pub mod unix;
+
 use clap::ValueEnum;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;

@@ -13,7 +13,10 @@ use mlcc_core::units::parse_duration;
 use serde::Deserialize;
 
 pub use crate::host::PrecedenceRank;
+pub use mlcc_daemon::tls::{TlsArgs, TlsFiles};
 pub use mlcc_daemon::{ConfigError, LogFormat};
+
+use crate::progress::ProgressPolicy;
 
 pub const DEFAULT_PEER_LISTEN: &str = "0.0.0.0:50071";
 pub const DEFAULT_METRICS_LISTEN: &str = "0.0.0.0:9471";
@@ -112,6 +115,20 @@ pub struct DaemonArgs {
     /// Log format [default: human]. The level comes from RUST_LOG (default "info").
     #[arg(long, value_enum)]
     pub log_format: Option<LogFormat>,
+    /// Group (name or gid) given the admin socket: its members may run mlccctl [default: the
+    /// daemon's own group, i.e. root only].
+    #[arg(long, value_name = "GROUP")]
+    pub admin_group: Option<String>,
+    /// Accept progress files only from this uid (repeatable) [default: any uid]. Always: a file
+    /// must be writable by its owner only, and owned by root or by the user running the process
+    /// it names.
+    #[arg(long = "progress-uid", value_name = "UID")]
+    pub progress_uids: Vec<u32>,
+    /// mTLS (deploy/SECURITY.md): with all three set, the Peer service requires client
+    /// certificates signed by --tls-ca, and calls to switches and peers use TLS with this
+    /// certificate.
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 /// The file form; every field optional so that flags can fill in.
@@ -137,6 +154,12 @@ struct FileConfig {
     ps_scheduler_port: Option<u16>,
     precedence: Option<PrecedenceRank>,
     log_format: Option<LogFormat>,
+    admin_group: Option<String>,
+    #[serde(default)]
+    progress_uids: Vec<u32>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    tls_ca: Option<PathBuf>,
 }
 
 /// The resolved configuration.
@@ -159,6 +182,12 @@ pub struct Config {
     pub ps_scheduler_port: Option<u16>,
     pub precedence: PrecedenceRank,
     pub log_format: LogFormat,
+    /// Group of the admin socket (name or gid); `None`: the daemon's group.
+    pub admin_group: Option<String>,
+    /// Which progress files are believed.
+    pub progress: ProgressPolicy,
+    /// mTLS files; `None`: plaintext.
+    pub tls: Option<TlsFiles>,
 }
 
 fn addr(s: &str) -> SocketAddr {
@@ -269,6 +298,21 @@ impl DaemonArgs {
             ps_scheduler_port: self.ps_scheduler_port.or(file.ps_scheduler_port),
             precedence: self.precedence.or(file.precedence).unwrap_or_default(),
             log_format: self.log_format.or(file.log_format).unwrap_or_default(),
+            admin_group: self.admin_group.clone().or(file.admin_group),
+            progress: ProgressPolicy {
+                // Flags replace the file's list rather than extend it, like every other option.
+                allowed_uids: if self.progress_uids.is_empty() {
+                    file.progress_uids
+                } else {
+                    self.progress_uids.clone()
+                },
+                trust_any_writer: false,
+            },
+            tls: self.tls.resolve(&TlsArgs {
+                tls_cert: file.tls_cert,
+                tls_key: file.tls_key,
+                tls_ca: file.tls_ca,
+            })?,
         })
     }
 }

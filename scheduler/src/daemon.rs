@@ -16,7 +16,7 @@ use mlcc_proto::v1 as pb;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use crate::admin::AdminService;
 use crate::config::Config;
@@ -175,13 +175,27 @@ pub async fn start(
         .map_err(|e| format!("peer listener: {e}"))?;
     let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
     let (stop, rx) = watch::channel(false);
+    let tls = cfg
+        .tls
+        .as_ref()
+        .map(mlcc_daemon::tls::Tls::load)
+        .transpose()
+        .map_err(|e| format!("mTLS: {e}"))?
+        .map(Arc::new);
 
     let peer = pb::peer_server::PeerServer::new(PeerService(shared.clone()))
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
     let incoming =
         tonic::transport::server::TcpIncoming::from(peer_listener).with_nodelay(Some(true));
+    let mut peer_server = tonic::transport::Server::builder();
+    if let Some(t) = &tls {
+        // Peers must present a certificate of the cluster CA; others fail the handshake.
+        peer_server = t
+            .apply_server(peer_server)
+            .map_err(|e| format!("mTLS: {e}"))?;
+    }
     let peer_task = tokio::spawn(
-        tonic::transport::Server::builder()
+        peer_server
             .add_service(peer)
             .serve_with_incoming_shutdown(incoming, stopped(rx.clone())),
     );
@@ -204,6 +218,7 @@ pub async fn start(
     });
     let loop_task = tokio::spawn(slot_loop(
         cfg,
+        tls.clone(),
         topo,
         shared.clone(),
         datapath,
@@ -224,7 +239,7 @@ pub async fn start(
             let _ = t.await;
         }
     });
-    tracing::info!(%peer_addr, "serving mlcc.v1.Peer");
+    tracing::info!(%peer_addr, mtls = tls.is_some(), "serving mlcc.v1.Peer");
     Ok(Running {
         peer_addr,
         metrics_addr,
@@ -235,20 +250,30 @@ pub async fn start(
 }
 
 /// Lazily connected channels by address; a channel reconnects by itself after a failure.
+/// With mTLS every channel presents this host's certificate and verifies the other side's.
 #[derive(Default)]
-struct Channels(HashMap<String, Channel>);
+struct Channels {
+    by_addr: HashMap<String, Channel>,
+    tls: Option<Arc<mlcc_daemon::tls::Tls>>,
+}
 
 impl Channels {
     fn get(&mut self, addr: &str, deadline: Duration) -> Option<Channel> {
-        if let Some(c) = self.0.get(addr) {
+        if let Some(c) = self.by_addr.get(addr) {
             return Some(c.clone());
         }
-        let ep = Endpoint::from_shared(format!("http://{addr}"))
-            .ok()?
+        let ep = match mlcc_daemon::tls::endpoint(addr, self.tls.as_deref()) {
+            Ok(ep) => ep,
+            Err(e) => {
+                tracing::warn!("cannot dial {addr}: {e}");
+                return None;
+            }
+        };
+        let c = ep
             .connect_timeout(deadline)
-            .tcp_nodelay(true);
-        let c = ep.connect_lazy();
-        self.0.insert(addr.to_string(), c.clone());
+            .tcp_nodelay(true)
+            .connect_lazy();
+        self.by_addr.insert(addr.to_string(), c.clone());
         Some(c)
     }
 }
@@ -304,6 +329,7 @@ fn outcome_name<T>(o: &Outcome<T>) -> &'static str {
 
 async fn slot_loop(
     cfg: Config,
+    tls: Option<Arc<mlcc_daemon::tls::Tls>>,
     topo: Arc<Topology>,
     shared: Arc<Shared>,
     mut datapath: DatapathPort,
@@ -312,8 +338,11 @@ async fn slot_loop(
 ) {
     let slots = cfg.slots;
     let deadline = cfg.rpc_deadline;
-    let mut progress = ProgressDir::new(cfg.shm_dir.clone());
-    let mut channels = Channels::default();
+    let mut progress = ProgressDir::with_policy(cfg.shm_dir.clone(), cfg.progress.clone());
+    let mut channels = Channels {
+        tls,
+        ..Default::default()
+    };
     let mut sessions = Sessions::default();
     let mut last_slot: Option<Slot> = None;
     let mut datapath_failed = false;
@@ -746,7 +775,12 @@ impl pb::peer_server::Peer for PeerService {
 
 /// Binds the admin socket with mode 0660, replacing a stale socket file.
 pub fn bind_admin(path: &PathBuf) -> std::io::Result<UnixListener> {
-    use std::os::unix::fs::PermissionsExt;
+    bind_admin_as(path, None)
+}
+
+/// [`bind_admin`], giving the socket to `group` (a name or gid) so its members may run mlccctl.
+pub fn bind_admin_as(path: &PathBuf, group: Option<&str>) -> std::io::Result<UnixListener> {
+    let gid = group.map(mlcc_daemon::unix::resolve_group).transpose()?;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -761,6 +795,6 @@ pub fn bind_admin(path: &PathBuf) -> std::io::Result<UnixListener> {
         std::fs::remove_file(path)?;
     }
     let l = UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
+    mlcc_daemon::unix::restrict_socket(path, gid)?;
     Ok(l)
 }

@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::progress::{ProgressError, ProgressHeader, ProgressReader, ProgressSnapshot};
+use crate::progress::{
+    ProgressError, ProgressHeader, ProgressPolicy, ProgressReader, ProgressSnapshot,
+};
 
 /// What changed in the directory since the last scan.
 #[derive(Debug, Default)]
@@ -28,6 +30,9 @@ pub struct ScanReport {
 struct Version {
     len: u64,
     modified: Option<SystemTime>,
+    /// Mode and owner: a file refused for them is looked at again once they are fixed.
+    mode: u32,
+    uid: u32,
 }
 
 /// The progress files of the processes on this host.
@@ -36,6 +41,7 @@ pub struct ProgressDir {
     dir: PathBuf,
     readers: HashMap<PathBuf, ProgressReader>,
     refused: HashMap<PathBuf, Version>,
+    policy: ProgressPolicy,
 }
 
 /// One process's identity and counters, as read this slot.
@@ -47,11 +53,18 @@ pub struct ProcessProgress<'a> {
 }
 
 impl ProgressDir {
+    /// Follows `dir` with the default [`ProgressPolicy`]: any owner, but only files their
+    /// writer's user owns and only they can write.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self::with_policy(dir, ProgressPolicy::default())
+    }
+
+    pub fn with_policy(dir: impl Into<PathBuf>, policy: ProgressPolicy) -> Self {
         ProgressDir {
             dir: dir.into(),
             readers: HashMap::new(),
             refused: HashMap::new(),
+            policy,
         }
     }
 
@@ -77,6 +90,8 @@ impl ProgressDir {
             let version = Version {
                 len: meta.len(),
                 modified: meta.modified().ok(),
+                mode: std::os::unix::fs::MetadataExt::mode(&meta),
+                uid: std::os::unix::fs::MetadataExt::uid(&meta),
             };
             present.insert(entry.path(), version);
         }
@@ -99,7 +114,7 @@ impl ProgressDir {
             .collect();
         new.sort_by(|a, b| a.0.cmp(&b.0));
         for (path, version) in new {
-            match ProgressReader::open(&path) {
+            match ProgressReader::open_trusted(&path, &self.policy) {
                 Ok(r) if r.writer_alive() => {
                     self.refused.remove(&path);
                     self.readers.insert(path.clone(), r);

@@ -6,7 +6,6 @@
 //! file with the wrong magic, version or size, or a job id that is not a clean UTF-8 name, is
 //! refused with an error that says what is wrong, and the caller skips it with a warning.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -156,6 +155,84 @@ pub enum ProgressError {
     NameMismatch { path: PathBuf, detail: String },
     #[error("{path}: writer kept the sequence lock busy; try next slot")]
     Busy { path: PathBuf },
+    /// The file is not one its writer alone controls (ProgressPolicy): another user could feed
+    /// mlccd made-up progress for someone else's job.
+    #[error("{path}: refused: {why}")]
+    Untrusted { path: PathBuf, why: String },
+}
+
+/// Which progress files mlccd believes (DESIGN.md §16: "progress files owned by the job's
+/// user"). A progress file decides how fast the connections of the process it names are paced,
+/// so a file must come from that process's user: /dev/shm is writable by every user of the
+/// host, and without these checks one user could slow another's job down (or speed their own up
+/// at others' expense) by writing a file that names the victim's pid.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProgressPolicy {
+    /// Uids whose files are accepted at all; empty: any uid (subject to the checks below).
+    pub allowed_uids: Vec<u32>,
+    /// Skip the check that the file's owner is root or a user id (real or effective) of the
+    /// process the file names. Only for tests whose files stand in for processes of other users.
+    pub trust_any_writer: bool,
+}
+
+impl ProgressPolicy {
+    /// Checks the file's own metadata (from the open descriptor, so the checked file is the one
+    /// read): a regular file, not group- or world-writable, owned by an allowed uid.
+    fn check_meta(&self, path: &Path, meta: &std::fs::Metadata) -> Result<(), ProgressError> {
+        use std::os::unix::fs::MetadataExt;
+        let refuse = |why: String| ProgressError::Untrusted {
+            path: path.to_path_buf(),
+            why,
+        };
+        if !meta.is_file() {
+            return Err(refuse("not a regular file".into()));
+        }
+        let mode = meta.mode() & 0o7777;
+        if mode & 0o022 != 0 {
+            return Err(refuse(format!(
+                "mode {mode:04o} lets other users write it (the writer creates it 0640)"
+            )));
+        }
+        let uid = meta.uid();
+        if !self.allowed_uids.is_empty() && !self.allowed_uids.contains(&uid) {
+            return Err(refuse(format!(
+                "owned by uid {uid}, not one of progress_uids {:?}",
+                self.allowed_uids
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks that the file's owner `uid` runs the process `pid` the header names (or is root).
+    fn check_writer(&self, path: &Path, uid: u32, pid: u32) -> Result<(), ProgressError> {
+        if self.trust_any_writer || uid == 0 {
+            return Ok(());
+        }
+        let refuse = |why: String| ProgressError::Untrusted {
+            path: path.to_path_buf(),
+            why,
+        };
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .map_err(|e| refuse(format!("cannot read /proc/{pid}/status of its writer: {e}")))?;
+        // "Uid:\treal\teffective\tsaved\tfs"
+        let uids: Vec<u32> = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .map(|l| {
+                l.split_whitespace()
+                    .filter_map(|u| u.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if uids.iter().take(2).any(|&u| u == uid) {
+            Ok(())
+        } else {
+            Err(refuse(format!(
+                "owned by uid {uid}, but it names pid {pid}, which runs as uid {}",
+                uids.get(1).map_or("?".to_string(), |u| u.to_string())
+            )))
+        }
+    }
 }
 
 /// What a process said about itself when it opened the file.
@@ -259,14 +336,35 @@ impl std::fmt::Debug for ProgressReader {
 }
 
 impl ProgressReader {
-    /// Maps and validates a progress file.
+    /// Maps and validates a progress file, whoever wrote it (tools, tests); the daemon uses
+    /// [`Self::open_trusted`].
     pub fn open(path: &Path) -> Result<Self, ProgressError> {
+        Self::open_inner(path, None)
+    }
+
+    /// [`Self::open`] for a file mlccd will act on: refuses it unless `policy` trusts its
+    /// owner and mode, and refuses a symlink (the name could point anywhere).
+    pub fn open_trusted(path: &Path, policy: &ProgressPolicy) -> Result<Self, ProgressError> {
+        Self::open_inner(path, Some(policy))
+    }
+
+    fn open_inner(path: &Path, policy: Option<&ProgressPolicy>) -> Result<Self, ProgressError> {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
         let io = |source| ProgressError::Io {
             path: path.to_path_buf(),
             source,
         };
-        let file = File::open(path).map_err(io)?;
-        let size = file.metadata().map_err(io)?.len();
+        let mut opts = std::fs::OpenOptions::new();
+        opts.read(true);
+        if policy.is_some() {
+            opts.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+        }
+        let file = opts.open(path).map_err(io)?;
+        let meta = file.metadata().map_err(io)?;
+        if let Some(p) = policy {
+            p.check_meta(path, &meta)?;
+        }
+        let size = meta.len();
         if size != abi::FILE_SIZE as u64 {
             return Err(ProgressError::Size {
                 path: path.to_path_buf(),
@@ -280,6 +378,9 @@ impl ProgressReader {
         // truncates an open file) rule out.
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
         let header = Self::parse_header(path, &map)?;
+        if let Some(p) = policy {
+            p.check_writer(path, meta.uid(), header.pid)?;
+        }
         Ok(ProgressReader {
             path: path.to_path_buf(),
             map,

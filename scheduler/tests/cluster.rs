@@ -11,7 +11,7 @@ use mlcc_core::{FeedbackMode, Slot, SlotConfig};
 use mlcc_scheduler::config::{Config, DatapathKind, LogFormat};
 use mlcc_scheduler::daemon::{self, Running, now_ns};
 use mlcc_scheduler::datapath::{DatapathPort, MemoryDatapath, SocketKey};
-use mlcc_scheduler::progress::abi;
+use mlcc_scheduler::progress::{ProgressPolicy, abi};
 use mlcc_scheduler::sockets::{StaticSockets, TcpConn};
 use mlcc_switch_emu::{Emulator, SystemClock, server};
 use tokio::net::TcpListener;
@@ -244,7 +244,10 @@ fn progress(
     b[96..104].copy_from_slice(&model.to_le_bytes());
     b[104..108].copy_from_slice(&pid.to_le_bytes());
     let name = format!("mlcc.{job}.{}.{rank}.{pid}", role.1);
-    std::fs::write(dir.join(name), &b).unwrap();
+    std::fs::write(dir.join(&name), &b).unwrap();
+    // The writer's mode (mlcc_progress.h); whatever the umask, mlccd refuses group-writable.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o640)).unwrap();
 }
 
 fn conn(l: &str, r: &str) -> TcpConn {
@@ -366,6 +369,13 @@ async fn three_schedulers_share_a_switch_and_degrade_without_it() {
             ps_scheduler_port: None,
             precedence: Default::default(),
             log_format: LogFormat::Human,
+            admin_group: None,
+            // pid 1 stands in for the PS processes of these jobs; their files are ours.
+            progress: ProgressPolicy {
+                trust_any_writer: true,
+                ..Default::default()
+            },
+            tls: None,
         };
         let running = daemon::start(
             cfg,
@@ -610,6 +620,9 @@ async fn a_slowed_predecessor_slows_its_successor() {
             ps_scheduler_port: None,
             precedence: Default::default(),
             log_format: LogFormat::Human,
+            admin_group: None,
+            progress: Default::default(),
+            tls: None,
         };
         let running = daemon::start(
             cfg,

@@ -59,6 +59,9 @@ async fn mlccctl_drives_every_admin_call() {
         ps_scheduler_port: None,
         precedence: Default::default(),
         log_format: LogFormat::Human,
+        admin_group: None,
+        progress: Default::default(),
+        tls: None,
     };
     let admin = daemon::bind_admin(&sock).unwrap();
     let running = daemon::start(

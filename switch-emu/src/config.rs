@@ -11,6 +11,7 @@ use mlcc_core::slot::SlotConfig;
 use mlcc_core::units::parse_duration;
 use serde::Deserialize;
 
+pub use mlcc_daemon::tls::{TlsArgs, TlsFiles};
 pub use mlcc_daemon::{ConfigError, LogFormat};
 
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:50061";
@@ -61,6 +62,10 @@ pub struct ServeArgs {
     /// the main thread (best when pinned to one core).
     #[arg(long, value_name = "N")]
     pub worker_threads: Option<usize>,
+    /// mTLS (deploy/SECURITY.md): with all three set, only clients presenting a certificate
+    /// signed by --tls-ca are served.
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 /// The file form; every field optional so that flags can fill in.
@@ -76,6 +81,9 @@ struct FileConfig {
     feedback_mode: Option<String>,
     log_format: Option<LogFormat>,
     worker_threads: Option<usize>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    tls_ca: Option<PathBuf>,
 }
 
 /// The resolved configuration.
@@ -89,6 +97,8 @@ pub struct Config {
     pub feedback_mode: FeedbackMode,
     pub log_format: LogFormat,
     pub worker_threads: Option<usize>,
+    /// mTLS files; `None` serves plaintext.
+    pub tls: Option<TlsFiles>,
 }
 
 impl ServeArgs {
@@ -152,6 +162,11 @@ impl ServeArgs {
             feedback_mode: self.feedback_mode.or(file_mode).unwrap_or_default(),
             log_format: self.log_format.or(file.log_format).unwrap_or_default(),
             worker_threads: self.worker_threads.or(file.worker_threads),
+            tls: self.tls.resolve(&TlsArgs {
+                tls_cert: file.tls_cert,
+                tls_key: file.tls_key,
+                tls_ca: file.tls_ca,
+            })?,
         })
     }
 }

@@ -30,7 +30,9 @@ state: one not refreshed for K slots expires, so a restart loses the table and s
 it within K slots.\n\n\
 Slots are absolute (realtime / τ): keep the clock synchronized (chrony/PTP) with the hosts.\n\n\
 Serves mlcc.v1.Switch, grpc.health.v1 and gRPC reflection on --listen, Prometheus metrics on \
---metrics-listen. Stops gracefully on SIGTERM or SIGINT.",
+--metrics-listen. With --tls-cert, --tls-key and --tls-ca the gRPC port serves only clients \
+presenting a certificate signed by that CA (mutual TLS, deploy/SECURITY.md). Stops gracefully on \
+SIGTERM or SIGINT.",
     args_conflicts_with_subcommands = true
 )]
 struct Cli {
@@ -118,12 +120,19 @@ fn serve(config: Config) -> Result<(), String> {
         now,
     )
     .map_err(|e| format!("{}: {e}", config.topology.display()))?;
+    let tls = config
+        .tls
+        .as_ref()
+        .map(mlcc_daemon::tls::Tls::load)
+        .transpose()
+        .map_err(|e| format!("mTLS: {e}"))?;
     tracing::info!(
         switch = %config.switch,
         links = emu.link_stats().len(),
         tau_ms = config.slots.tau().as_millis() as u64,
         horizon = config.slots.horizon(),
         mode = ?config.feedback_mode,
+        mtls = tls.is_some(),
         "load table ready"
     );
     // One worker: a current-thread runtime saves the work-stealing scheduler's cross-thread
@@ -148,7 +157,7 @@ fn serve(config: Config) -> Result<(), String> {
         let metrics = tokio::net::TcpListener::bind(config.metrics_listen)
             .await
             .map_err(|e| format!("cannot listen on {} (metrics): {e}", config.metrics_listen))?;
-        let mut running = server::start(emu, clock, listener, Some(metrics))
+        let mut running = server::start_with_tls(emu, clock, listener, Some(metrics), tls.as_ref())
             .await
             .map_err(|e| e.to_string())?;
         // Type=notify: ready once both listeners are bound. Outside systemd this is a no-op.

@@ -34,6 +34,8 @@ pub enum ServeError {
     },
     #[error("server task failed: {0}")]
     Task(String),
+    #[error("mTLS: {0}")]
+    Tls(#[from] mlcc_daemon::tls::TlsError),
 }
 
 /// A running emulator.
@@ -80,6 +82,19 @@ pub async fn start(
     listener: TcpListener,
     metrics_listener: Option<TcpListener>,
 ) -> Result<Running, ServeError> {
+    start_with_tls(emu, clock, listener, metrics_listener, None).await
+}
+
+/// [`start`], with the gRPC port behind mTLS when `tls` is given: every client must present a
+/// certificate signed by its CA, or the handshake fails before any call is read. The metrics
+/// port stays plaintext HTTP (it only exports, and Prometheus scrapes it).
+pub async fn start_with_tls(
+    emu: Emulator,
+    clock: Arc<dyn Clock>,
+    listener: TcpListener,
+    metrics_listener: Option<TcpListener>,
+    tls: Option<&mlcc_daemon::tls::Tls>,
+) -> Result<Running, ServeError> {
     let io = |what| move |source| ServeError::Io { what, source };
     let addr = listener.local_addr().map_err(io("gRPC listener"))?;
     let metrics_addr = match &metrics_listener {
@@ -102,7 +117,11 @@ pub async fn start(
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let grpc = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(t) = tls {
+        builder = t.apply_server(builder)?;
+    }
+    let grpc = builder
         .add_service(health_service)
         .add_service(reflection)
         .add_service(switch)

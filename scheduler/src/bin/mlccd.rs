@@ -26,7 +26,8 @@ unbooked (capped by each flow's achievable rate); a silent peer means no depende
 for its flows; --datapath dry-run enforces nothing. Each is logged and exported as \
 mlcc_sched_degraded{mode=...}.\n\n\
 Serves mlcc.v1.Peer on --peer-listen, mlcc.v1.Admin (mlccctl) on --admin-socket, Prometheus \
-metrics on --metrics-listen. SIGHUP reloads the topology; SIGTERM/SIGINT stop it, leaving rate \
+metrics on --metrics-listen. With --tls-cert, --tls-key and --tls-ca the Peer service and \
+every call to switches and peers use mutual TLS (deploy/SECURITY.md). SIGHUP reloads the topology; SIGTERM/SIGINT stop it, leaving rate \
 orders to expire so flows fall back to Reno gracefully."
 )]
 struct Cli {
@@ -101,7 +102,7 @@ async fn serve(config: Config) -> Result<(), String> {
     let metrics = tokio::net::TcpListener::bind(config.metrics_listen)
         .await
         .map_err(|e| format!("cannot listen on {} (metrics): {e}", config.metrics_listen))?;
-    let admin = daemon::bind_admin(&config.admin_socket)
+    let admin = daemon::bind_admin_as(&config.admin_socket, config.admin_group.as_deref())
         .map_err(|e| format!("admin socket {}: {e}", config.admin_socket.display()))?;
     tracing::info!(
         host = %config.host,

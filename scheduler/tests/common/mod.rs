@@ -16,5 +16,8 @@ pub fn crafted(dir: &Path, name: &str, pid: u32, corrupt: impl FnOnce(&mut Vec<u
     corrupt(&mut b);
     let p = dir.join(name);
     std::fs::write(&p, &b).unwrap();
+    // The writer's mode (mlcc_progress.h); whatever the umask, mlccd refuses group-writable.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
     p
 }
