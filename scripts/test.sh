@@ -19,5 +19,7 @@ export INSTA_UPDATE=no
 cargo test --workspace --locked --no-run
 sync
 cargo test --workspace --locked
+echo "== fuzz targets, bounded (scripts/fuzz.sh; FUZZ_SECONDS per target, default 30)"
+scripts/fuzz.sh
 echo "== Alg. 1 against the exact optimum (core/tests/optimality.rs)"
 cat target/tmp/optimality-report.txt 2>/dev/null || echo "(no optimality report)"

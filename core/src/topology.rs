@@ -633,6 +633,10 @@ fn single_switch_builder(
             MAX_RACKS * MAX_HOSTS_PER_RACK
         )
     })?;
+    let links = 2 * u64::from(hosts);
+    require(links <= MAX_GENERATED_LINKS, || {
+        format!("{links} links is more than the {MAX_GENERATED_LINKS} a generator makes")
+    })?;
     let mut b = TopologyBuilder::new();
     for k in 0..hosts {
         let ip = host_ip(k / 254, k % 254);

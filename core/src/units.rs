@@ -130,8 +130,19 @@ const RATE_UNITS: &str = "bit, Kbit, Mbit, Gbit, Tbit (also bps, Kbps, ...), B/s
 /// bits versus bytes is the one mistake an operator must never make silently.
 pub fn parse_rate(input: &str) -> Result<BytesPerSec, UnitError> {
     let (v, unit) = split_number(input, "25Gbit")?;
-    let bits = |m: f64| Ok(BytesPerSec::from_bits_per_sec(v * m));
-    let bytes = |m: f64| Ok(BytesPerSec(v * m));
+    // A finite number times a unit can still overflow to infinity ("1e308" digits and "Kbit"),
+    // and an infinite capacity would swallow every booking on the link.
+    let finite = |r: BytesPerSec| {
+        if r.0.is_finite() {
+            Ok(r)
+        } else {
+            Err(UnitError::OutOfRange {
+                input: input.to_string(),
+            })
+        }
+    };
+    let bits = |m: f64| finite(BytesPerSec::from_bits_per_sec(v * m));
+    let bytes = |m: f64| finite(BytesPerSec(v * m));
     match unit.as_str() {
         "bit" | "bps" | "bit/s" => bits(1.0),
         "Kbit" | "kbit" | "Kbps" | "kbps" | "Kbit/s" => bits(1e3),
@@ -328,6 +339,17 @@ mod tests {
         ));
         assert!(parse_duration("60").is_err());
         assert!(parse_bytes("99999999999999TB").is_err());
+    }
+
+    /// Found by the `units_text` fuzz target: the number is finite, the rate overflowed.
+    #[test]
+    fn a_rate_that_overflows_is_refused() {
+        let huge = format!("1797{}Kbit", "0".repeat(305));
+        assert!(matches!(
+            parse_rate(&huge),
+            Err(UnitError::OutOfRange { .. })
+        ));
+        assert!(parse_rate(&format!("1797{}GB/s", "0".repeat(300))).is_err());
     }
 
     #[test]

@@ -760,7 +760,13 @@ impl HostScheduler {
         f.sockets = spec.sockets;
         let measured: Option<u64> = (!f.sockets.is_empty()
             && f.sockets.iter().all(|k| acked.contains_key(k)))
-        .then(|| f.sockets.iter().map(|k| acked[k]).sum());
+        // Saturating: the counters come from the datapath, and a wrapped sum (a reused socket
+        // key, a corrupt map entry) must not panic the slot loop.
+        .then(|| {
+            f.sockets
+                .iter()
+                .fold(0u64, |s, k| s.saturating_add(acked[k]))
+        });
         let since_start: Option<f64> = measured.map(|_| {
             f.sockets
                 .iter()
@@ -786,7 +792,7 @@ impl HostScheduler {
                 }
             }
             sent -= chunks * spec.expected;
-            f.iteration += chunks as u64;
+            f.iteration = f.iteration.saturating_add(chunks as u64);
             f.iteration_start = slot;
         }
         if f.expected_bytes <= 0.0 {

@@ -18,6 +18,19 @@ use crate::emulator::Emulator;
 use crate::grpc::{Shared, SwitchService};
 use crate::metrics::Metrics;
 
+/// Unary calls one connection may have in flight; past it the switch refuses new ones at once
+/// (RESOURCE_EXHAUSTED, load shedding) instead of queueing them: a scheduler has at most a few
+/// calls per slot in flight, so this many is a flood, and queueing it would delay everyone.
+pub const CALLS_PER_CONNECTION: usize = 256;
+
+/// HTTP/2 keepalive: a peer that stops answering pings for this long (a dead host, a stalled
+/// client) loses its connection and whatever it held.
+pub const KEEPALIVE: Duration = Duration::from_secs(10);
+
+/// Floor of the server-side deadline, so that scheduling jitter on a loaded machine with a
+/// short τ does not turn into refused calls; clients ask for tighter ones with grpc-timeout.
+pub const MIN_SERVER_DEADLINE: Duration = Duration::from_millis(200);
+
 /// How long shutdown waits for open calls and connections before giving up on them.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -117,7 +130,18 @@ pub async fn start_with_tls(
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let mut builder = tonic::transport::Server::builder();
+    // A unary answer two slots late is useless to its scheduler (that slot's plan is made), so
+    // a call not answered by then — or within the client's own grpc-timeout, which tonic
+    // applies too, queueing for the connection's limit included — is dropped with
+    // DEADLINE_EXCEEDED rather than served late. Sessions return their stream at once and are
+    // bounded by SESSION_UNREAD_REPLIES.
+    let deadline = (2 * shared.lock().slots().tau()).max(MIN_SERVER_DEADLINE);
+    let mut builder = tonic::transport::Server::builder()
+        .timeout(deadline)
+        .concurrency_limit_per_connection(CALLS_PER_CONNECTION)
+        .load_shed(true)
+        .http2_keepalive_interval(Some(KEEPALIVE))
+        .http2_keepalive_timeout(Some(KEEPALIVE));
     if let Some(t) = tls {
         builder = t.apply_server(builder)?;
     }
