@@ -51,13 +51,15 @@ pub struct Variant {
     pub mode: FeedbackMode,
     pub visibility: Visibility,
     pub rank: Rank,
-    /// In `precedence` mode, plan slot n (the one being enforced now) around *every* booking,
-    /// not only earlier flows': the other hosts already set their rates for slot n, and a
-    /// later-ranked flow can only yield from slot n+1 on. Without this a higher-ranked flow
-    /// claims capacity that is in use in the same slot, the link is overbooked and shares in
-    /// proportion, and the nearly-done flows on it miss their slot by a few bytes. With ranks
-    /// that change while flows run (`JobRemainingBytes`) this is common (measured on
-    /// `--quick`, seed 1: 9 % of all bytes were offered to overbooked links; 0 with this).
+    /// In `precedence` mode, plan slot n (the one being enforced now) also around the slot-n
+    /// rates that hosts which already planned in slot n published, whatever their rank: those
+    /// hosts are sending at them now, and a lower-ranked flow can only yield from slot n+1 on.
+    /// Without this a higher-ranked flow claims capacity that is in use in the same slot, the
+    /// link is overbooked and shares in proportion, and the nearly-done flows on it miss their
+    /// slot by a few bytes. With ranks that change while flows run (`JobRemainingBytes`) this
+    /// is common (`--quick`, seed 1: 9 % of all offered bytes hit an overbooked link; 0 with
+    /// this). Counting last slot's (stale) plans of lower-ranked flows instead livelocks: two
+    /// flows each yield to the other's old booking (seen on `--quick`, seed 2).
     pub committed_now: bool,
 }
 
@@ -76,6 +78,10 @@ pub struct Mlcc {
     mode: FeedbackMode,
     rank: Rank,
     committed_now: bool,
+    /// Per link index: the slot-n rates published in slot n so far (the rates hosts that
+    /// already planned this slot are enforcing), with their keys and publishers.
+    fresh: Vec<Vec<(PrecedenceKey, usize, f64)>>,
+    fresh_links: Vec<usize>,
     visibility: Visibility,
     /// Clock offset rank per node index (Skewed visibility).
     offset: Vec<u64>,
@@ -150,6 +156,8 @@ impl Mlcc {
             mode,
             rank,
             committed_now,
+            fresh: vec![vec![]; topo.links().len()],
+            fresh_links: vec![],
             visibility,
             offset: topo
                 .nodes()
@@ -233,6 +241,15 @@ impl Mlcc {
                 continue;
             }
             let path = &view.flow(view.active[i]).path;
+            if self.committed_now && d.plan.first().is_some_and(|&r| r > 0.0) {
+                for &l in path {
+                    let v = &mut self.fresh[l.index()];
+                    if v.is_empty() {
+                        self.fresh_links.push(l.index());
+                    }
+                    v.push((d.key.clone(), h.index(), d.plan[0]));
+                }
+            }
             for &l in path {
                 if let Some(t) = self.tables[self.owner[l.index()]].as_mut()
                     && t.update(
@@ -265,6 +282,9 @@ impl Policy for Mlcc {
         let k = view.slots.horizon();
         for t in self.tables.iter_mut().flatten() {
             t.advance(slot);
+        }
+        for l in self.fresh_links.drain(..) {
+            self.fresh[l].clear();
         }
         // Active flows grouped by sending host, hosts in id order; plus hosts that planned
         // last slot and now have nothing (they must withdraw).
@@ -335,19 +355,13 @@ impl Policy for Mlcc {
                                 &mut load,
                             );
                             if self.committed_now && self.mode == FeedbackMode::Precedence {
-                                let mut now = [0.0];
-                                let _ = t.feedback(
-                                    l,
-                                    &Query {
-                                        flow: &f.id,
-                                        key: &key,
-                                        exclude_publisher: Some(host),
-                                    },
-                                    FeedbackMode::AllOthers,
-                                    slot,
-                                    &mut now,
-                                );
-                                load[0] = now[0];
+                                // Lower-ranked flows whose hosts already planned this slot
+                                // are sending now: plan slot n around them too.
+                                load[0] += self.fresh[l.index()]
+                                    .iter()
+                                    .filter(|(k, p, _)| *p != h.index() && *k > key)
+                                    .map(|x| x.2)
+                                    .sum::<f64>();
                             }
                         }
                         LinkFeedback {
