@@ -224,3 +224,15 @@ fn committed_slot_never_overbooks_where_ranked_precedence_does() {
     assert_eq!(overbooked_flow_slots("srpt+committed", &specs, true), 0);
     assert!(overbooked_flow_slots("srpt", &specs, false) > 0);
 }
+
+#[test]
+fn size_rank_orders_by_size_class_then_iteration_start() {
+    use mlcc_sim::policy::mlcc::size_rank;
+    // A job with fewer bytes left ranks first whatever its iteration start...
+    assert!(size_rank(1e8, 500) < size_rank(1e9, 3));
+    // ...within a quarter octave the earlier iteration goes first, and the rank does not
+    // move while a job's bytes drain inside its class.
+    assert!(size_rank(1.00e9, 7) < size_rank(1.05e9, 9));
+    assert_eq!(size_rank(1.00e9, 7), size_rank(1.05e9, 7));
+    assert!(size_rank(0.0, 0) < size_rank(1.0, 1));
+}

@@ -38,9 +38,9 @@ pub enum Visibility {
 pub enum Rank {
     /// The slot the flow's iteration started in (DESIGN.md §6): first come, first served.
     IterationStart,
-    /// The bytes (in kB) the flow's job still has to move until it finishes, over all its
-    /// remaining iterations: shortest-remaining-job first (SRPT), which minimizes mean JCT on a
-    /// single link. Every flow of a job carries the same rank, so a job's flows are not split
+    /// The bytes the flow's job still has to move until it finishes, over all its remaining
+    /// iterations (in size classes, see [`size_rank`]): shortest-remaining-job first (SRPT),
+    /// which minimizes mean JCT on a single link. Every flow of a job carries the same rank, so a job's flows are not split
     /// by other jobs. Measured against `IterationStart` in the crate README.
     JobRemainingBytes,
 }
@@ -72,6 +72,15 @@ impl Variant {
             committed_now: false,
         }
     }
+}
+
+/// Rank of a job with `bytes` left whose iteration started in slot `since`: the size class
+/// (quarter octaves of bytes, so a job changes class a few times in its life, not every slot)
+/// in the high bits, the iteration start below it (first come, first served within a class).
+/// A rank that changed every slot would move every entry in every load table every slot.
+pub fn size_rank(bytes: f64, since: u64) -> u64 {
+    let class = (4.0 * bytes.max(1.0).log2()).floor().clamp(0.0, 4095.0) as u64;
+    (class << 40) | (since & ((1 << 40) - 1))
 }
 
 pub struct Mlcc {
@@ -333,7 +342,7 @@ impl Policy for Mlcc {
                         let per_iteration: f64 = j.flows.iter().map(|q| q.bytes).sum();
                         let left_now: f64 = j.flows.iter().map(|q| q.remaining()).sum();
                         let later = f64::from(j.spec.iterations.saturating_sub(j.iteration + 1));
-                        ((left_now + later * per_iteration) / 1e3) as u64
+                        size_rank(left_now + later * per_iteration, since)
                     }
                 };
                 let key = PrecedenceKey::new(Slot(since), f.id.clone());
