@@ -109,6 +109,33 @@ pub const REGISTRY: &[Entry] = &[
         },
     },
     Entry {
+        name: "mlcc-srpt",
+        about: "mlcc-precedence ranked by the job's remaining bytes (shortest job first), slot n planned around every committed booking",
+        build: |c| {
+            Box::new(mlcc::Mlcc::with(
+                c,
+                mlcc::Variant {
+                    rank: mlcc::Rank::JobRemainingBytes,
+                    committed_now: true,
+                    ..mlcc::Variant::paper(FeedbackMode::Precedence)
+                },
+            ))
+        },
+    },
+    Entry {
+        name: "mlcc-committed",
+        about: "mlcc-precedence with slot n planned around every committed booking (no overbooking)",
+        build: |c| {
+            Box::new(mlcc::Mlcc::with(
+                c,
+                mlcc::Variant {
+                    committed_now: true,
+                    ..mlcc::Variant::paper(FeedbackMode::Precedence)
+                },
+            ))
+        },
+    },
+    Entry {
         name: "mlcc-precedence-lockstep",
         about: "mlcc-precedence with perfectly synchronized hosts (no host sees a same-slot plan)",
         build: |c| {
