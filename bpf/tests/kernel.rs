@@ -124,18 +124,23 @@ const STEPS_MBIT: [u64; 18] = [
 const SLOTS_PER_STEP: usize = 5;
 
 /// Runs the schedule once; relative errors of the steady slots and of each step's first slot.
-fn run_schedule(dp: &mut KernelDatapath, key: SocketKey) -> (Summary, Summary) {
+fn run_schedule(dp: &mut KernelDatapath, key: SocketKey, scale: f64) -> (Summary, Summary) {
+    let scaled = |m: u64| ((m as f64 * scale).round() as u64).max(1);
     // Warm-up under the first step's rate, long enough to drain what the first unpaced ACKs
     // queued at the shaper; the order must outlive it or Reno refills the queue.
-    dp.set_rates(&[order(key, mbit(STEPS_MBIT[0]), Duration::from_secs(1))])
-        .unwrap();
+    dp.set_rates(&[order(
+        key,
+        mbit(scaled(STEPS_MBIT[0])),
+        Duration::from_secs(1),
+    )])
+    .unwrap();
     std::thread::sleep(Duration::from_millis(200));
     let start = Instant::now();
     let mut prev = stats(dp, &key);
     let (mut steady, mut first) = (Vec::new(), Vec::new());
     let schedule = STEPS_MBIT
         .iter()
-        .flat_map(|&m| std::iter::repeat_n(m, SLOTS_PER_STEP));
+        .flat_map(|&m| std::iter::repeat_n(scaled(m), SLOTS_PER_STEP));
     for (i, target) in schedule.enumerate() {
         dp.set_rates(&[order(key, mbit(target), 3 * SLOT)]).unwrap();
         sleep_until(start + SLOT * (i as u32 + 1));
@@ -199,11 +204,23 @@ fn rate_follows_a_schedule_changed_every_slot() {
         if attempt > 1 {
             std::thread::sleep(Duration::from_secs(1));
         }
-        let (s, f) = run_schedule(loaded.dp(), tx.key);
+        // What this host can carry at all: the flow unpaced (no order: Reno) for 0.5 s. A host
+        // whose CPUs cannot drive the top steps (a throttled VM measured 290-580 Mbit/s for a
+        // 600-800 Mbit/s order while cwnd was not limiting) would charge its own limit to the
+        // CC; the schedule is scaled to stay within 90 % of what was measured, and says so.
+        loaded.dp().clear_rates(&[tx.key]).unwrap();
+        let unpaced = rate_over(
+            &sample_for(loaded.dp(), &tx.key, Duration::from_millis(600)),
+            0.1,
+            0.6,
+        ) * 8e-6;
+        let top = *STEPS_MBIT.iter().max().unwrap() as f64;
+        let scale = (0.9 * unpaced / top).clamp(0.2, 1.0);
+        let (s, f) = run_schedule(loaded.dp(), tx.key, scale);
         let line = format!(
-            "rate accuracy (attempt {attempt}, {} slots of 50 ms, load {}): after the first slot \
-             of a step mean {:.2}% p95 {:.2}% max {:.2}%; first slot of a step mean {:.2}% p95 \
-             {:.2}% max {:.2}%",
+            "rate accuracy (attempt {attempt}, {} slots of 50 ms, load {}, host carries {unpaced:.0} \
+             Mbit/s unpaced, steps x {scale:.2}): after the first slot of a step mean {:.2}% p95 \
+             {:.2}% max {:.2}%; first slot of a step mean {:.2}% p95 {:.2}% max {:.2}%",
             STEPS_MBIT.len() * SLOTS_PER_STEP,
             load_average(),
             s.mean * 100.0,
