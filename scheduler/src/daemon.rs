@@ -24,7 +24,7 @@ use crate::datapath::DatapathPort;
 use crate::host::{FeedbackAnswers, HostConfig, HostScheduler, Observation, ProcessObs, SlotPlan};
 use crate::metrics::{Metrics, ModeLabels, RpcLabels, TargetLabels};
 use crate::monitor::ProgressDir;
-use crate::session::{SessionFailure, Sessions};
+use crate::session::{Session, SessionFailure, Sessions};
 use crate::sockets::SocketSource;
 use pb::session_reply::Reply as SessionReply;
 use pb::session_request::Request as SessionRequest;
@@ -310,6 +310,25 @@ where
     (r, t0.elapsed())
 }
 
+/// [`call`] over a switch's Session stream: one request, timed; a reply of another kind than
+/// `pick` accepts is an error.
+async fn session_call<T>(
+    sess: &Session,
+    req: SessionRequest,
+    deadline: Duration,
+    pick: impl FnOnce(SessionReply) -> Option<T>,
+) -> (Outcome<T>, Duration) {
+    let t0 = Instant::now();
+    let out = match sess.request(req, deadline).await {
+        Ok(r) => pick(r).map_or_else(
+            || Outcome::Error("a reply of the wrong kind".into()),
+            Outcome::Ok,
+        ),
+        Err(e) => e.into(),
+    };
+    (out, t0.elapsed())
+}
+
 impl<T> From<SessionFailure> for Outcome<T> {
     fn from(f: SessionFailure) -> Self {
         match f {
@@ -442,23 +461,17 @@ async fn slot_loop(
             };
             let host = cfg.host.clone();
             calls.push(tokio::spawn(async move {
-                let t0 = Instant::now();
-                let r = sess
-                    .request(
-                        SessionRequest::FetchFeedback(pb::FetchFeedbackRequest {
-                            host,
-                            slot: slot.0,
-                            flows: batch.items,
-                        }),
-                        deadline,
-                    )
-                    .await;
-                let out = match r {
-                    Ok(SessionReply::FetchFeedback(r)) => Outcome::Ok(r),
-                    Ok(_) => Outcome::Error("a reply of the wrong kind".into()),
-                    Err(e) => e.into(),
-                };
-                (name, batch.address, (out, t0.elapsed()))
+                let req = SessionRequest::FetchFeedback(pb::FetchFeedbackRequest {
+                    host,
+                    slot: slot.0,
+                    flows: batch.items,
+                });
+                let r = session_call(&sess, req, deadline, |r| match r {
+                    SessionReply::FetchFeedback(r) => Some(r),
+                    _ => None,
+                })
+                .await;
+                (name, batch.address, r)
             }));
         }
         let mut answers: FeedbackAnswers = HashMap::new();
@@ -514,23 +527,17 @@ async fn slot_loop(
             };
             let host = cfg.host.clone();
             pubs.push(tokio::spawn(async move {
-                let t0 = Instant::now();
-                let r = sess
-                    .request(
-                        SessionRequest::UpdateSchedule(pb::UpdateScheduleRequest {
-                            host,
-                            slot: slot.0,
-                            flows: batch.items,
-                        }),
-                        deadline,
-                    )
-                    .await;
-                let out = match r {
-                    Ok(SessionReply::UpdateSchedule(r)) => Outcome::Ok(r),
-                    Ok(_) => Outcome::Error("a reply of the wrong kind".into()),
-                    Err(e) => e.into(),
-                };
-                (name, (out, t0.elapsed()), now_ns())
+                let req = SessionRequest::UpdateSchedule(pb::UpdateScheduleRequest {
+                    host,
+                    slot: slot.0,
+                    flows: batch.items,
+                });
+                let r = session_call(&sess, req, deadline, |r| match r {
+                    SessionReply::UpdateSchedule(r) => Some(r),
+                    _ => None,
+                })
+                .await;
+                (name, r, now_ns())
             }));
         }
         let mut exchanges = Vec::new();

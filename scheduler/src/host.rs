@@ -940,7 +940,7 @@ impl HostScheduler {
                 // nothing about the path (without progress counters, assume it had data).
                 backlogged: f.last_rate > 0.0
                     && a < self.cfg.path_limited_share * f.last_rate
-                    && f.app_backlog.is_none_or(|_| ready),
+                    && (f.app_backlog.is_none() || ready),
             });
             inputs.push(FlowInput {
                 id: f.id.clone(),

@@ -8,7 +8,8 @@ use plotters::prelude::*;
 use crate::report::Summary;
 use crate::run::PolicyRun;
 
-const COLORS: [RGBColor; 8] = [
+/// The series palette (matplotlib's tab10), shared with the testbed's plots.
+pub const COLORS: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -19,7 +20,8 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(127, 127, 127),
 ];
 
-fn err(e: impl std::fmt::Display) -> String {
+/// Plotters' errors as the plain messages the reports return.
+pub fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 

@@ -526,7 +526,7 @@ pub fn run_jobs(
     let mut results: Vec<JobResult> = Vec::new();
     let mut cross = CrossTraffic::start(c, scn)?;
     let mut samples: BTreeMap<String, Vec<(f64, f64, f64)>> = BTreeMap::new();
-    let mut last_counters: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut last_counters: BTreeMap<String, (f64, u64, u64)> = BTreeMap::new();
     let mut next_sample = start;
     let mut spawned: Vec<u32> = Vec::new();
     loop {
@@ -602,11 +602,12 @@ pub fn run_jobs(
     })
 }
 
+/// One bandwidth sample per host port: Mbit/s since the previous sample of the same port.
 fn sample(
     c: &Cluster,
     start: Instant,
     out: &mut BTreeMap<String, Vec<(f64, f64, f64)>>,
-    last: &mut BTreeMap<String, (u64, u64)>,
+    last: &mut BTreeMap<String, (f64, u64, u64)>,
 ) {
     let t = start.elapsed().as_secs_f64();
     for sw in &c.plan.switches {
@@ -618,21 +619,16 @@ fn sample(
                 continue;
             }
             // Port rx = what the host sent (its uplink); port tx = its downlink.
-            if let Some((prx, ptx, pt)) = last.get(&port).map(|&(a, b)| {
-                (
-                    a,
-                    b,
-                    out.get(&port).and_then(|v| v.last()).map_or(0.0, |s| s.0),
-                )
-            }) {
-                let dt = (t - pt).max(1e-3);
-                let up = (rx.saturating_sub(prx)) as f64 * 8.0 / dt / 1e6;
-                let down = (tx.saturating_sub(ptx)) as f64 * 8.0 / dt / 1e6;
-                out.entry(port.clone()).or_default().push((t, up, down));
-            } else {
-                out.entry(port.clone()).or_default().push((t, 0.0, 0.0));
-            }
-            last.insert(port, (rx, tx));
+            let (up, down) = match last.insert(port.clone(), (t, rx, tx)) {
+                Some((pt, prx, ptx)) => {
+                    let mbit = |now: u64, before: u64| {
+                        now.saturating_sub(before) as f64 * 8.0 / (t - pt).max(1e-3) / 1e6
+                    };
+                    (mbit(rx, prx), mbit(tx, ptx))
+                }
+                None => (0.0, 0.0),
+            };
+            out.entry(port).or_default().push((t, up, down));
         }
     }
 }

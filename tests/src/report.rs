@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use mlcc_sim::plot::{COLORS, err};
 use plotters::prelude::*;
 use serde::Serialize;
 
@@ -196,21 +197,6 @@ pub fn markdown(s: &Summary) -> String {
     t
 }
 
-const COLORS: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-];
-
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
 /// Mean JCT per CC with the repetitions' min–max as a whisker.
 pub fn jct_bars(s: &Summary, path: &Path) -> Result<(), String> {
     let max = s
@@ -245,7 +231,7 @@ pub fn jct_bars(s: &Summary, path: &Path) -> Result<(), String> {
         chart
             .draw_series(std::iter::once(Rectangle::new(
                 [(x + 0.2, 0.0), (x + 0.8, c.mean_jct_s)],
-                COLORS[i % 8].filled(),
+                COLORS[i % COLORS.len()].filled(),
             )))
             .map_err(err)?;
         let lo = c
@@ -297,7 +283,7 @@ pub fn bandwidth(run: &CcRun, link_mbit: f64, path: &Path) -> Result<(), String>
         .draw()
         .map_err(err)?;
     for (i, b) in run.bandwidth.iter().enumerate() {
-        let c = COLORS[i % 8];
+        let c = COLORS[i % COLORS.len()];
         chart
             .draw_series(LineSeries::new(
                 b.samples.iter().map(|s| (s.0, s.1)),

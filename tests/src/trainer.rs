@@ -75,6 +75,15 @@ struct Ctx {
 }
 
 impl Ctx {
+    fn tag(&self, iteration: u32, step: u32, sender: u32) -> Tag {
+        Tag {
+            job: self.job,
+            iteration,
+            step,
+            sender,
+        }
+    }
+
     fn prepare(&self, s: &TcpStream) -> Result<String, TrainerError> {
         s.set_nodelay(true).map_err(io_err("TCP_NODELAY"))?;
         if self.progress.is_open() {
@@ -197,18 +206,7 @@ fn ring(
         // than booking links for slots in which the job only computes.
         ctx.progress.iteration_begin();
         for step in 0..2 * (world - 1) {
-            let send_tag = Tag {
-                job: ctx.job,
-                iteration: it,
-                step,
-                sender: ctx.cfg.rank,
-            };
-            let recv_tag = Tag {
-                job: ctx.job,
-                iteration: it,
-                step,
-                sender: prev,
-            };
+            let (send_tag, recv_tag) = (ctx.tag(it, step, ctx.cfg.rank), ctx.tag(it, step, prev));
             let (sent, got) = std::thread::scope(|s| {
                 let tx =
                     s.spawn(|| wire::send(&mut out, send_tag, chunk, |n| ctx.progress.sent(n)));
@@ -249,6 +247,38 @@ fn finish(out: &mut TcpStream, inp: &mut TcpStream) -> Result<(), TrainerError> 
     Ok(())
 }
 
+/// [`finish`] for connections that carry both directions.
+fn finish_all(conns: &mut [TcpStream]) -> Result<(), TrainerError> {
+    for c in conns {
+        let mut d = c.try_clone().map_err(io_err("clone"))?;
+        finish(c, &mut d)?;
+    }
+    Ok(())
+}
+
+/// Runs `f(index, connection)` on every connection at once, a thread each (a PS talks to all
+/// its peers in parallel); the first error in index order wins.
+fn on_each<T: Send>(
+    conns: &mut [TcpStream],
+    f: impl Fn(usize, &mut TcpStream) -> Result<T, TrainerError> + Sync,
+) -> Result<Vec<T>, TrainerError> {
+    std::thread::scope(|s| {
+        let f = &f;
+        let hs: Vec<_> = conns
+            .iter_mut()
+            .enumerate()
+            .map(|(i, c)| s.spawn(move || f(i, c)))
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(TrainerError::Setup("connection thread panicked".into()))
+                })
+            })
+            .collect()
+    })
+}
+
 /// Hello: a worker names its rank first, so servers know which stream is whose.
 fn hello(s: &mut TcpStream, rank: u32) -> io::Result<()> {
     s.write_all(&rank.to_le_bytes())
@@ -279,49 +309,21 @@ fn ps_worker(
         // than booking links for slots in which the job only computes.
         ctx.progress.iteration_begin();
         // Push every slice, then pull every aggregate, all servers in parallel.
-        let results: Vec<Result<u64, TrainerError>> = std::thread::scope(|s| {
-            let hs: Vec<_> = conns
-                .iter_mut()
-                .enumerate()
-                .map(|(i, c)| {
-                    s.spawn(move || -> Result<u64, TrainerError> {
-                        let push = Tag {
-                            job: ctx.job,
-                            iteration: it,
-                            step: 0,
-                            sender: ctx.cfg.rank,
-                        };
-                        wire::send(c, push, slice, |n| ctx.progress.sent(n))
-                            .map_err(io_err(format!("iteration {it}: push to server {i}")))?;
-                        let pull = Tag {
-                            job: ctx.job,
-                            iteration: it,
-                            step: 1,
-                            sender: 1000 + i as u32,
-                        };
-                        wire::recv(c, pull, |n| ctx.progress.received(n))
-                            .map_err(io_err(format!("iteration {it}: pull from server {i}")))
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(TrainerError::Setup("PS thread panicked".into())))
-                })
-                .collect()
-        });
-        for r in results {
-            rep.bytes_verified += r?;
-            rep.bytes_sent += slice;
-        }
+        let got = on_each(&mut conns, |i, c| {
+            wire::send(c, ctx.tag(it, 0, ctx.cfg.rank), slice, |n| {
+                ctx.progress.sent(n)
+            })
+            .map_err(io_err(format!("iteration {it}: push to server {i}")))?;
+            wire::recv(c, ctx.tag(it, 1, 1000 + i as u32), |n| {
+                ctx.progress.received(n)
+            })
+            .map_err(io_err(format!("iteration {it}: pull from server {i}")))
+        })?;
+        rep.bytes_verified += got.iter().sum::<u64>();
+        rep.bytes_sent += slice * got.len() as u64;
         rep.iteration_s.push(t0.elapsed().as_secs_f64());
     }
-    for c in &mut conns {
-        let mut d = c.try_clone().map_err(io_err("clone"))?;
-        finish(c, &mut d)?;
-    }
-    Ok(())
+    finish_all(&mut conns)
 }
 
 fn ps_server(
@@ -354,68 +356,21 @@ fn ps_server(
         let t0 = Instant::now();
         // Aggregation: every worker's push must arrive before any reply (a PS cannot broadcast
         // what it has not aggregated).
-        let got: Vec<Result<u64, TrainerError>> = std::thread::scope(|s| {
-            let hs: Vec<_> = conns
-                .iter_mut()
-                .enumerate()
-                .map(|(w, c)| {
-                    s.spawn(move || {
-                        let push = Tag {
-                            job: ctx.job,
-                            iteration: it,
-                            step: 0,
-                            sender: w as u32,
-                        };
-                        wire::recv(c, push, |n| ctx.progress.received(n))
-                            .map_err(io_err(format!("iteration {it}: push from worker {w}")))
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(TrainerError::Setup("PS thread panicked".into())))
-                })
-                .collect()
-        });
-        for r in got {
-            rep.bytes_verified += r?;
-        }
+        let got = on_each(&mut conns, |w, c| {
+            wire::recv(c, ctx.tag(it, 0, w as u32), |n| ctx.progress.received(n))
+                .map_err(io_err(format!("iteration {it}: push from worker {w}")))
+        })?;
+        rep.bytes_verified += got.iter().sum::<u64>();
         // The server's own transfers (the replies) start now.
         ctx.progress.iteration_begin();
-        let sent: Vec<Result<(), TrainerError>> = std::thread::scope(|s| {
-            let hs: Vec<_> = conns
-                .iter_mut()
-                .enumerate()
-                .map(|(w, c)| {
-                    s.spawn(move || {
-                        let pull = Tag {
-                            job: ctx.job,
-                            iteration: it,
-                            step: 1,
-                            sender: 1000 + ctx.cfg.rank,
-                        };
-                        wire::send(c, pull, slice, |n| ctx.progress.sent(n))
-                            .map_err(io_err(format!("iteration {it}: reply to worker {w}")))
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(TrainerError::Setup("PS thread panicked".into())))
-                })
-                .collect()
-        });
-        for r in sent {
-            r?;
-            rep.bytes_sent += slice;
-        }
+        let sent = on_each(&mut conns, |w, c| {
+            wire::send(c, ctx.tag(it, 1, 1000 + ctx.cfg.rank), slice, |n| {
+                ctx.progress.sent(n)
+            })
+            .map_err(io_err(format!("iteration {it}: reply to worker {w}")))
+        })?;
+        rep.bytes_sent += slice * sent.len() as u64;
         rep.iteration_s.push(t0.elapsed().as_secs_f64());
     }
-    for c in &mut conns {
-        let mut d = c.try_clone().map_err(io_err("clone"))?;
-        finish(c, &mut d)?;
-    }
-    Ok(())
+    finish_all(&mut conns)
 }

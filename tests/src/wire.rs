@@ -65,23 +65,15 @@ pub fn send(
     len: u64,
     mut on_sent: impl FnMut(u64),
 ) -> io::Result<()> {
+    let len32 = u32::try_from(len)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "transfer over 4 GiB"))?;
     let mut head = [0u8; HEADER];
     head[0..4].copy_from_slice(&MAGIC.to_le_bytes());
     head[4..8].copy_from_slice(&tag.job.to_le_bytes());
     head[8..12].copy_from_slice(&tag.iteration.to_le_bytes());
     head[12..16].copy_from_slice(&tag.step.to_le_bytes());
     head[16..20].copy_from_slice(&tag.sender.to_le_bytes());
-    head[20..24].copy_from_slice(
-        &u32::try_from(len.min(u64::from(u32::MAX)))
-            .unwrap_or(u32::MAX)
-            .to_le_bytes(),
-    );
-    if len > u64::from(u32::MAX) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "transfer over 4 GiB",
-        ));
-    }
+    head[20..24].copy_from_slice(&len32.to_le_bytes());
     w.write_all(&head)?;
     let p = pattern();
     let mut off = tag.offset();
