@@ -54,6 +54,7 @@ fn flow(i: usize, k: usize) -> FlowInput {
             slack_bytes: 1e7,
         },
         delivery: None,
+        rate_cap: f64::INFINITY,
     }
 }
 

@@ -222,6 +222,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         path,
                         dependency,
                         delivery: None,
+                        rate_cap: f64::INFINITY,
                     }
                 })
                 .collect();

@@ -171,20 +171,18 @@ impl LinkLoad {
     fn account(&mut self, window_start: Slot, e: &Entry, sign: f64) {
         let window = self.total.len();
         accumulate(&mut self.total, window_start, e, sign);
-        if !self.by_publisher.contains_key(&e.publisher) {
-            // Allocate the publisher's name only the first time it is seen on this link.
-            self.by_publisher.insert(
-                e.publisher.clone(),
-                Publisher {
+        // Allocate the publisher's name only the first time it is seen on this link; a known
+        // publisher (the common case) costs one hash lookup.
+        let p = match self.by_publisher.get_mut(&e.publisher) {
+            Some(p) => p,
+            None => self
+                .by_publisher
+                .entry(e.publisher.clone())
+                .or_insert_with(|| Publisher {
                     sums: Sums::new(window),
                     keys: BTreeSet::new(),
-                },
-            );
-        }
-        let p = self
-            .by_publisher
-            .get_mut(&e.publisher)
-            .expect("inserted above");
+                }),
+        };
         accumulate(&mut p.sums.sum, window_start, e, sign);
         let b = self
             .by_start
@@ -219,6 +217,49 @@ impl LinkLoad {
         let e = self.entries.remove(&key)?;
         self.account(window_start, &e, -1.0);
         Some(e)
+    }
+
+    /// The common update: a scheduler republishing a flow under the same key and publisher.
+    /// Rewrites the entry where it is instead of removing and reinserting it, which would
+    /// rebalance two trees, rehash the flow twice and reallocate its publisher and rates. The
+    /// sums end up bit-identical to remove + insert: the entry is subtracted and added in the
+    /// same order, and a publisher or iteration bucket that held only this entry restarts from
+    /// zero, as the removal would have dropped it. Returns false (nothing changed) otherwise.
+    fn replace_in_place(&mut self, window_start: Slot, u: &Update<'_>) -> bool {
+        let Some(key) = self.index.get(u.flow) else {
+            return false;
+        };
+        if key != u.key {
+            return false;
+        }
+        let Some(e) = self.entries.get_mut(key) else {
+            return false;
+        };
+        if e.publisher != u.publisher {
+            return false;
+        }
+        let (Some(p), Some(b)) = (
+            self.by_publisher.get_mut(&e.publisher),
+            self.by_start.get_mut(&e.key.iteration_start),
+        ) else {
+            return false;
+        };
+        accumulate(&mut self.total, window_start, e, -1.0);
+        for sums in [&mut p.sums, b] {
+            if sums.count == 1 {
+                sums.sum.fill(0.0);
+            } else {
+                accumulate(&mut sums.sum, window_start, e, -1.0);
+            }
+        }
+        e.first_slot = u.first_slot;
+        e.rates.clear();
+        e.rates.extend_from_slice(u.rates);
+        e.refreshed = window_start;
+        accumulate(&mut self.total, window_start, e, 1.0);
+        accumulate(&mut p.sums.sum, window_start, e, 1.0);
+        accumulate(&mut b.sum, window_start, e, 1.0);
+        true
     }
 
     fn get(&self, flow: &FlowId) -> Option<&Entry> {
@@ -430,6 +471,9 @@ impl LoadTable {
         self.validate(link, u)?;
         let window_start = self.now;
         let l = self.links.get_mut(&link).expect("validated");
+        if !u.done && l.replace_in_place(window_start, u) {
+            return Ok(());
+        }
         l.remove(window_start, u.flow);
         if !u.done {
             l.insert(

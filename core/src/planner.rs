@@ -66,6 +66,10 @@ pub struct FlowInput {
     pub dependency: Dependency,
     /// What the datapath measured for the flow during the previous slot.
     pub delivery: Option<Delivery>,
+    /// A ceiling the caller puts on the flow's rate in every slot, on top of B_f and the path
+    /// (`f64::INFINITY`: none) — e.g. its share of a link it splits with flows of the same job
+    /// that must all finish before the job goes on.
+    pub rate_cap: f64,
 }
 
 /// What the planner decided for one flow.
@@ -170,7 +174,12 @@ impl Planner {
                     .filter(|l| usable(l))
                     .map(|l| l.capacity)
                     .fold(f64::INFINITY, f64::min);
-                est.get(slot, bottleneck)
+                let cap = if f.rate_cap.is_nan() || f.rate_cap <= 0.0 {
+                    f64::INFINITY
+                } else {
+                    f.rate_cap
+                };
+                est.get(slot, bottleneck).min(cap)
             })
             .collect();
 

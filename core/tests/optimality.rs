@@ -166,6 +166,7 @@ fn sequential_alg1(inst: &Instance, eta: f64) -> f64 {
                 .collect(),
             dependency: Dependency::None,
             delivery: None,
+            rate_cap: f64::INFINITY,
         })
         .collect();
     let out = planner.plan(Slot(0), &flows);

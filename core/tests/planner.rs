@@ -34,6 +34,7 @@ fn flow(id: &str, start: u64, remaining: f64, path: Vec<LinkFeedback>) -> FlowIn
         path,
         dependency: Dependency::None,
         delivery: None,
+        rate_cap: f64::INFINITY,
     }
 }
 
@@ -63,6 +64,30 @@ fn two_local_flows_on_one_link_are_staggered() {
     assert_eq!(out.decisions[0].rate, 0.0);
     assert_eq!(out.decisions[0].completion, Some(4));
     assert_eq!(out.decisions[1].completion, Some(2));
+}
+
+#[test]
+fn a_rate_cap_splits_a_link_instead_of_staggering() {
+    // As above, but each flow capped at half the link: both send at once, 50 per slot.
+    let mut p = Planner::new(config(FeedbackMode::Precedence));
+    let capped = |id, start| FlowInput {
+        rate_cap: 50.0,
+        ..flow(id, start, 20.0, vec![link(0, 100.0, &[0.0; 4])])
+    };
+    let out = p.plan(Slot(10), &[capped("b", 5), capped("a", 4)]);
+    for d in &out.decisions {
+        assert_plan(&d.plan, &[50.0, 50.0, 50.0, 50.0]);
+        assert_eq!(d.rate, 50.0);
+    }
+    // A cap that is not a positive number is no cap.
+    let out = Planner::new(config(FeedbackMode::Precedence)).plan(
+        Slot(10),
+        &[FlowInput {
+            rate_cap: f64::NAN,
+            ..flow("a", 4, 20.0, vec![link(0, 100.0, &[0.0; 4])])
+        }],
+    );
+    assert_eq!(out.decisions[0].rate, 100.0);
 }
 
 #[test]

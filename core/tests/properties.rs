@@ -144,6 +144,7 @@ proptest! {
                         path,
                         dependency: dep.clone(),
                         delivery: None,
+                        rate_cap: f64::INFINITY,
                     }
                 })
                 .collect();
@@ -213,6 +214,9 @@ proptest! {
     fn load_table_replace_and_expiry_invariants(ops in prop::collection::vec(op(), 1..60)) {
         let k = 5usize;
         let mut t = LoadTable::new(k, Slot(10), [(LinkId(0), BytesPerSec(100.0))]);
+        // The same operations, but every update preceded by a withdrawal, so it never takes
+        // the in-place replacement path: both tables must agree to the bit.
+        let mut twin = t.clone();
         let mut last_refresh: std::collections::HashMap<u8, Slot> = Default::default();
         for op in ops {
             match op {
@@ -232,6 +236,10 @@ proptest! {
                     let res = t.update(LinkId(0), &u);
                     prop_assert_eq!(res.is_ok(), valid, "{:?}", res);
                     if valid {
+                        twin.withdraw(&id);
+                    }
+                    prop_assert_eq!(twin.update(LinkId(0), &u).is_ok(), valid);
+                    if valid {
                         last_refresh.insert(flow, t.now());
                         let e = t.entries(LinkId(0)).unwrap();
                         let mine: Vec<_> = e.iter().filter(|(f, _)| **f == id).collect();
@@ -244,24 +252,36 @@ proptest! {
                 Op::Done { flow } => {
                     let id = FlowId::new(&format!("f{flow}")).unwrap();
                     t.withdraw(&id);
+                    twin.withdraw(&id);
                     last_refresh.remove(&flow);
                     prop_assert!(t.entries(LinkId(0)).unwrap().iter().all(|(f, _)| **f != id));
                 }
                 Op::Advance(d) => {
                     let to = t.now().plus(d);
                     t.advance(to);
+                    twin.advance(to);
                     last_refresh.retain(|_, s| s.0 + k as u64 > to.0);
                     prop_assert_eq!(t.entries(LinkId(0)).unwrap().len(), last_refresh.len());
                 }
             }
             t.check_invariants().map_err(TestCaseError::fail)?;
+            for i in 0..2 * k as u64 {
+                let (a, b) = (t.load(LinkId(0), t.now().plus(i)), twin.load(LinkId(0), t.now().plus(i)));
+                prop_assert_eq!(a.map(f64::to_bits), b.map(f64::to_bits));
+            }
+            prop_assert_eq!(t.entries(LinkId(0)).unwrap(), twin.entries(LinkId(0)).unwrap());
             // Feedback equals a brute-force sum over the entries, for a few askers.
             for (probe, start, host) in [("f0", 2u64, Some("h1")), ("f3", 0, None), ("f7", 3, Some("h0"))] {
                 let probe = FlowId::new(probe).unwrap();
                 let key = PrecedenceKey::new(Slot(start), probe.clone());
                 for mode in [FeedbackMode::AllOthers, FeedbackMode::Precedence] {
                     let mut out = vec![0.0; k];
-                    t.feedback(LinkId(0), &Query { flow: &probe, key: &key, exclude_publisher: host }, mode, t.now(), &mut out).unwrap();
+                    let q = Query { flow: &probe, key: &key, exclude_publisher: host };
+                    t.feedback(LinkId(0), &q, mode, t.now(), &mut out).unwrap();
+                    let mut twin_out = vec![0.0; k];
+                    twin.feedback(LinkId(0), &q, mode, t.now(), &mut twin_out).unwrap();
+                    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    prop_assert_eq!(bits(&out), bits(&twin_out), "{:?}", mode);
                     let mut want = vec![0.0; k];
                     for (f, e) in t.entries(LinkId(0)).unwrap() {
                         let counted = *f != probe

@@ -56,6 +56,7 @@ fn scenario() -> Vec<FlowInput> {
                 slack_bytes: 2e6,
             },
             delivery: None,
+            rate_cap: f64::INFINITY,
         },
         FlowInput {
             id: FlowId::new("ps/h1>h4/agg").unwrap(),
@@ -67,6 +68,7 @@ fn scenario() -> Vec<FlowInput> {
                 broadcast_progress: vec![0.0],
             },
             delivery: None,
+            rate_cap: f64::INFINITY,
         },
         FlowInput {
             id: FlowId::new("ps/h1>h3/bcast").unwrap(),
@@ -78,6 +80,7 @@ fn scenario() -> Vec<FlowInput> {
                 aggregation_progress: vec![2e6, 3e6],
             },
             delivery: None,
+            rate_cap: f64::INFINITY,
         },
     ]
 }

@@ -406,6 +406,7 @@ impl Policy for Mlcc {
                         rate: f.last_achieved,
                         backlogged: f.last_link_limited && f.last_rate > 0.0,
                     }),
+                    rate_cap: f64::INFINITY,
                 });
                 idx_of.push(i);
             }
