@@ -365,19 +365,22 @@ impl Prebuilt {
             fetch: Arc::new(pb::SessionRequest {
                 seq: 0,
                 request: Some(Req::FetchFeedback(fetch)),
+                deadline_unix_ns: 0,
             }),
             update: Arc::new(pb::SessionRequest {
                 seq: 0,
                 request: Some(Req::UpdateSchedule(update)),
+                deadline_unix_ns: 0,
             }),
         }
     }
 
     /// This slot's fetch; the `Arc` is unshared by now (the previous one was encoded before
     /// its reply came), so this changes it in place.
-    fn fetch(&mut self, seq: u64, slot: Slot) -> Arc<pb::SessionRequest> {
+    fn fetch(&mut self, seq: u64, slot: Slot, deadline_ns: u64) -> Arc<pb::SessionRequest> {
         let m = Arc::make_mut(&mut self.fetch);
         m.seq = seq;
+        m.deadline_unix_ns = deadline_ns;
         if let Some(pb::session_request::Request::FetchFeedback(r)) = &mut m.request {
             r.slot = slot.0;
         }
@@ -385,9 +388,16 @@ impl Prebuilt {
     }
 
     /// This slot's update: the same rate pattern as unary mode, shifted every slot.
-    fn update(&mut self, seq: u64, slot: Slot, s: u64, caps: &[f64]) -> Arc<pb::SessionRequest> {
+    fn update(
+        &mut self,
+        seq: u64,
+        (slot, s): (Slot, u64),
+        caps: &[f64],
+        deadline_ns: u64,
+    ) -> Arc<pb::SessionRequest> {
         let m = Arc::make_mut(&mut self.update);
         m.seq = seq;
+        m.deadline_unix_ns = deadline_ns;
         if let Some(pb::session_request::Request::UpdateSchedule(r)) = &mut m.request {
             r.slot = slot.0;
             for (j, (item, cap)) in r.flows.iter_mut().zip(caps).enumerate() {
@@ -483,7 +493,9 @@ async fn run_session_host(
             continue;
         };
         seq += 1;
-        let fetch = pre.fetch(seq, slot);
+        // The switch sheds a message it reads after the host has stopped waiting for it.
+        let deadline = || SystemClock.now_ns() + timeout.as_nanos() as u64;
+        let fetch = pre.fetch(seq, slot, deadline());
         st.bytes[0] += session_bytes(fetch.encoded_len());
         let t = Instant::now();
         let fetched = match tx.send(fetch).await {
@@ -508,7 +520,7 @@ async fn run_session_host(
             }
         }
         seq += 1;
-        let update = pre.update(seq, slot, s, &caps);
+        let update = pre.update(seq, (slot, s), &caps, deadline());
         st.bytes[2] += session_bytes(update.encoded_len());
         let t = Instant::now();
         let updated = match tx.send(update).await {

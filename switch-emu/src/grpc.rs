@@ -2,7 +2,7 @@
 //! All decisions are made in `emulator.rs`.
 
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Once};
 use std::time::Instant;
 
 use mlcc_core::slot::Slot;
@@ -11,7 +11,7 @@ use mlcc_proto::v1::switch_server::Switch;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -26,9 +26,75 @@ use crate::metrics::{
 /// stopped reading, and its replies must not pile up in the switch's memory.
 pub const SESSION_UNREAD_REPLIES: usize = 64;
 
+/// Session messages served in a row before the session's task yields to the rest of the
+/// runtime, so a stream with a deep backlog cannot hold up other clients' calls.
+pub const SESSION_BATCH: u64 = 8;
+
+/// Session messages all sessions together may take in per round of the runtime's run queue.
+/// Past it a session waits for the next round before reading on, so however many sessions flood
+/// the switch, every other task (a unary call, a well-behaved session, the slot tick) waits at
+/// most about this many messages' work for its turn. What waits stays in the connection's
+/// HTTP/2 window (bounded), and its sender is slowed by flow control instead of by the switch
+/// falling behind everyone.
+pub const SESSION_ROUND_BUDGET: usize = 8;
+
+/// Round-based admission for session messages (see [`SESSION_ROUND_BUDGET`]): a fair (FIFO)
+/// semaphore whose permits are spent, not returned, and refilled by a marker task once per
+/// round. The marker runs only while the budget is being used up, so an idle or lightly loaded
+/// switch pays nothing for it, and only as many waiting sessions as there are permits wake.
+struct Admission {
+    permits: Semaphore,
+    /// A session found the budget spent: the marker should refill it.
+    wanted: Notify,
+    marker: Once,
+}
+
+impl Admission {
+    fn new() -> Self {
+        Admission {
+            permits: Semaphore::new(SESSION_ROUND_BUDGET),
+            wanted: Notify::new(),
+            marker: Once::new(),
+        }
+    }
+
+    /// Takes one message's worth of budget, waiting for a later round if it is spent.
+    async fn admit(self: &Arc<Self>) {
+        self.marker.call_once(|| {
+            let me = self.clone();
+            tokio::spawn(async move {
+                loop {
+                    me.wanted.notified().await;
+                    loop {
+                        // Every task runnable now gets its turn before the refill.
+                        tokio::task::yield_now().await;
+                        let free = me.permits.available_permits();
+                        me.permits
+                            .add_permits(SESSION_ROUND_BUDGET.saturating_sub(free));
+                        // Budget left over: nobody waited this round (the semaphore hands
+                        // permits to waiters first), so sleep until someone asks.
+                        if free > 0 {
+                            break;
+                        }
+                    }
+                }
+            });
+        });
+        if let Ok(p) = self.permits.try_acquire() {
+            p.forget();
+            return;
+        }
+        self.wanted.notify_one();
+        if let Ok(p) = self.permits.acquire().await {
+            p.forget();
+        }
+    }
+}
+
 /// State shared by the gRPC handlers and the slot ticker.
 pub struct Shared {
     emu: Mutex<Emulator>,
+    admission: Arc<Admission>,
     clock: Arc<dyn Clock>,
     pub metrics: Arc<Metrics>,
     /// Per owned link, in `link_stats` order: its entries and load gauges, looked up once so
@@ -53,6 +119,7 @@ impl Shared {
             .collect();
         Shared {
             emu: Mutex::new(emu),
+            admission: Arc::new(Admission::new()),
             clock,
             metrics,
             link_gauges,
@@ -217,6 +284,18 @@ impl SwitchService {
     fn session_message(&self, msg: pb::SessionRequest) -> pb::SessionReply {
         use pb::session_reply::Reply;
         use pb::session_request::Request as Req;
+        if let Some(late) = self.expired(&msg) {
+            return pb::SessionReply {
+                seq: msg.seq,
+                reply: Some(Reply::Error(pb::SessionError {
+                    code: tonic::Code::DeadlineExceeded as i32,
+                    message: format!(
+                        "read {:.3} ms after the message's deadline; not applied",
+                        late as f64 * 1e-6
+                    ),
+                })),
+            };
+        }
         let reply = match msg.request {
             Some(Req::FetchFeedback(r)) => self.do_fetch(r).map(Reply::FetchFeedback),
             Some(Req::UpdateSchedule(r)) => self.do_update(&r).map(Reply::UpdateSchedule),
@@ -235,6 +314,32 @@ impl SwitchService {
         }
     }
 
+    /// How late (ns) the switch reads a message whose deadline has passed, counted by method;
+    /// `None` if it is on time or has none.
+    fn expired(&self, msg: &pb::SessionRequest) -> Option<u64> {
+        use pb::session_request::Request as Req;
+        if msg.deadline_unix_ns == 0 {
+            return None;
+        }
+        let late = self
+            .shared
+            .clock()
+            .now_ns()
+            .checked_sub(msg.deadline_unix_ns)
+            .filter(|&l| l > 0)?;
+        let method = match msg.request {
+            Some(Req::FetchFeedback(_)) => self.fetch.method,
+            Some(Req::UpdateSchedule(_)) => self.update.method,
+            None => "none",
+        };
+        self.shared
+            .metrics
+            .session_expired
+            .get_or_create(&MethodLabels { method })
+            .inc();
+        Some(late)
+    }
+
     /// Reads a session's messages in order and queues each reply; returns why it ended and
     /// the status to end the reply stream with, if any.
     async fn run_session(
@@ -243,7 +348,9 @@ impl SwitchService {
         tx: &mpsc::Sender<Result<pb::SessionReply, Status>>,
     ) -> (&'static str, Option<Status>) {
         let mut stopping = self.stopping.clone();
+        let mut served = 0u64;
         loop {
+            self.shared.admission.admit().await;
             let next = async {
                 match &mut stopping {
                     Some(s) => tokio::select! {
@@ -280,6 +387,12 @@ impl SwitchService {
             if tx.try_send(Ok(reply)).is_err() {
                 // The reply stream was dropped: the client went away.
                 return ("closed", None);
+            }
+            // A stream with many messages buffered would otherwise be served to the end before
+            // any other task runs (the runtime has one thread): give the others a turn.
+            served += 1;
+            if served.is_multiple_of(SESSION_BATCH) {
+                tokio::task::yield_now().await;
             }
         }
     }

@@ -52,6 +52,7 @@ pub struct Metrics {
     pub tick_late_seconds: Histogram,
     pub sessions_open: Gauge,
     pub sessions_ended: Family<SessionEndLabels, Counter>,
+    pub session_expired: Family<MethodLabels, Counter>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -74,6 +75,7 @@ impl Metrics {
         let tick_late_seconds = latency_histogram();
         let sessions_open = Gauge::default();
         let sessions_ended = Family::<SessionEndLabels, Counter>::default();
+        let session_expired = Family::<MethodLabels, Counter>::default();
         registry.register(
             "switch_rpcs",
             "gRPC calls served, by method and status",
@@ -124,6 +126,12 @@ impl Metrics {
             "Session streams ended, by reason",
             sessions_ended.clone(),
         );
+        registry.register(
+            "switch_session_expired_messages",
+            "Session messages read after their deadline, answered DEADLINE_EXCEEDED and not \
+             applied, by method",
+            session_expired.clone(),
+        );
         Metrics {
             registry,
             rpcs,
@@ -136,6 +144,7 @@ impl Metrics {
             tick_late_seconds,
             sessions_open,
             sessions_ended,
+            session_expired,
         }
     }
 

@@ -228,8 +228,14 @@ fn links(i: u8) -> Vec<String> {
 impl Frame {
     fn encode(&self, out: &mut VecDeque<u8>, sent: &mut Vec<u64>) {
         use pb::session_request::Request as R;
-        let msg =
-            |seq: u64, request: Option<R>| pb::SessionRequest { seq, request }.encode_to_vec();
+        let msg = |seq: u64, request: Option<R>| {
+            pb::SessionRequest {
+                seq,
+                request,
+                deadline_unix_ns: 0,
+            }
+            .encode_to_vec()
+        };
         let m = match self {
             Frame::Fetch {
                 seq,

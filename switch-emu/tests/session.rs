@@ -8,6 +8,7 @@ use std::time::Duration;
 use common::*;
 use mlcc_core::load_table::FeedbackMode;
 use mlcc_proto::v1 as pb;
+use mlcc_switch_emu::Clock;
 use pb::RejectReason as R;
 use pb::session_reply::Reply;
 use pb::session_request::Request as Req;
@@ -41,6 +42,7 @@ impl Session {
             .send(pb::SessionRequest {
                 seq,
                 request: Some(r),
+                deadline_unix_ns: 0,
             })
             .await
             .unwrap();
@@ -167,6 +169,7 @@ async fn a_bad_message_gets_an_error_reply_and_the_stream_goes_on() {
     s.tx.send(pb::SessionRequest {
         seq: 5,
         request: None,
+        deadline_unix_ns: 0,
     })
     .await
     .unwrap();
@@ -207,6 +210,63 @@ async fn a_bad_message_gets_an_error_reply_and_the_stream_goes_on() {
     };
     assert_eq!(f.flows[0].links[0].load_bytes_per_sec, vec![3.0; K]);
     assert_eq!(f.rejected[0].reason, R::UnknownLink as i32);
+    h.check_invariants();
+    drop(s);
+    h.running.stop().await.unwrap();
+}
+
+/// A message read after its deadline is answered DEADLINE_EXCEEDED and not applied (counted in
+/// the metrics); the stream goes on, and messages on time or without a deadline are served.
+#[tokio::test]
+async fn a_message_past_its_deadline_is_refused_unapplied_and_the_stream_goes_on() {
+    let h = Harness::start(FeedbackMode::AllOthers).await;
+    let mut s = Session::open(&h).await;
+    let now = h.clock.now_ns();
+    let with_deadline = |seq, r, deadline_unix_ns| pb::SessionRequest {
+        seq,
+        request: Some(r),
+        deadline_unix_ns,
+    };
+    // Stale: an update that must not book anything, and a fetch.
+    for m in [
+        with_deadline(
+            1,
+            update("h1", vec![item("late", L2, START, &[7.0; 4])]),
+            now - 1,
+        ),
+        with_deadline(2, fetch("h3", vec![query("x", &[L2], 0)]), now - 1_000_000),
+        // On time (the deadline is this instant or later), and no deadline at all.
+        with_deadline(3, update("h1", vec![item("ok", L2, START, &[2.0; 4])]), now),
+        with_deadline(4, fetch("h3", vec![query("x", &[L2], 0)]), now + 1),
+        with_deadline(5, fetch("h3", vec![query("x", &[L2], 0)]), 0),
+    ] {
+        s.tx.send(m).await.unwrap();
+    }
+    for (seq, late_ms) in [(1, "0.000"), (2, "1.000")] {
+        let r = s.next().await;
+        assert_eq!(r.seq, seq);
+        let Some(Reply::Error(e)) = &r.reply else {
+            panic!("{r:?}")
+        };
+        assert_eq!(e.code, Code::DeadlineExceeded as i32, "{e:?}");
+        assert!(e.message.contains(late_ms), "{e:?}");
+    }
+    let r = s.next().await;
+    assert!(
+        matches!(&r.reply, Some(Reply::UpdateSchedule(u)) if u.accepted == 1),
+        "{r:?}"
+    );
+    for seq in [4, 5] {
+        let r = s.next().await;
+        assert_eq!(r.seq, seq);
+        // Only "ok" is booked: the stale update never reached the table.
+        assert_eq!(loads(&r), vec![vec![2.0; K]], "{r:?}");
+    }
+    let m = h.running.shared.metrics.encode();
+    for method in ["fetch_feedback", "update_schedule"] {
+        let line = format!("mlcc_switch_session_expired_messages_total{{method=\"{method}\"}} 1");
+        assert!(m.contains(&line), "{line} not in\n{m}");
+    }
     h.check_invariants();
     drop(s);
     h.running.stop().await.unwrap();
@@ -336,6 +396,7 @@ async fn a_client_that_stops_reading_has_its_session_ended() {
                 let m = pb::SessionRequest {
                     seq,
                     request: Some(fetch("h3", queries.clone())),
+                    deadline_unix_ns: 0,
                 };
                 if tx.send(m).await.is_err() {
                     break;
