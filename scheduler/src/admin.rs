@@ -172,6 +172,27 @@ impl pb::admin_server::Admin for AdminService {
                 e.last_iteration_bytes += f.last_iteration_bytes;
             }
         }
+        drop(h);
+        let me = self.0.host().config().host.clone();
+        for p in &self.0.status().local_processes {
+            let e = jobs.entry(p.job_id.clone()).or_insert_with(|| pb::Job {
+                job_id: p.job_id.clone(),
+                source: "progress".into(),
+                ..Default::default()
+            });
+            if let Some(a) = p.arch {
+                e.architecture = arch_to_pb(a);
+            }
+            e.model_bytes = e.model_bytes.max(p.model_bytes);
+            let m = pb::JobMember {
+                host: me.clone(),
+                role: role_to_pb(p.role),
+                rank: p.rank,
+            };
+            if !e.members.contains(&m) {
+                e.members.push(m);
+            }
+        }
         Ok(Response::new(pb::ListJobsReply {
             jobs: jobs.into_values().collect(),
         }))
@@ -206,6 +227,8 @@ impl pb::admin_server::Admin for AdminService {
                     plan_bytes_per_sec: d.map(|d| d.plan.clone()).unwrap_or_default(),
                     iteration_start_slot: f.iteration_start.0,
                     sockets: f.sockets.len() as u32,
+                    app_backlog_bytes: f.app_backlog.map(|b| b as u64),
+                    enforced_rate_bytes_per_sec: f.enforced_rate,
                 }
             })
             .collect();

@@ -43,6 +43,55 @@ fn parse_dur(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
 
+/// `--tcp-tso-rtt-log`: "keep" or 0..=31.
+fn parse_tso(s: &str) -> Result<TsoRttLog, String> {
+    match s {
+        "keep" => Ok(TsoRttLog::Keep),
+        n => n
+            .parse::<u8>()
+            .ok()
+            .filter(|v| *v <= 31)
+            .map(TsoRttLog::Set)
+            .ok_or_else(|| format!("{s:?}: expected \"keep\" or 0..=31")),
+    }
+}
+
+/// What mlccd does with `net.ipv4.tcp_tso_rtt_log` of its network namespace when it enforces
+/// rates. Since Linux 5.18 the stack sizes TSO bursts up to 64 KB whatever the pacing rate
+/// when the RTT is small (datacenter and testbed RTTs are), and internal pacing stamps the
+/// *next* send len/rate into the future: one 64 KB burst sent under a low planned rate
+/// (a flow's last bytes of an iteration, a held-back flow) then freezes the socket for
+/// 64 KB / rate — 0.5 s at 1 Mbit/s — after the plan has long gone up, because no ACK
+/// arrives to let the datapath apply the new rate. With 0 bursts follow the pacing rate
+/// (about 1 ms of data, at least 2 segments), as before 5.18.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TsoRttLog {
+    Keep,
+    Set(u8),
+}
+
+impl Default for TsoRttLog {
+    fn default() -> Self {
+        TsoRttLog::Set(0)
+    }
+}
+
+impl<'de> Deserialize<'de> for TsoRttLog {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u8),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => parse_tso(&n.to_string()),
+            Raw::S(s) => parse_tso(&s),
+        }
+        .map_err(serde::de::Error::custom)
+    }
+}
+
 fn parse_peer(s: &str) -> Result<(String, SocketAddr), String> {
     let (h, a) = s
         .split_once('=')
@@ -104,6 +153,11 @@ pub struct DaemonArgs {
     /// bpffs directory of the pinned BPF datapath [default: /sys/fs/bpf/mlcc].
     #[arg(long, value_name = "DIR")]
     pub bpf_pin_dir: Option<PathBuf>,
+    /// net.ipv4.tcp_tso_rtt_log set in mlccd's network namespace with the BPF datapath, or
+    /// "keep" [default: 0]. At the kernel's 9, small-RTT sockets send 64 KB bursts whatever
+    /// their pacing rate, and one burst under a low rate stalls the socket for 64 KB / rate.
+    #[arg(long, value_name = "N|keep", value_parser = parse_tso)]
+    pub tcp_tso_rtt_log: Option<TsoRttLog>,
     /// Remote port of the PS-Lite scheduler (DMLC_PS_ROOT_PORT); its connections are skipped.
     #[arg(long, value_name = "PORT")]
     pub ps_scheduler_port: Option<u16>,
@@ -151,6 +205,7 @@ struct FileConfig {
     rpc_deadline: Option<String>,
     datapath: Option<DatapathKind>,
     bpf_pin_dir: Option<PathBuf>,
+    tcp_tso_rtt_log: Option<TsoRttLog>,
     ps_scheduler_port: Option<u16>,
     precedence: Option<PrecedenceRank>,
     log_format: Option<LogFormat>,
@@ -179,6 +234,7 @@ pub struct Config {
     pub rpc_deadline: Duration,
     pub datapath: DatapathKind,
     pub bpf_pin_dir: PathBuf,
+    pub tcp_tso_rtt_log: TsoRttLog,
     pub ps_scheduler_port: Option<u16>,
     pub precedence: PrecedenceRank,
     pub log_format: LogFormat,
@@ -295,6 +351,10 @@ impl DaemonArgs {
                 .clone()
                 .or(file.bpf_pin_dir)
                 .unwrap_or_else(|| PathBuf::from(mlcc_bpf::DEFAULT_PIN_DIR)),
+            tcp_tso_rtt_log: self
+                .tcp_tso_rtt_log
+                .or(file.tcp_tso_rtt_log)
+                .unwrap_or_default(),
             ps_scheduler_port: self.ps_scheduler_port.or(file.ps_scheduler_port),
             precedence: self.precedence.or(file.precedence).unwrap_or_default(),
             log_format: self.log_format.or(file.log_format).unwrap_or_default(),
@@ -361,5 +421,31 @@ mod tests {
                 .contains("rpc_deadline")
         );
         assert!(parse_peer("h2").unwrap_err().contains("HOST=ADDR"));
+    }
+
+    #[test]
+    fn tso_rtt_log_defaults_to_zero_and_takes_keep_from_file_or_flag() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("mlccd.toml");
+        let base = "host = \"h1\"\ntopology = \"t.toml\"\n";
+        std::fs::write(&p, base).unwrap();
+        let args = DaemonArgs {
+            config: Some(p.clone()),
+            ..Default::default()
+        };
+        assert_eq!(args.resolve().unwrap().tcp_tso_rtt_log, TsoRttLog::Set(0));
+        std::fs::write(&p, format!("{base}tcp_tso_rtt_log = \"keep\"\n")).unwrap();
+        assert_eq!(args.resolve().unwrap().tcp_tso_rtt_log, TsoRttLog::Keep);
+        std::fs::write(&p, format!("{base}tcp_tso_rtt_log = 3\n")).unwrap();
+        assert_eq!(args.resolve().unwrap().tcp_tso_rtt_log, TsoRttLog::Set(3));
+        std::fs::write(&p, format!("{base}tcp_tso_rtt_log = 40\n")).unwrap();
+        assert!(args.resolve().unwrap_err().to_string().contains("0..=31"));
+        std::fs::write(&p, format!("{base}tcp_tso_rtt_log = 3\n")).unwrap();
+        let flag = DaemonArgs {
+            tcp_tso_rtt_log: Some(parse_tso("keep").unwrap()),
+            ..args
+        };
+        assert_eq!(flag.resolve().unwrap().tcp_tso_rtt_log, TsoRttLog::Keep);
+        assert!(parse_tso("-1").unwrap_err().contains("keep"));
     }
 }

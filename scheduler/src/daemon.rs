@@ -67,6 +67,9 @@ pub struct LoopStatus {
     pub degraded: Vec<String>,
     pub switches: BTreeMap<String, SwitchView>,
     pub last_plan: Option<SlotPlan>,
+    /// The headers of this slot's readable progress files: the local members of each job,
+    /// listed by `ListJobs` even before (or without) any flow.
+    pub local_processes: Vec<crate::progress::ProgressHeader>,
     /// The last [`HISTORY_SLOTS`] slots: what the switches answered and what was published, so
     /// an overbooked link can be traced to a degraded slot, a race, or a fault.
     pub history: VecDeque<SlotRecord>,
@@ -391,7 +394,7 @@ async fn slot_loop(
         let t_work = Instant::now();
 
         // 1. progress files, their connections, datapath counters.
-        match progress.rescan() {
+        match progress.poll() {
             Ok(r) => {
                 for p in &r.added {
                     tracing::info!(path = %p.display(), "following progress file");
@@ -407,6 +410,7 @@ async fn slot_loop(
                 tracing::warn!(dir = %progress.dir().display(), "cannot list progress files: {e}")
             }
         }
+        sockets.next_slot();
         let mut processes = Vec::new();
         for r in progress.read() {
             match r {
@@ -440,6 +444,7 @@ async fn slot_loop(
                 None
             }
         };
+        shared.status().local_processes = processes.iter().map(|p| p.header.clone()).collect();
         let t_decide = Instant::now();
         let req = shared.host().observe(
             slot,

@@ -154,9 +154,22 @@ pub struct FlowState {
     /// cannot be ahead of its upstream, and if it under-delivers, the path (not the
     /// application) held it back.
     pub app_backlog: Option<f64>,
+    /// Whether the sender had data waiting at the start of the last slot (the previous
+    /// update's [`FlowState::has_data_waiting`]). A slot's delivery measures the path only if
+    /// data was waiting at both ends of it: a ring step or an iteration that began mid-slot
+    /// delivers a fraction of the slot's worth, and reading that as the path's rate cut
+    /// B_f, and with it the next four slots' plans, to a fifth (measured on the testbed: the
+    /// first step of every ring iteration ran at ~20 MB/s planned on an idle 125 MB/s path).
+    #[serde(skip)]
+    pub was_ready: bool,
     /// Achieved rate over the last slot (bytes/s), `None` without datapath counters.
     pub achieved: Option<f64>,
+    /// This slot's rate in the plan (bytes/s).
     pub last_rate: f64,
+    /// The rate ordered to the datapath for this slot: the plan's, or more where the flow
+    /// paces into free capacity (an idle flow, a plan's last slot); 0 when its sockets' orders
+    /// were cleared.
+    pub enforced_rate: f64,
     #[serde(skip)]
     baseline: HashMap<SocketKey, u64>,
     #[serde(skip)]
@@ -179,6 +192,17 @@ impl FlowState {
         }
     }
 
+    /// Whether the application has handed over nothing that is still unacknowledged while
+    /// its iteration is not over: a PS server waiting for the pushes it must aggregate, a ring
+    /// step waiting for its predecessor, a worker still computing. Such a flow books nothing
+    /// (its bookings would only keep others off links it cannot use — measured on the testbed:
+    /// a PS server's broadcast booked the next slot of two downlinks at line rate for seconds
+    /// while it waited) and is paced at what its path has free this slot, so bytes that
+    /// arrive mid-slot leave at once rather than a slot later.
+    pub fn is_idle(&self) -> bool {
+        self.remaining_bytes > 0.0 && self.app_backlog.is_some_and(|b| b < IDLE_BACKLOG_BYTES)
+    }
+
     /// Whether the sockets hold more unacknowledged data than a paced flow keeps in flight
     /// (cwnd allows ~2 x rate x 1 ms plus bursts; 4 ms of the rate plus 256 KiB is above it).
     pub fn has_data_waiting(&self) -> bool {
@@ -186,6 +210,10 @@ impl FlowState {
             .is_some_and(|b| b >= 256.0 * 1024.0 + self.last_rate * 0.004)
     }
 }
+
+/// Below this many bytes handed over and not yet acknowledged, a flow is idle
+/// ([`FlowState::is_idle`]): about one TSO burst, less than any flow in flight holds.
+pub const IDLE_BACKLOG_BYTES: f64 = 64.0 * 1024.0;
 
 /// Progress of another host's flow, from peer exchange.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -727,8 +755,10 @@ impl HostScheduler {
             slack_bytes: 0.0,
             last_iteration_bytes: 0,
             app_backlog: None,
+            was_ready: false,
             achieved: None,
             last_rate: 0.0,
+            enforced_rate: 0.0,
             baseline: HashMap::new(),
             prev_acked: None,
             decision: None,
@@ -802,6 +832,7 @@ impl HostScheduler {
             f.expected_bytes = sent + cap * tau * k;
             f.expected_from = "unknown: bulk";
         }
+        f.was_ready = f.has_data_waiting();
         f.app_backlog = match (spec.sent_share, since_start) {
             (Some(enqueued), Some(acked)) => Some((enqueued - acked).max(0.0)),
             _ => None,
@@ -870,6 +901,32 @@ impl HostScheduler {
             }
         }
         let mut silent: BTreeSet<String> = BTreeSet::new();
+        // A job's flows leaving this host together (a PS worker's pushes, a server's
+        // broadcasts) split the first link between them in proportion to what each has left
+        // (MADD, as Varys does within a coflow), so they finish together. Planned one after the
+        // other, every worker sends to the same server first — each host plans with last
+        // slot's bookings — and that server's downlink is overrun while the next one idles
+        // (measured on the testbed: a PS push took 5-6 slots where 3 carry it).
+        let mut group_left: HashMap<(&str, LinkId), f64> = HashMap::new();
+        for f in self.flows.values() {
+            if let Some(&first) = f.path.first()
+                && !f.is_idle()
+                && f.remaining_bytes > 0.0
+            {
+                *group_left.entry((f.job.as_str(), first)).or_default() += f.remaining_bytes;
+            }
+        }
+        let share_of = |f: &FlowState| -> f64 {
+            let Some(&first) = f.path.first() else {
+                return f64::INFINITY;
+            };
+            match group_left.get(&(f.job.as_str(), first)) {
+                Some(&all) if all > f.remaining_bytes && !f.is_idle() => {
+                    self.topo.link(first).capacity.0 * f.remaining_bytes / all
+                }
+                _ => f64::INFINITY,
+            }
+        };
         let mut inputs = Vec::with_capacity(self.flows.len());
         let mut degraded_flows: HashMap<FlowId, Vec<String>> = HashMap::new();
         for f in self.flows.values() {
@@ -940,20 +997,71 @@ impl HostScheduler {
                 // nothing about the path (without progress counters, assume it had data).
                 backlogged: f.last_rate > 0.0
                     && a < self.cfg.path_limited_share * f.last_rate
-                    && (f.app_backlog.is_none() || ready),
+                    && (f.app_backlog.is_none() || (ready && f.was_ready)),
             });
             inputs.push(FlowInput {
                 id: f.id.clone(),
                 iteration_start: f.precedence(self.cfg.precedence),
-                remaining_bytes: f.remaining_bytes,
+                remaining_bytes: if f.is_idle() { 0.0 } else { f.remaining_bytes },
                 sent_bytes: f.sent_bytes,
                 path,
                 dependency,
                 delivery,
+                rate_cap: share_of(f),
             });
             degraded_flows.insert(f.id.clone(), notes);
         }
         let out = self.planner.plan(slot, &inputs);
+        // What each link has free in slot n: capacity minus the other hosts' bookings the
+        // switches reported and this host's own plans for slot n.
+        let mut local_now: HashMap<LinkId, f64> = HashMap::new();
+        for d in &out.decisions {
+            if let (Some(f), Some(&r)) = (self.flows.get(&d.id), d.plan.first()) {
+                for &l in &f.path {
+                    *local_now.entry(l).or_default() += r.max(0.0);
+                }
+            }
+        }
+        // Pacing beyond the plan, up to what is free: an idle flow (it books nothing) and a
+        // flow whose plan ends in this slot (Alg. 1 spreads its last bytes over the whole
+        // slot, which holds the iteration's end — and the next compute — back by up to τ).
+        // Bookings stay as planned: what others plan around is unchanged, and the extra only
+        // uses capacity nobody booked for slot n.
+        let decided: HashMap<&FlowId, &FlowDecision> =
+            out.decisions.iter().map(|d| (&d.id, d)).collect();
+        // Flows that pace beyond their plan share each link's free capacity evenly: an idle
+        // PS worker's pushes to both servers start together, and each taking the whole free
+        // uplink would overrun it twice over (paced flows do not back off on loss).
+        let wider: Vec<(&FlowInput, &FlowDecision)> = inputs
+            .iter()
+            .filter_map(|i| {
+                let (f, d) = (self.flows.get(&i.id)?, *decided.get(&i.id)?);
+                let ends_now = !d.done && d.rate > 0.0 && d.plan.iter().skip(1).all(|&r| r <= 0.0);
+                (f.is_idle() || ends_now).then_some((i, d))
+            })
+            .collect();
+        let mut sharing: HashMap<LinkId, f64> = HashMap::new();
+        for (i, _) in &wider {
+            for l in &i.path {
+                *sharing.entry(l.link).or_default() += 1.0;
+            }
+        }
+        let mut pace_at: HashMap<FlowId, f64> = HashMap::new();
+        for (i, d) in wider {
+            let own = d.plan.first().copied().unwrap_or(0.0).max(0.0);
+            let extra = i
+                .path
+                .iter()
+                .map(|l| {
+                    let ext = l.load.first().copied().filter(|x| x.is_finite());
+                    let booked = ext.unwrap_or(0.0).max(0.0)
+                        + local_now.get(&l.link).copied().unwrap_or(0.0);
+                    (l.capacity - booked).max(0.0) / sharing.get(&l.link).copied().unwrap_or(1.0)
+                })
+                .fold(f64::INFINITY, f64::min);
+            let rate = (own + extra).min(d.achievable).max(d.rate).max(0.0);
+            pace_at.insert(i.id.clone(), rate);
+        }
         let expiry = Duration::from_nanos(
             self.cfg.slots.tau_ns() * u64::from(self.cfg.order_expiry_slots.max(1)),
         );
@@ -967,12 +1075,16 @@ impl HostScheduler {
                 continue;
             };
             f.degraded = degraded_flows.remove(&d.id).unwrap_or_default();
-            if d.done {
+            let wider = pace_at.get(&d.id).copied();
+            f.enforced_rate = 0.0;
+            if d.done && wider.is_none() {
                 plan.clear.extend(f.sockets.iter().copied());
             } else if !f.sockets.is_empty() {
                 // The group's rate split evenly: NCCL and PS-Lite split a transfer evenly, so
                 // unequal pacing would only slow the group to its slowest socket.
-                let per = (d.rate / f.sockets.len() as f64).max(1.0) as u64;
+                let rate = wider.unwrap_or(d.rate);
+                let per = (rate / f.sockets.len() as f64).max(1.0) as u64;
+                f.enforced_rate = per as f64 * f.sockets.len() as f64;
                 plan.orders.extend(f.sockets.iter().map(|&key| RateOrder {
                     key,
                     bytes_per_sec: per,

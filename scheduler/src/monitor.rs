@@ -1,12 +1,19 @@
 //! Discovery of the progress files in `$MLCC_SHM_DIR` (DESIGN.md §9, §11 step 1).
 //!
-//! The daemon rescans the directory when inotify says something changed and at least once per
-//! slot (a missed event must not hide a job). Files are validated once when they appear; a bad
+//! [`ProgressDir::poll`], called every slot, lists the directory only when inotify says
+//! something in it changed, and at least every [`RESCAN_SLOTS`] slots anyway (an event lost to
+//! a queue overflow, or a writer that died without removing its file, is seen within ≈1 s);
+//! between listings it only checks that the adopted files' writers live. Where inotify is not
+//! available (no watch could be set, e.g. the directory does not exist yet) it lists every slot
+//! and keeps trying to set the watch. Raw `inotify_init1`/`inotify_add_watch` through libc,
+//! already a dependency, rather than a crate: one watch on one directory, drained without
+//! blocking, is a few lines. Files are validated once when they appear; a bad
 //! file is reported once per version of it (path + size + mtime) rather than every slot, and
 //! files whose writer died are dropped. The monitor never deletes files: they belong to the
 //! job's user.
 
 use std::collections::HashMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -35,6 +42,79 @@ struct Version {
     uid: u32,
 }
 
+/// Polls between full listings of the directory while inotify watches it (≈1 s at τ = 60 ms).
+pub const RESCAN_SLOTS: u32 = 16;
+
+/// An inotify instance watching one directory for entries appearing, changing or leaving.
+#[derive(Debug)]
+struct DirWatch {
+    fd: OwnedFd,
+}
+
+impl DirWatch {
+    fn new(dir: &Path) -> std::io::Result<Self> {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::other("directory path holds a NUL byte"))?;
+        // SAFETY: plain syscall; the fd is owned right away.
+        let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        if raw < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a fresh fd nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let mask = libc::IN_CREATE
+            | libc::IN_DELETE
+            | libc::IN_MOVED_FROM
+            | libc::IN_MOVED_TO
+            | libc::IN_CLOSE_WRITE
+            | libc::IN_ATTRIB
+            | libc::IN_DELETE_SELF
+            | libc::IN_MOVE_SELF
+            | libc::IN_ONLYDIR;
+        // SAFETY: valid fd and NUL-terminated path.
+        if unsafe { libc::inotify_add_watch(fd.as_raw_fd(), path.as_ptr(), mask) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(DirWatch { fd })
+    }
+
+    /// Drains the queued events. `Ok(true)`: something happened (or may have: overflow);
+    /// `Err`: the watch is gone (directory removed or moved) and must be set again.
+    fn drain(&self) -> std::io::Result<bool> {
+        let mut buf = [0u8; 4096];
+        let mut any = false;
+        loop {
+            // SAFETY: reading into a buffer we own, of the length given.
+            let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                return match e.kind() {
+                    std::io::ErrorKind::WouldBlock => Ok(any),
+                    std::io::ErrorKind::Interrupted => continue,
+                    _ => Err(e),
+                };
+            }
+            if n == 0 {
+                return Ok(any);
+            }
+            any = true;
+            let mut off = 0usize;
+            let head = std::mem::size_of::<libc::inotify_event>();
+            while off + head <= n as usize {
+                // SAFETY: the kernel wrote whole events; read_unaligned copes with the buffer's
+                // alignment.
+                let ev: libc::inotify_event =
+                    unsafe { std::ptr::read_unaligned(buf.as_ptr().add(off).cast()) };
+                if ev.mask & (libc::IN_IGNORED | libc::IN_DELETE_SELF | libc::IN_MOVE_SELF) != 0 {
+                    return Err(std::io::Error::other("the watched directory went away"));
+                }
+                off += head + ev.len as usize;
+            }
+        }
+    }
+}
+
 /// The progress files of the processes on this host.
 #[derive(Debug)]
 pub struct ProgressDir {
@@ -42,6 +122,10 @@ pub struct ProgressDir {
     readers: HashMap<PathBuf, ProgressReader>,
     refused: HashMap<PathBuf, Version>,
     policy: ProgressPolicy,
+    watch: Option<DirWatch>,
+    /// Polls since the last full listing.
+    since_listing: u32,
+    listings: u64,
 }
 
 /// One process's identity and counters, as read this slot.
@@ -65,7 +149,58 @@ impl ProgressDir {
             readers: HashMap::new(),
             refused: HashMap::new(),
             policy,
+            watch: None,
+            since_listing: 0,
+            listings: 0,
         }
+    }
+
+    /// Once per slot: lists the directory if inotify reported a change, if no watch is set, or
+    /// if [`RESCAN_SLOTS`] polls passed; otherwise only drops files whose writer exited.
+    pub fn poll(&mut self) -> std::io::Result<ScanReport> {
+        let changed = match &self.watch {
+            Some(w) => match w.drain() {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::debug!(dir = %self.dir.display(), "inotify watch lost: {e}");
+                    self.watch = None;
+                    true
+                }
+            },
+            None => true,
+        };
+        if self.watch.is_none() {
+            // Set before listing, so nothing that appears in between is missed.
+            self.watch = DirWatch::new(&self.dir).ok();
+        }
+        self.since_listing += 1;
+        if changed || self.since_listing >= RESCAN_SLOTS {
+            return self.rescan();
+        }
+        let mut gone: Vec<PathBuf> = self
+            .readers
+            .iter()
+            .filter(|(_, r)| !r.writer_alive())
+            .map(|(p, _)| p.clone())
+            .collect();
+        gone.sort();
+        for p in &gone {
+            self.readers.remove(p);
+        }
+        Ok(ScanReport {
+            removed: gone,
+            ..Default::default()
+        })
+    }
+
+    /// Whether an inotify watch is set on the directory.
+    pub fn watching(&self) -> bool {
+        self.watch.is_some()
+    }
+
+    /// Full listings of the directory so far.
+    pub fn listings(&self) -> u64 {
+        self.listings
     }
 
     pub fn dir(&self) -> &Path {
@@ -74,6 +209,8 @@ impl ProgressDir {
 
     /// Lists the directory and adopts, refuses or drops files. Only `mlcc.*` names are looked at.
     pub fn rescan(&mut self) -> std::io::Result<ScanReport> {
+        self.since_listing = 0;
+        self.listings += 1;
         let mut report = ScanReport::default();
         let mut present = HashMap::new();
         for entry in std::fs::read_dir(&self.dir)? {

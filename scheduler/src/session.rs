@@ -4,7 +4,9 @@
 //!
 //! Requests are numbered; a reader task hands each reply to the request with the same seq. The
 //! caller enforces its own deadline (τ/3) and forgets a request it gave up on, so a late reply is
-//! dropped. When the stream ends (switch restarted, network fault, a message it could not decode)
+//! dropped; the message carries a deadline, so an overloaded switch sheds it unapplied instead of
+//! doing work nobody waits for (a read at that deadline, a plan when the next one is due). When
+//! the stream ends (switch restarted, network fault, a message it could not decode)
 //! every waiting request fails at once and the next request opens a new stream.
 
 use std::collections::HashMap;
@@ -118,9 +120,23 @@ impl Session {
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&seq);
         };
+        // The switch sheds a message it reads after this. A feedback read nobody waits for is
+        // worthless at once; a plan read late still books the rest of its K slots for everyone
+        // else, so it is shed only when it is as old as the next slot's plan, which replaces it
+        // (three wait deadlines: τ by default).
+        let shed_after = match &request {
+            Request::UpdateSchedule(_) => deadline.saturating_mul(3),
+            _ => deadline,
+        };
+        let deadline_unix_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| {
+                (d + shed_after).as_nanos().min(u64::MAX as u128) as u64
+            });
         let msg = pb::SessionRequest {
             seq,
             request: Some(request),
+            deadline_unix_ns,
         };
         let exchange = async {
             if self.tx.send(msg).await.is_err() {

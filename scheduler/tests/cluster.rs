@@ -220,6 +220,18 @@ fn topo(switch_addr: &str) -> Topology {
     b.build().unwrap()
 }
 
+/// Offset of the `bytes_sent` counter (mlcc_progress.h).
+const BYTES_SENT: usize = 264;
+
+/// Sets what the process behind a progress file has handed its sockets, in place (mlccd maps
+/// the file).
+fn hand_over(path: &Path, bytes: u64) {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.seek(SeekFrom::Start(BYTES_SENT as u64)).unwrap();
+    f.write_all(&bytes.to_le_bytes()).unwrap();
+}
+
 /// A progress file as the C writer lays it out.
 #[allow(clippy::too_many_arguments)]
 fn progress(
@@ -243,6 +255,9 @@ fn progress(
     b[92..96].copy_from_slice(&world.to_le_bytes());
     b[96..104].copy_from_slice(&model.to_le_bytes());
     b[104..108].copy_from_slice(&pid.to_le_bytes());
+    // The library has handed the sockets all it will send (more than any test delivers): a
+    // flow with nothing handed over is idle and books nothing.
+    b[BYTES_SENT..BYTES_SENT + 8].copy_from_slice(&(1u64 << 40).to_le_bytes());
     let name = format!("mlcc.{job}.{}.{rank}.{pid}", role.1);
     std::fs::write(dir.join(&name), &b).unwrap();
     // The writer's mode (mlcc_progress.h); whatever the umask, mlccd refuses group-writable.
@@ -366,6 +381,7 @@ async fn three_schedulers_share_a_switch_and_degrade_without_it() {
             rpc_deadline: Duration::from_millis(TAU_MS / 3),
             datapath: DatapathKind::DryRun,
             bpf_pin_dir: "unused".into(),
+            tcp_tso_rtt_log: mlcc_scheduler::config::TsoRttLog::Keep,
             ps_scheduler_port: None,
             precedence: Default::default(),
             log_format: LogFormat::Human,
@@ -578,6 +594,7 @@ async fn a_slowed_predecessor_slows_its_successor() {
     let pid = std::process::id();
     let mut nodes = Vec::new();
     let mut keys = Vec::new();
+    let mut files = Vec::new();
     for (i, pl) in listeners.into_iter().enumerate() {
         let host = format!("h{}", i + 1);
         let shm = tempfile::tempdir().unwrap();
@@ -594,6 +611,11 @@ async fn a_slowed_predecessor_slows_its_successor() {
             model,
             pid,
         );
+        // A ring step forwards what its predecessor delivered: the library hands over bytes
+        // just in time (150 kB ahead of the acks), so no sender holds data of its own.
+        let file = shm.path().join(format!("mlcc.ring.worker.{i}.{pid}"));
+        hand_over(&file, 150_000);
+        files.push(file);
         let c = conn(
             &format!("10.0.0.{}:40000", i + 1),
             &format!("10.0.0.{next}:5000"),
@@ -617,6 +639,7 @@ async fn a_slowed_predecessor_slows_its_successor() {
             rpc_deadline: Duration::from_millis(TAU_MS / 3),
             datapath: DatapathKind::DryRun,
             bpf_pin_dir: "unused".into(),
+            tcp_tso_rtt_log: mlcc_scheduler::config::TsoRttLog::Keep,
             ps_scheduler_port: None,
             precedence: Default::default(),
             log_format: LogFormat::Human,
@@ -644,14 +667,22 @@ async fn a_slowed_predecessor_slows_its_successor() {
     // Physics: h1's socket moves a tenth of its order, the others all of it.
     let pacers: Vec<MemoryDatapath> = nodes.iter().map(|n| n.datapath.clone()).collect();
     let slowed = keys[0];
+    let jit: Vec<(std::path::PathBuf, SocketKey)> = files.into_iter().zip(keys.clone()).collect();
     let physics = tokio::spawn(async move {
         loop {
             tokio::time::sleep(Duration::from_millis(TAU_MS)).await;
-            for d in &pacers {
+            for (d, (file, key)) in pacers.iter().zip(&jit) {
                 for o in d.orders() {
                     let share = if o.key == slowed { 10 } else { 1 };
                     d.deliver(o.key, o.bytes_per_sec * TAU_MS / 1000 / share);
                 }
+                let acked = DatapathPort::memory(d.clone())
+                    .read_stats()
+                    .unwrap()
+                    .into_iter()
+                    .find(|(k, _)| k == key)
+                    .map_or(0, |(_, s)| s.bytes_acked);
+                hand_over(file, acked + 150_000);
             }
         }
     });

@@ -565,6 +565,7 @@ const MLCCD_WORDS: toml_doc::Vocabulary = toml_doc::Vocabulary {
         "rpc_deadline",
         "datapath",
         "bpf_pin_dir",
+        "tcp_tso_rtt_log",
         "ps_scheduler_port",
         "log_format",
         "h2",

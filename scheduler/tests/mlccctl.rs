@@ -56,6 +56,7 @@ async fn mlccctl_drives_every_admin_call() {
         rpc_deadline: Duration::from_millis(10),
         datapath: DatapathKind::DryRun,
         bpf_pin_dir: "unused".into(),
+        tcp_tso_rtt_log: mlcc_scheduler::config::TsoRttLog::Keep,
         ps_scheduler_port: None,
         precedence: Default::default(),
         log_format: LogFormat::Human,

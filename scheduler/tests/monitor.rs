@@ -66,3 +66,48 @@ fn a_missing_directory_is_an_error_not_a_panic() {
     let mut m = ProgressDir::new("/nonexistent/mlcc-test-dir");
     assert!(m.rescan().is_err());
 }
+
+#[test]
+fn inotify_drives_listings_and_a_periodic_rescan_backs_it_up() {
+    use mlcc_scheduler::monitor::RESCAN_SLOTS;
+    let dir = tempfile::tempdir().unwrap();
+    let d = &dir.path().to_path_buf();
+    let me = std::process::id();
+    let mut m = ProgressDir::new(d);
+    let r = m.poll().unwrap();
+    assert!(r.added.is_empty());
+    assert!(m.watching(), "inotify watch on {}", d.display());
+    let base = m.listings();
+    // Quiet directory: no listing until the periodic one.
+    for _ in 0..3 {
+        m.poll().unwrap();
+    }
+    assert_eq!(m.listings(), base, "listed without a change");
+    // A new file is adopted at the next poll, through its inotify event.
+    let f = crafted(d, &format!("mlcc.job.worker.0.{me}"), me, |_| {});
+    let r = m.poll().unwrap();
+    assert_eq!(r.added, vec![f.clone()]);
+    assert_eq!(m.listings(), base + 1);
+    // Files that are not ours also make it list, harmlessly.
+    std::fs::write(d.join("unrelated"), b"x").unwrap();
+    assert!(m.poll().unwrap().added.is_empty());
+    // The periodic rescan happens even without events.
+    let before = m.listings();
+    for _ in 0..RESCAN_SLOTS {
+        m.poll().unwrap();
+    }
+    assert_eq!(m.listings(), before + 1);
+    // Removal is an event too.
+    std::fs::remove_file(&f).unwrap();
+    assert_eq!(m.poll().unwrap().removed, vec![f]);
+    // The directory goes away: polls fail cleanly, and a new directory is watched again.
+    drop(dir);
+    assert!(m.poll().is_err());
+    assert!(!m.watching());
+    std::fs::create_dir_all(d).unwrap();
+    m.poll().unwrap();
+    assert!(m.watching());
+    let g = crafted(d, &format!("mlcc.job.worker.1.{me}"), me, |b| b[88] = 1);
+    assert_eq!(m.poll().unwrap().added, vec![g]);
+    std::fs::remove_dir_all(d).unwrap();
+}

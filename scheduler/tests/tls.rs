@@ -215,6 +215,7 @@ async fn mlccd_peer_service_requires_a_cluster_certificate() {
         rpc_deadline: Duration::from_millis(5),
         datapath: DatapathKind::DryRun,
         bpf_pin_dir: "unused".into(),
+        tcp_tso_rtt_log: mlcc_scheduler::config::TsoRttLog::Keep,
         ps_scheduler_port: None,
         precedence: Default::default(),
         log_format: LogFormat::Human,

@@ -183,6 +183,8 @@ fn flow_json(f: &pb::FlowStatus) -> Value {
         "remaining_bytes": f.remaining_bytes, "plan_first_slot": f.plan_first_slot,
         "plan_bytes_per_sec": f.plan_bytes_per_sec,
         "iteration_start_slot": f.iteration_start_slot, "sockets": f.sockets,
+        "app_backlog_bytes": f.app_backlog_bytes,
+        "enforced_rate_bytes_per_sec": f.enforced_rate_bytes_per_sec,
     })
 }
 

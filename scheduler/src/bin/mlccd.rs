@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use mlcc_core::topology::Topology;
-use mlcc_scheduler::config::{Config, DaemonArgs, DatapathKind};
+use mlcc_scheduler::config::{Config, DaemonArgs, DatapathKind, TsoRttLog};
 use mlcc_scheduler::daemon;
 use mlcc_scheduler::datapath::DatapathPort;
 use mlcc_scheduler::sockets::ProcSockets;
@@ -90,11 +90,41 @@ fn open_bpf(pin_dir: &std::path::Path) -> Result<mlcc_bpf::KernelDatapath, Strin
     }
 }
 
+const TSO_RTT_LOG: &str = "/proc/sys/net/ipv4/tcp_tso_rtt_log";
+
+/// See [`TsoRttLog`]: without this, a burst sent under a low planned rate can hold a socket
+/// for hundreds of milliseconds after its plan went up. A failure only warns: rates are still
+/// enforced, some transitions are just slower.
+fn set_tso_rtt_log(want: TsoRttLog) {
+    let TsoRttLog::Set(v) = want else {
+        return;
+    };
+    let old = std::fs::read_to_string(TSO_RTT_LOG).map(|s| s.trim().to_string());
+    match old {
+        Ok(old) if old == v.to_string() => {}
+        Ok(old) => match std::fs::write(TSO_RTT_LOG, v.to_string()) {
+            Ok(()) => {
+                tracing::info!(old = %old, new = v, "net.ipv4.tcp_tso_rtt_log set (TSO bursts follow the pacing rate)")
+            }
+            Err(e) => tracing::warn!(
+                "cannot set net.ipv4.tcp_tso_rtt_log to {v} ({e}): low planned rates may stall sockets after they rise"
+            ),
+        },
+        // Kernels before 5.18 have no such sysctl and size bursts by the pacing rate anyway.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!("cannot read {TSO_RTT_LOG}: {e}"),
+    }
+}
+
 async fn serve(config: Config) -> Result<(), String> {
     let topo = Topology::load(&config.topology).map_err(|e| e.to_string())?;
     let datapath = match config.datapath {
         DatapathKind::DryRun => DatapathPort::dry_run(),
-        DatapathKind::Bpf => DatapathPort::enforcing("bpf", open_bpf(&config.bpf_pin_dir)?),
+        DatapathKind::Bpf => {
+            let d = open_bpf(&config.bpf_pin_dir)?;
+            set_tso_rtt_log(config.tcp_tso_rtt_log);
+            DatapathPort::enforcing("bpf", d)
+        }
     };
     let peer = tokio::net::TcpListener::bind(config.peer_listen)
         .await

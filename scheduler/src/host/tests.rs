@@ -71,7 +71,11 @@ fn ring_h1() -> (ProcessObs, TcpConn) {
     let out = conn("10.0.0.1:40000", "10.0.0.2:5000", false);
     let p = ProcessObs {
         header: header("r", Arch::Allreduce, Role::Worker, 0, 3, 30 * MB),
-        snapshot: ProgressSnapshot::default(),
+        // The library has handed the sockets more than any test acks: the flow has data.
+        snapshot: ProgressSnapshot {
+            bytes_sent: 100 * MB,
+            ..Default::default()
+        },
         conns: vec![
             out,
             conn("10.0.0.1:5000", "10.0.0.3:41000", true),
@@ -402,6 +406,9 @@ fn ring_with_predecessor(pred: Option<u64>, peer_failed: bool) -> (FlowDecision,
     let (mut p, out) = ring_h1();
     p.snapshot.iteration = 1;
     p.snapshot.last_iteration_bytes = 40 * MB;
+    // By slot 6 the library has handed over 100 kB beyond what is acked: the flow is neither
+    // idle nor holding the data it would forward, so its upstream decides.
+    p.snapshot.bytes_sent = 20 * MB + 100_000;
     let k = key(&out);
     s.observe(
         Slot(5),
@@ -635,4 +642,114 @@ fn flow_ids_parse() {
     for bad in ["", "j", "j/a>b", "j/ab/ring", "j/a>b/x", "j/a>b/ring/x"] {
         assert_eq!(parse_flow_id(bad), None, "{bad}");
     }
+}
+
+/// A slot in which the application's bytes arrived part-way through delivers a fraction of
+/// the slot's worth; that says nothing about the path, so B_f must not fall. Only a slot with
+/// data waiting at both ends is read as path-limited.
+#[test]
+fn a_burst_that_starts_mid_slot_does_not_cut_the_achievable_rate() {
+    let cap = 125_000_000.0;
+    let mut s = sched("h1");
+    let (mut p, out) = ring_h1();
+    let k = key(&out);
+    let slot_with = |s: &mut HostScheduler, slot: u64, p: &ProcessObs, acked: u64| {
+        let req = s.observe(
+            Slot(slot),
+            &Observation {
+                processes: vec![p.clone()],
+                stats: stats(&[(k, acked)]),
+            },
+        );
+        let plan = s.plan(&answers_empty(&req));
+        (s.flows().next().unwrap().decision.clone().unwrap(), plan)
+    };
+    // Iteration 1 begins; nothing handed to the socket yet: idle, booked nothing, paced at
+    // what the path has free.
+    p.snapshot.bytes_sent = 0;
+    p.snapshot.iteration = 1;
+    p.snapshot.iteration_start_ns = SlotConfig::paper().start_ns(Slot(1));
+    let (d, plan) = slot_with(&mut s, 1, &p, 0);
+    assert!(
+        d.plan.iter().all(|&r| r == 0.0),
+        "idle flows book nothing: {:?}",
+        d.plan
+    );
+    assert!(plan.schedules["sw1"].items[0].done);
+    assert_eq!(plan.orders.len(), 1);
+    assert_eq!(
+        plan.orders[0].bytes_per_sec, cap as u64,
+        "idle: paced at the free capacity"
+    );
+    // The library hands over 20 MB late in slot 1; 1 MB (a fifth of the plan) was acked.
+    p.snapshot.bytes_sent = 20 * MB;
+    let (d, _) = slot_with(&mut s, 2, &p, MB);
+    assert_eq!(
+        d.rate, cap,
+        "no data was waiting when slot 1 began: its delivery is not the path's rate"
+    );
+    // Slot 2: data waiting at both ends and still only 1 MB delivered: the path limits.
+    let (d, _) = slot_with(&mut s, 3, &p, 2 * MB);
+    let b = 1.25 * MB as f64 / 0.06;
+    assert!(
+        (d.rate - b).abs() < 1.0,
+        "a slot backlogged throughout reads as the path's rate: {} vs {b}",
+        d.rate
+    );
+}
+
+/// A PS worker's pushes to its two servers split the uplink by what each has left (MADD), so
+/// the servers' downlinks are not overrun one after the other.
+#[test]
+fn a_jobs_flows_from_one_host_split_the_uplink_by_what_they_have_left() {
+    let mut s = sched("h1");
+    let (a, b) = (
+        conn("10.0.0.1:40000", "10.0.0.3:9000", false),
+        conn("10.0.0.1:40001", "10.0.0.4:9000", false),
+    );
+    let w = ProcessObs {
+        header: header("p", Arch::Ps, Role::Worker, 0, 0, 40 * MB),
+        // Everything handed over: 20 MB to each server.
+        snapshot: ProgressSnapshot {
+            bytes_sent: 40 * MB,
+            ..Default::default()
+        },
+        conns: vec![a, b],
+    };
+    s.observe(
+        Slot(1),
+        &Observation {
+            processes: vec![w],
+            stats: stats(&[(key(&a), 0), (key(&b), 0)]),
+        },
+    );
+    // 5 MB of the push to h3 acked since: 15 MB and 20 MB left.
+    let req = s.observe(
+        Slot(2),
+        &Observation {
+            processes: vec![ProcessObs {
+                header: header("p", Arch::Ps, Role::Worker, 0, 0, 40 * MB),
+                snapshot: ProgressSnapshot {
+                    bytes_sent: 40 * MB,
+                    ..Default::default()
+                },
+                conns: vec![a, b],
+            }],
+            stats: stats(&[(key(&a), 5 * MB), (key(&b), 0)]),
+        },
+    );
+    s.plan(&answers_empty(&req));
+    let cap = 125_000_000.0;
+    let rate = |id: &str| {
+        s.flows()
+            .find(|f| f.id.as_str() == id)
+            .unwrap()
+            .decision
+            .clone()
+            .unwrap()
+            .rate
+    };
+    let (to3, to4) = (rate("p/h1>h3/agg"), rate("p/h1>h4/agg"));
+    assert!((to3 - cap * 15.0 / 35.0).abs() < 1.0, "{to3}");
+    assert!((to4 - cap * 20.0 / 35.0).abs() < 1.0, "{to4}");
 }
