@@ -14,7 +14,7 @@ use mlcc_core::job::Arch;
 use serde::Serialize;
 
 use crate::net::{self, NetPlan, PREFIX};
-use crate::scenario::{JobSpec, Scenario};
+use crate::scenario::{Fault, FaultKind, JobSpec, Scenario};
 use crate::trainer::TrainerReport;
 
 /// Set by SIGINT/SIGTERM; every wait loop checks it.
@@ -166,6 +166,12 @@ pub fn down_all() -> Vec<String> {
 struct Named {
     name: String,
     child: Child,
+    /// How to start it again after a scheduled kill: namespace, program, arguments.
+    recipe: (String, PathBuf, Vec<std::ffi::OsString>),
+    /// Killed by a scheduled fault and not started again yet: not a crash.
+    down: bool,
+    /// Every pid it ran as (restarts included), for the cleanup check.
+    pids: Vec<u32>,
 }
 
 /// The emulated cluster of one run.
@@ -183,6 +189,8 @@ pub struct Cluster {
 }
 
 pub const SWITCHD_PORT: u16 = 50061;
+/// TCP payload per Ethernet frame of a full segment: (1448, 1514) at MTU 1500 with timestamps.
+pub const PAYLOAD_PER_FRAME: (u64, u64) = (1448, 1514);
 pub const PEER_PORT: u16 = 50071;
 
 impl Cluster {
@@ -255,20 +263,26 @@ impl Cluster {
         let tau = format!("{}ms", scn.tau.as_millis());
         let horizon = scn.horizon.to_string();
         for sw in self.plan.switches.clone() {
-            let mut cmd = ns_command(&sw.ns, &bins.switchd)?;
-            cmd.arg("--topology").arg(&topo).args([
-                "--switch",
-                &sw.name,
-                "--listen",
-                &format!("{}:{SWITCHD_PORT}", sw.ip),
-                "--metrics-listen",
-                &format!("{}:9472", sw.ip),
-                "--tau",
-                &tau,
-                "--horizon",
-                &horizon,
-            ]);
-            self.spawn_daemon(&format!("switchd-{}", sw.name), cmd)?;
+            let mut args: Vec<std::ffi::OsString> = vec!["--topology".into(), topo.clone().into()];
+            args.extend(
+                [
+                    "--switch",
+                    &sw.name,
+                    "--listen",
+                    &format!("{}:{SWITCHD_PORT}", sw.ip),
+                    "--metrics-listen",
+                    &format!("{}:9472", sw.ip),
+                    "--tau",
+                    &tau,
+                    "--horizon",
+                    &horizon,
+                ]
+                .map(Into::into),
+            );
+            self.spawn_daemon(
+                &format!("switchd-{}", sw.name),
+                (sw.ns.clone(), bins.switchd.clone(), args),
+            )?;
         }
         for sw in &self.plan.switches {
             wait_listening(
@@ -285,26 +299,32 @@ impl Cluster {
             })?;
         }
         for h in self.plan.hosts.clone() {
-            let mut cmd = ns_command(&h.ns, &bins.mlccd)?;
-            cmd.args(["--host", &h.name])
-                .arg("--topology")
-                .arg(&topo)
-                .arg("--shm-dir")
-                .arg(self.shm_root.join(&h.name))
-                .arg("--admin-socket")
-                .arg(self.dir.join(format!("{}.sock", h.name)))
-                .args([
+            let mut args: Vec<std::ffi::OsString> = ["--host", h.name.as_str(), "--topology"]
+                .map(Into::into)
+                .to_vec();
+            args.push(topo.clone().into());
+            args.push("--shm-dir".into());
+            args.push(self.shm_root.join(&h.name).into());
+            args.push("--admin-socket".into());
+            args.push(self.dir.join(format!("{}.sock", h.name)).into());
+            args.extend(
+                [
                     "--peer-listen",
                     &format!("{}:{PEER_PORT}", h.ip),
                     "--metrics-listen",
                     &format!("{}:9471", h.ip),
                     "--datapath",
                     "bpf",
-                ])
-                .arg("--bpf-pin-dir")
-                .arg(&pin)
-                .args(["--tau", &tau, "--horizon", &horizon]);
-            self.spawn_daemon(&format!("mlccd-{}", h.name), cmd)?;
+                    "--bpf-pin-dir",
+                ]
+                .map(Into::into),
+            );
+            args.push(pin.clone().into());
+            args.extend(["--tau", &tau, "--horizon", &horizon].map(Into::into));
+            self.spawn_daemon(
+                &format!("mlccd-{}", h.name),
+                (h.ns.clone(), bins.mlccd.clone(), args),
+            )?;
         }
         for h in &self.plan.hosts {
             wait_listening(
@@ -339,35 +359,135 @@ impl Cluster {
                 h.name, h.ip, h.rack
             );
         }
+        // mlccd plans and measures payload (acked bytes), while tc shapes whole frames: a
+        // 1448-byte segment (TCP with timestamps over IPv4) is a 1514-byte frame. The topology
+        // carries what a link delivers in payload, or every flow planned at line rate would
+        // miss its plan by 4.4 % and a full link would be booked 4.4 % over.
+        let payload = |bits: u64| bits * PAYLOAD_PER_FRAME.0 / PAYLOAD_PER_FRAME.1;
         for h in &self.plan.hosts {
             t += &format!(
                 "[[link]]\na = \"{}\"\nb = \"tor{}\"\ncapacity = \"{}bit\"\n",
-                h.name, h.rack, scn.host_link_bits
+                h.name,
+                h.rack,
+                payload(scn.host_link_bits)
             );
         }
         if let (2, Some(b)) = (self.plan.switches.len(), scn.inter_switch_bits) {
-            t += &format!("[[link]]\na = \"tor1\"\nb = \"tor2\"\ncapacity = \"{b}bit\"\n");
+            t += &format!(
+                "[[link]]\na = \"tor1\"\nb = \"tor2\"\ncapacity = \"{}bit\"\n",
+                payload(b)
+            );
         }
         t
     }
 
-    fn spawn_daemon(&mut self, name: &str, mut cmd: Command) -> Result<(), RunError> {
-        let log = self.dir.join("logs").join(format!("{name}.log"));
-        let f = File::create(&log).map_err(io_err(format!("creating {}", log.display())))?;
-        let f2 = f.try_clone().map_err(io_err("log file"))?;
-        cmd.stdin(Stdio::null()).stdout(f).stderr(f2);
-        let child = cmd.spawn().map_err(io_err(format!("starting {name}")))?;
+    fn spawn_daemon(
+        &mut self,
+        name: &str,
+        recipe: (String, PathBuf, Vec<std::ffi::OsString>),
+    ) -> Result<(), RunError> {
+        let child = self.start(name, &recipe, false)?;
         self.daemons.push(Named {
             name: name.into(),
+            pids: vec![child.id()],
             child,
+            recipe,
+            down: false,
         });
         Ok(())
+    }
+
+    fn start(
+        &self,
+        name: &str,
+        (ns, program, args): &(String, PathBuf, Vec<std::ffi::OsString>),
+        again: bool,
+    ) -> Result<Child, RunError> {
+        let log = self.dir.join("logs").join(format!("{name}.log"));
+        // A restarted daemon's log goes on after its first life's.
+        let f = fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(again)
+            .truncate(!again)
+            .open(&log)
+            .map_err(io_err(format!("creating {}", log.display())))?;
+        let f2 = f.try_clone().map_err(io_err("log file"))?;
+        let mut cmd = ns_command(ns, program)?;
+        cmd.args(args).stdin(Stdio::null()).stdout(f).stderr(f2);
+        cmd.spawn().map_err(io_err(format!("starting {name}")))
+    }
+
+    /// SIGKILLs a daemon (`switchd-tor1`, `mlccd-h2`) for a scheduled fault.
+    pub fn kill_daemon(&mut self, name: &str) -> Result<(), RunError> {
+        let d = self
+            .daemons
+            .iter_mut()
+            .find(|d| d.name == name)
+            .ok_or_else(|| RunError::Setup(format!("no daemon {name} to kill")))?;
+        d.down = true;
+        let _ = d.child.kill();
+        let _ = d.child.wait();
+        Ok(())
+    }
+
+    /// SIGSTOPs (`stop`) or SIGCONTs a daemon for a scheduled fault.
+    pub fn pause_daemon(&mut self, name: &str, stop: bool) -> Result<(), RunError> {
+        let d = self
+            .daemons
+            .iter()
+            .find(|d| d.name == name)
+            .ok_or_else(|| RunError::Setup(format!("no daemon {name} to pause")))?;
+        let sig = if stop { libc::SIGSTOP } else { libc::SIGCONT };
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(d.child.id() as i32, sig) };
+        Ok(())
+    }
+
+    /// Starts a killed daemon again with its first arguments.
+    pub fn restart_daemon(&mut self, name: &str) -> Result<(), RunError> {
+        let i = self
+            .daemons
+            .iter()
+            .position(|d| d.name == name)
+            .ok_or_else(|| RunError::Setup(format!("no daemon {name} to restart")))?;
+        let child = self.start(name, &self.daemons[i].recipe, true)?;
+        let d = &mut self.daemons[i];
+        d.pids.push(child.id());
+        d.child = child;
+        d.down = false;
+        Ok(())
+    }
+
+    /// A host's link down or up (its `eth0`; the switch port follows the veth pair).
+    pub fn set_link(&self, host: &str, up: bool) -> Result<(), RunError> {
+        let h = self
+            .plan
+            .host(host)
+            .ok_or_else(|| RunError::Setup(format!("no host {host}")))?;
+        net::sh(
+            "ip",
+            &[
+                "-n",
+                &h.ns,
+                "link",
+                "set",
+                "eth0",
+                if up { "up" } else { "down" },
+            ],
+        )
+        .map(drop)
+        .map_err(io_err(format!(
+            "link of {host} {}",
+            if up { "up" } else { "down" }
+        )))
     }
 
     /// A daemon that exited during the run (a crash is a failed run, not a slower one).
     pub fn dead_daemon(&mut self) -> Option<String> {
         self.daemons
             .iter_mut()
+            .filter(|d| !d.down)
             .find_map(|d| match d.child.try_wait() {
                 Ok(Some(st)) => Some(format!(
                     "{} exited ({st}); see {}",
@@ -392,8 +512,11 @@ impl Cluster {
         }
         self.removed = true;
         for d in &self.daemons {
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) };
+            // SAFETY: signalling our own child; SIGCONT for one a fault left stopped.
+            unsafe {
+                libc::kill(d.child.id() as i32, libc::SIGTERM);
+                libc::kill(d.child.id() as i32, libc::SIGCONT);
+            }
         }
         let deadline = Instant::now() + Duration::from_secs(5);
         for d in &mut self.daemons {
@@ -507,9 +630,88 @@ pub struct CcRun {
     pub wall_s: f64,
     pub cross_flows: u32,
     pub bandwidth: Vec<BandwidthSeries>,
+    /// The scenario's scheduled faults as applied in this run.
+    pub faults: Vec<FaultEvent>,
     /// Every process the run started (daemons, trainers, iperf3), for the cleanup check.
     #[serde(skip)]
     pub pids: Vec<u32>,
+}
+
+/// One scheduled fault in one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct FaultEvent {
+    pub fault: Fault,
+    /// Seconds since the run's start when it hit and when it was undone; `None` if not applied
+    /// (a daemon kill under a kernel CC, which has no daemons) or not undone (the run ended).
+    pub applied_s: Option<f64>,
+    pub restored_s: Option<f64>,
+    /// The same instants as Unix time (s), to line them up with observations made elsewhere.
+    pub applied_unix_s: Option<f64>,
+    pub restored_unix_s: Option<f64>,
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Applies the scenario's faults as their times come; undoes each after its duration.
+struct Faults {
+    events: Vec<FaultEvent>,
+}
+
+impl Faults {
+    fn new(scn: &Scenario) -> Self {
+        Faults {
+            events: scn
+                .faults
+                .iter()
+                .map(|f| FaultEvent {
+                    fault: f.clone(),
+                    applied_s: None,
+                    restored_s: None,
+                    applied_unix_s: None,
+                    restored_unix_s: None,
+                })
+                .collect(),
+        }
+    }
+
+    fn tick(&mut self, c: &mut Cluster, t: Duration) -> Result<(), RunError> {
+        let mlcc = c.cc == Cc::Mlcc;
+        for e in &mut self.events {
+            let f = &e.fault;
+            let daemon = match f.kind {
+                FaultKind::KillSwitchd => Some(format!("switchd-{}", f.target)),
+                FaultKind::KillMlccd | FaultKind::StopMlccd => Some(format!("mlccd-{}", f.target)),
+                FaultKind::LinkDown => None,
+            };
+            let stop = f.kind == FaultKind::StopMlccd;
+            if daemon.is_some() && !mlcc {
+                continue;
+            }
+            if e.applied_s.is_none() && t >= f.at {
+                match &daemon {
+                    Some(d) if stop => c.pause_daemon(d, true)?,
+                    Some(d) => c.kill_daemon(d)?,
+                    None => c.set_link(&f.target, false)?,
+                }
+                e.applied_s = Some(t.as_secs_f64());
+                e.applied_unix_s = Some(unix_now());
+            }
+            if e.applied_s.is_some() && e.restored_s.is_none() && t >= f.at + f.lasts {
+                match &daemon {
+                    Some(d) if stop => c.pause_daemon(d, false)?,
+                    Some(d) => c.restart_daemon(d)?,
+                    None => c.set_link(&f.target, true)?,
+                }
+                e.restored_s = Some(t.as_secs_f64());
+                e.restored_unix_s = Some(unix_now());
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Runs every job of the scenario on an up cluster; `tick` is told (finished jobs, total).
@@ -529,10 +731,12 @@ pub fn run_jobs(
     let mut last_counters: BTreeMap<String, (f64, u64, u64)> = BTreeMap::new();
     let mut next_sample = start;
     let mut spawned: Vec<u32> = Vec::new();
+    let mut faults = Faults::new(scn);
     loop {
         if INTERRUPTED.load(Ordering::SeqCst) {
             return Err(RunError::Interrupted);
         }
+        faults.tick(c, start.elapsed())?;
         if let Some(d) = c.dead_daemon() {
             return Err(RunError::Setup(d));
         }
@@ -584,7 +788,11 @@ pub fn run_jobs(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let mut pids = c.daemons.iter().map(|d| d.child.id()).collect::<Vec<_>>();
+    let mut pids = c
+        .daemons
+        .iter()
+        .flat_map(|d| d.pids.iter().copied())
+        .collect::<Vec<_>>();
     pids.extend(cross.pids.iter().copied());
     pids.extend(spawned);
     let cross_flows = cross.stop();
@@ -598,6 +806,7 @@ pub fn run_jobs(
             .into_iter()
             .map(|(host, samples)| BandwidthSeries { host, samples })
             .collect(),
+        faults: faults.events,
         pids,
     })
 }

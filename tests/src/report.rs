@@ -194,6 +194,23 @@ pub fn markdown(s: &Summary) -> String {
             t += "\n";
         }
     }
+    let faults: Vec<_> = s.runs.iter().filter(|r| !r.faults.is_empty()).collect();
+    if !faults.is_empty() {
+        t += "\nScheduled faults (seconds since the run's start):\n\n| CC | fault | target | applied | undone |\n|---|---|---|---|---|\n";
+        let secs = |x: Option<f64>| x.map_or("–".into(), |v| format!("{v:.2}"));
+        for r in faults {
+            for e in &r.faults {
+                t += &format!(
+                    "| {} | {:?} | {} | {} | {} |\n",
+                    r.cc,
+                    e.fault.kind,
+                    e.fault.target,
+                    secs(e.applied_s),
+                    secs(e.restored_s)
+                );
+            }
+        }
+    }
     t
 }
 

@@ -49,6 +49,18 @@ struct RawScenario {
     timeout: String,
     trace: String,
     cross_traffic: Option<RawCross>,
+    #[serde(default)]
+    fault: Vec<RawFault>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFault {
+    at: String,
+    kind: String,
+    target: String,
+    #[serde(rename = "for")]
+    lasts: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -84,6 +96,44 @@ fn timeout() -> String {
 }
 fn seed() -> u64 {
     1
+}
+
+/// What a scheduled fault does (DESIGN.md §11's degraded modes, tried for real).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    /// SIGKILL a switch's mlcc-switchd; started again (empty tables) after `for`. mlcc only.
+    KillSwitchd,
+    /// SIGKILL a host's mlccd; started again after `for` (it re-adopts the pinned datapath and
+    /// the sockets, which meanwhile ran on their expired orders' fallback). mlcc only.
+    KillMlccd,
+    /// SIGSTOP a host's mlccd for `for`, then SIGCONT: a hung peer, unreachable to the others
+    /// while its host's traffic goes on under the datapath's expired orders. mlcc only.
+    StopMlccd,
+    /// The host's link down for `for`, then up (a flap every CC sees alike).
+    LinkDown,
+}
+
+impl FaultKind {
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "kill-switchd" => FaultKind::KillSwitchd,
+            "kill-mlccd" => FaultKind::KillMlccd,
+            "stop-mlccd" => FaultKind::StopMlccd,
+            "link-down" => FaultKind::LinkDown,
+            _ => return None,
+        })
+    }
+}
+
+/// `[[fault]]`: at `at` after the run starts, `kind` hits `target` (a switch `tor<rack>` or a
+/// host `h<n>`) for `for`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Fault {
+    pub at: Duration,
+    pub kind: FaultKind,
+    pub target: String,
+    pub lasts: Duration,
 }
 
 #[derive(Clone, Debug)]
@@ -125,6 +175,7 @@ pub struct Scenario {
     pub quick_scale: f64,
     pub jobs: Vec<JobSpec>,
     pub cross: Option<CrossTraffic>,
+    pub faults: Vec<Fault>,
 }
 
 fn dur(path: &Path, what: &str, s: &str) -> Result<Duration, ScenarioError> {
@@ -182,6 +233,54 @@ impl Scenario {
             }
         };
         let hosts = raw.racks * raw.hosts_per_rack;
+        let mut faults = Vec::new();
+        for (i, f) in raw.fault.iter().enumerate() {
+            let what = |field: &str| format!("fault {}: {field}", i + 1);
+            let kind = FaultKind::parse(&f.kind).ok_or_else(|| {
+                bad(
+                    path,
+                    format!(
+                        "{}: {:?}, expected kill-switchd, kill-mlccd, stop-mlccd or link-down",
+                        what("kind"),
+                        f.kind
+                    ),
+                )
+            })?;
+            let target_ok = match kind {
+                FaultKind::KillSwitchd => f
+                    .target
+                    .strip_prefix("tor")
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .is_some_and(|n| (1..=raw.racks).contains(&n)),
+                FaultKind::KillMlccd | FaultKind::StopMlccd | FaultKind::LinkDown => f
+                    .target
+                    .strip_prefix('h')
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .is_some_and(|n| (1..=hosts).contains(&n)),
+            };
+            if !target_ok {
+                return Err(bad(
+                    path,
+                    format!(
+                        "{}: {:?} is not a {} of this scenario",
+                        what("target"),
+                        f.target,
+                        if kind == FaultKind::KillSwitchd {
+                            "switch (tor<rack>)"
+                        } else {
+                            "host (h<n>)"
+                        }
+                    ),
+                ));
+            }
+            faults.push(Fault {
+                at: dur(path, &what("at"), &f.at)?,
+                kind,
+                target: f.target.clone(),
+                lasts: dur(path, &what("for"), &f.lasts)?,
+            });
+        }
+        faults.sort_by_key(|f| f.at);
         let trace_path = path.parent().unwrap_or(Path::new(".")).join(&raw.trace);
         let jobs = load_trace(&trace_path, raw.bytes_scale, raw.compute_scale, hosts)?;
         Ok(Scenario {
@@ -201,6 +300,7 @@ impl Scenario {
             quick_scale: raw.quick_scale,
             jobs,
             cross,
+            faults,
         })
     }
 
@@ -356,6 +456,57 @@ mod tests {
             assert!(e.contains(want), "{trace:?}: {e}");
             assert!(e.contains("line") || e.contains("no jobs"), "{e}");
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bad_faults_are_refused_by_what_is_wrong() {
+        let dir = std::env::temp_dir().join(format!("mlcc-tb-flt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("t.csv"),
+            "arrival_s,name,model,iterations,servers,workers\n0,a,vgg19,5,,h1|h2\n",
+        )
+        .unwrap();
+        let fault = |at: &str, kind: &str, target: &str, lasts: &str| {
+            format!(
+                "[[fault]]\nat = \"{at}\"\nkind = \"{kind}\"\ntarget = \"{target}\"\nfor = \"{lasts}\"\n"
+            )
+        };
+        let cases = [
+            (fault("1s", "explode", "h1", "1s"), "expected kill-switchd"),
+            (fault("1s", "kill-mlccd", "h3", "1s"), "not a host"),
+            (fault("1s", "kill-switchd", "h1", "1s"), "not a switch"),
+            (fault("1s", "link-down", "tor1", "1s"), "not a host"),
+            (fault("soon", "link-down", "h1", "1s"), "fault 1: at"),
+            (fault("1s", "stop-mlccd", "h2", "-1s"), "fault 1: for"),
+        ];
+        for (f, want) in cases {
+            std::fs::write(
+                dir.join("s.toml"),
+                format!("name = \"t\"\nhosts_per_rack = 2\ntrace = \"t.csv\"\n{f}"),
+            )
+            .unwrap();
+            let e = Scenario::load(&dir.join("s.toml")).unwrap_err().to_string();
+            assert!(e.contains(want), "{f}: {e}");
+        }
+        std::fs::write(
+            dir.join("s.toml"),
+            format!(
+                "name = \"t\"\nhosts_per_rack = 2\ntrace = \"t.csv\"\n{}{}",
+                fault("5s", "stop-mlccd", "h2", "1s"),
+                fault("2s", "kill-switchd", "tor1", "500ms")
+            ),
+        )
+        .unwrap();
+        let s = Scenario::load(&dir.join("s.toml")).unwrap();
+        let kinds: Vec<_> = s.faults.iter().map(|f| f.kind).collect();
+        assert_eq!(
+            kinds,
+            [FaultKind::KillSwitchd, FaultKind::StopMlccd],
+            "in time order"
+        );
+        assert_eq!(s.faults[0].lasts, Duration::from_millis(500));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -199,34 +199,60 @@ fn ring(
     ctx.prepare(&inp)?;
     let chunk = ctx.cfg.model_bytes.div_ceil(u64::from(world));
     let prev = (ctx.cfg.rank + world - 1) % world;
-    for it in 0..ctx.cfg.iterations {
-        let t0 = Instant::now();
-        compute(ctx);
-        // The iteration's communication starts now: mlccd plans its bytes from here, rather
-        // than booking links for slots in which the job only computes.
-        ctx.progress.iteration_begin();
-        for step in 0..2 * (world - 1) {
-            let (send_tag, recv_tag) = (ctx.tag(it, step, ctx.cfg.rank), ctx.tag(it, step, prev));
-            let (sent, got) = std::thread::scope(|s| {
-                let tx =
-                    s.spawn(|| wire::send(&mut out, send_tag, chunk, |n| ctx.progress.sent(n)));
-                let got = wire::recv(&mut inp, recv_tag, |n| ctx.progress.received(n));
-                (
-                    tx.join()
-                        .unwrap_or_else(|_| Err(io::Error::other("send thread panicked"))),
-                    got,
-                )
-            });
-            sent.map_err(io_err(format!(
-                "iteration {it} step {step}: sending to {next}"
-            )))?;
-            rep.bytes_verified += got.map_err(io_err(format!(
-                "iteration {it} step {step}: receiving from rank {prev}"
-            )))?;
-            rep.bytes_sent += chunk;
+    let steps = 2 * (world - 1);
+    // The receive side reads ahead on its own thread, step after step and through the compute
+    // phase, as NCCL's proxy posts receives ahead into its FIFO: a receiver that read only in
+    // its own step would close its window on a predecessor that is one step ahead, and the
+    // predecessor's sender would stall with data queued whatever its CC allowed.
+    // On a send error the reader may wait on a live peer forever: shutting the socket down
+    // through this handle wakes it so the scope can end.
+    let wake = inp.try_clone().map_err(io_err("clone"))?;
+    std::thread::scope(|s| {
+        let (got_tx, got_rx) = std::sync::mpsc::channel::<io::Result<u64>>();
+        let inp = &mut inp;
+        s.spawn(move || {
+            for it in 0..ctx.cfg.iterations {
+                for step in 0..steps {
+                    let r = wire::recv(inp, ctx.tag(it, step, prev), |n| ctx.progress.received(n));
+                    let failed = r.is_err();
+                    if got_tx.send(r).is_err() || failed {
+                        return;
+                    }
+                }
+            }
+        });
+        let mut exchange = || {
+            for it in 0..ctx.cfg.iterations {
+                let t0 = Instant::now();
+                compute(ctx);
+                // The iteration's communication starts now: mlccd plans its bytes from here,
+                // rather than booking links for slots in which the job only computes.
+                ctx.progress.iteration_begin();
+                for step in 0..steps {
+                    wire::send(&mut out, ctx.tag(it, step, ctx.cfg.rank), chunk, |n| {
+                        ctx.progress.sent(n)
+                    })
+                    .map_err(io_err(format!(
+                        "iteration {it} step {step}: sending to {next}"
+                    )))?;
+                    let got = got_rx
+                        .recv()
+                        .unwrap_or_else(|_| Err(io::Error::other("receive thread ended")));
+                    rep.bytes_verified += got.map_err(io_err(format!(
+                        "iteration {it} step {step}: receiving from rank {prev}"
+                    )))?;
+                    rep.bytes_sent += chunk;
+                }
+                rep.iteration_s.push(t0.elapsed().as_secs_f64());
+            }
+            Ok::<(), TrainerError>(())
+        };
+        let r = exchange();
+        if r.is_err() {
+            let _ = wake.shutdown(Shutdown::Both);
         }
-        rep.iteration_s.push(t0.elapsed().as_secs_f64());
-    }
+        r
+    })?;
     finish(&mut out, &mut inp)
 }
 
