@@ -118,6 +118,7 @@ fn slot(s: &mut Setup, n: u64) -> usize {
                     from_slot: 1000 + n,
                     flows,
                     rejected: Vec::new(),
+                    switch_unix_ns: 0,
                 },
             )
         })

@@ -173,6 +173,11 @@ pub struct DaemonArgs {
     /// daemon's own group, i.e. root only].
     #[arg(long, value_name = "GROUP")]
     pub admin_group: Option<String>,
+    /// Fault rehearsal only: runs this daemon's clock MS milliseconds ahead (negative: behind)
+    /// of the host's, as if its clock were skewed [default: 0]. Flag only, never read from the
+    /// config file, so it cannot outlive the test that set it.
+    #[arg(long, value_name = "MS", allow_hyphen_values = true)]
+    pub clock_offset_ms: Option<i64>,
     /// Accept progress files only from this uid (repeatable) [default: any uid]. Always: a file
     /// must be writable by its owner only, and owned by root or by the user running the process
     /// it names.
@@ -240,6 +245,8 @@ pub struct Config {
     pub log_format: LogFormat,
     /// Group of the admin socket (name or gid); `None`: the daemon's group.
     pub admin_group: Option<String>,
+    /// Added to the daemon's clock (`--clock-offset-ms`, fault rehearsal).
+    pub clock_offset_ns: i64,
     /// Which progress files are believed.
     pub progress: ProgressPolicy,
     /// mTLS files; `None`: plaintext.
@@ -359,6 +366,7 @@ impl DaemonArgs {
             precedence: self.precedence.or(file.precedence).unwrap_or_default(),
             log_format: self.log_format.or(file.log_format).unwrap_or_default(),
             admin_group: self.admin_group.clone().or(file.admin_group),
+            clock_offset_ns: self.clock_offset_ms.unwrap_or(0).saturating_mul(1_000_000),
             progress: ProgressPolicy {
                 // Flags replace the file's list rather than extend it, like every other option.
                 allowed_uids: if self.progress_uids.is_empty() {

@@ -29,11 +29,21 @@ use crate::sockets::SocketSource;
 use pb::session_reply::Reply as SessionReply;
 use pb::session_request::Request as SessionRequest;
 
+/// Added to this daemon's clock: `--clock-offset-ms`, to rehearse a host with a skewed clock
+/// (CLOCK_REALTIME cannot be set per network namespace).
+static CLOCK_OFFSET_NS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// Shifts [`now_ns`] by `ns` for the rest of the process: fault rehearsal only.
+pub fn set_clock_offset(ns: i64) {
+    CLOCK_OFFSET_NS.store(ns, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Realtime nanoseconds: slots are absolute (DESIGN.md §3).
 pub fn now_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
+        .saturating_add_signed(CLOCK_OFFSET_NS.load(std::sync::atomic::Ordering::Relaxed))
 }
 
 /// What one switch looked like from here.
@@ -315,31 +325,46 @@ where
 
 /// [`call`] over a switch's Session stream: one request, timed; a reply of another kind than
 /// `pick` accepts is an error.
+/// One session request; also the switch's clock if it shed the message (0 otherwise).
 async fn session_call<T>(
     sess: &Session,
     req: SessionRequest,
     deadline: Duration,
     pick: impl FnOnce(SessionReply) -> Option<T>,
-) -> (Outcome<T>, Duration) {
+) -> (Outcome<T>, Duration, u64) {
     let t0 = Instant::now();
+    let mut shed_at = 0;
     let out = match sess.request(req, deadline).await {
         Ok(r) => pick(r).map_or_else(
             || Outcome::Error("a reply of the wrong kind".into()),
             Outcome::Ok,
         ),
-        Err(e) => e.into(),
+        Err(SessionFailure::Shed {
+            why,
+            switch_unix_ns,
+        }) => {
+            shed_at = switch_unix_ns;
+            Outcome::Error(why)
+        }
+        Err(SessionFailure::Timeout) => Outcome::Timeout,
+        Err(SessionFailure::Error(e)) => Outcome::Error(e),
     };
-    (out, t0.elapsed())
+    (out, t0.elapsed(), shed_at)
 }
 
-impl<T> From<SessionFailure> for Outcome<T> {
-    fn from(f: SessionFailure) -> Self {
-        match f {
-            SessionFailure::Timeout => Outcome::Timeout,
-            SessionFailure::Error(e) => Outcome::Error(e),
-        }
-    }
+/// The switch's clock minus ours (ns) from a reply stamped `switch_ns` (0: not stamped) to a
+/// call sent at `sent` and answered at `received` on our clock: exact to within half the round
+/// trip, assuming the switch stamped it halfway.
+fn clock_offset(switch_ns: u64, sent: u64, received: u64) -> Option<i64> {
+    (switch_ns != 0).then(|| {
+        let mid = sent / 2 + received / 2 + (sent % 2 + received % 2) / 2;
+        (i128::from(switch_ns) - i128::from(mid)).clamp(i64::MIN.into(), i64::MAX.into()) as i64
+    })
 }
+
+/// A switch's FetchFeedback this slot: name, address, outcome (its slot), round trip, and its
+/// clock minus ours if the reply said.
+type SwitchCall = (String, String, Outcome<u64>, Duration, Option<i64>);
 
 fn outcome_name<T>(o: &Outcome<T>) -> &'static str {
     match o {
@@ -368,6 +393,8 @@ async fn slot_loop(
     let mut sessions = Sessions::default();
     let mut last_slot: Option<Slot> = None;
     let mut datapath_failed = false;
+    // Each switch's clock minus ours, as last measured.
+    let mut clock_offsets: HashMap<String, i64> = HashMap::new();
     loop {
         let now = now_ns();
         let next = slots.start_ns(slots.slot_at(now).plus(1));
@@ -471,18 +498,27 @@ async fn slot_loop(
                     slot: slot.0,
                     flows: batch.items,
                 });
-                let r = session_call(&sess, req, deadline, |r| match r {
+                let sent = now_ns();
+                let (out, rtt, shed_at) = session_call(&sess, req, deadline, |r| match r {
                     SessionReply::FetchFeedback(r) => Some(r),
                     _ => None,
                 })
                 .await;
-                (name, batch.address, r)
+                let stamp = match &out {
+                    Outcome::Ok(r) => r.switch_unix_ns,
+                    _ => shed_at,
+                };
+                let offset = clock_offset(stamp, sent, now_ns());
+                if let Some(o) = offset {
+                    sess.set_clock_offset(o);
+                }
+                (name, batch.address, (out, rtt), offset)
             }));
         }
         let mut answers: FeedbackAnswers = HashMap::new();
-        let mut switch_updates: Vec<(String, String, Outcome<u64>, Duration)> = Vec::new();
+        let mut switch_updates: Vec<SwitchCall> = Vec::new();
         for c in calls {
-            let Ok((name, addr, (out, rtt))) = c.await else {
+            let Ok((name, addr, (out, rtt), offset)) = c.await else {
                 continue;
             };
             m.rpc_seconds
@@ -501,10 +537,21 @@ async fn slot_loop(
                 Outcome::Timeout => Outcome::Timeout,
                 Outcome::Error(e) => Outcome::Error(e),
             };
-            switch_updates.push((name, addr, o, rtt));
+            if let Some(o) = offset {
+                clock_offsets.insert(name.clone(), o);
+            }
+            switch_updates.push((name, addr, o, rtt, offset));
         }
         let fetch_ns = (fetch_start, now_ns());
         let t_plan = Instant::now();
+        // Plans are booked by slot number: with a switch whose clock is off by more than τ/4,
+        // this host's slots and everyone else's no longer line up.
+        let unsynced: std::collections::BTreeSet<String> = clock_offsets
+            .iter()
+            .filter(|(_, o)| o.unsigned_abs() > slots.tau_ns() / 4)
+            .map(|(n, _)| n.clone())
+            .collect();
+        shared.host().set_unsynced_switches(unsynced);
         let plan = shared.host().plan(&answers);
         decide += t_plan.elapsed();
 
@@ -537,12 +584,12 @@ async fn slot_loop(
                     slot: slot.0,
                     flows: batch.items,
                 });
-                let r = session_call(&sess, req, deadline, |r| match r {
+                let (out, rtt, _) = session_call(&sess, req, deadline, |r| match r {
                     SessionReply::UpdateSchedule(r) => Some(r),
                     _ => None,
                 })
                 .await;
-                (name, r, now_ns())
+                (name, (out, rtt), now_ns())
             }));
         }
         let mut exchanges = Vec::new();
@@ -660,7 +707,7 @@ fn record(
     cfg: &Config,
     slot: Slot,
     plan: &SlotPlan,
-    switches: Vec<(String, String, Outcome<u64>, Duration)>,
+    switches: Vec<SwitchCall>,
     fetch_ns: (u64, u64),
     silent_peers: &[String],
     datapath_failed: bool,
@@ -669,10 +716,14 @@ fn record(
     let m = &shared.metrics;
     let tau_ns = cfg.slots.tau_ns() as i64;
     let mut st = shared.status();
-    for (name, addr, out, rtt) in switches {
+    for (name, addr, out, rtt, offset) in switches {
         let v = st.switches.entry(name.clone()).or_default();
         v.address = addr;
         v.last_rtt = rtt;
+        let was_skewed = v.skew_ns.unsigned_abs() > tau_ns.unsigned_abs() / 4;
+        if let Some(o) = offset {
+            v.skew_ns = o;
+        }
         match out {
             Outcome::Ok(switch_slot) => {
                 if !v.reachable && v.failed_calls > 0 {
@@ -689,17 +740,17 @@ fn record(
                 // The switch answered with the slot of its clock at some instant of the call
                 // (sent..received here): only a slot outside the ones this host's clock passed
                 // through in that window shows skew, and at least this much.
+                // A switch that does not stamp its replies bounds the skew by its slot only.
                 let (sent, received) = fetch_ns;
                 let (first, last) = (cfg.slots.slot_at(sent), cfg.slots.slot_at(received));
-                v.skew_ns = if switch_slot > last.0 {
-                    cfg.slots.start_ns(Slot(switch_slot)) as i64 - received as i64
-                } else if switch_slot < first.0 {
-                    cfg.slots.start_ns(Slot(switch_slot + 1)) as i64 - sent as i64
-                } else {
-                    0
-                };
-                if v.skew_ns.abs() > tau_ns / 4 {
-                    tracing::warn!(switch = %name, skew_slots = v.skew_slots, skew_ms = v.skew_ns as f64 / 1e6, "clock skew above τ/4: check chrony/PTP");
+                if offset.is_none() {
+                    v.skew_ns = if switch_slot > last.0 {
+                        cfg.slots.start_ns(Slot(switch_slot)) as i64 - received as i64
+                    } else if switch_slot < first.0 {
+                        cfg.slots.start_ns(Slot(switch_slot + 1)) as i64 - sent as i64
+                    } else {
+                        0
+                    };
                 }
             }
             Outcome::Timeout | Outcome::Error(_) => {
@@ -714,6 +765,17 @@ fn record(
                 v.failed_calls += 1;
             }
         }
+        let skewed = v.skew_ns.unsigned_abs() > tau_ns.unsigned_abs() / 4;
+        if skewed && !was_skewed {
+            tracing::warn!(switch = %name, skew_ms = v.skew_ns as f64 / 1e6, "clock skew above τ/4: flows through this switch fall back to kernel TCP; check chrony/PTP");
+        } else if was_skewed && !skewed {
+            tracing::info!(switch = %name, skew_ms = v.skew_ns as f64 / 1e6, "clock skew back within τ/4: scheduling resumes");
+        }
+        m.skew_seconds
+            .get_or_create(&TargetLabels {
+                target: name.clone(),
+            })
+            .set(v.skew_ns as f64 * 1e-9);
     }
     let mut degraded = plan.degraded.clone();
     for p in silent_peers {
@@ -729,6 +791,7 @@ fn record(
     }
     let modes = [
         ("switch_unreachable", !plan.silent_switches.is_empty()),
+        ("clock_skew", !plan.unsynced_switches.is_empty()),
         ("peer_unreachable", !silent_peers.is_empty()),
         ("datapath_dry_run", !shared.enforcing),
         ("datapath_error", datapath_failed),
@@ -809,4 +872,24 @@ pub fn bind_admin_as(path: &PathBuf, group: Option<&str>) -> std::io::Result<Uni
     let l = UnixListener::bind(path)?;
     mlcc_daemon::unix::restrict_socket(path, gid)?;
     Ok(l)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clock_offset;
+
+    #[test]
+    fn clock_offset_is_the_switch_stamp_minus_the_call_midpoint() {
+        assert_eq!(clock_offset(0, 100, 200), None, "unstamped reply");
+        assert_eq!(clock_offset(150, 100, 200), Some(0));
+        // Switch 40 ms behind: stamped 40 ms before our midpoint.
+        assert_eq!(
+            clock_offset(1_000_000_000, 1_040_000_000, 1_040_000_000),
+            Some(-40_000_000)
+        );
+        assert_eq!(clock_offset(1_060, 1_001, 1_002), Some(59));
+        // Extremes saturate instead of overflowing.
+        assert_eq!(clock_offset(u64::MAX, 0, 0), Some(i64::MAX));
+        assert_eq!(clock_offset(1, u64::MAX, u64::MAX), Some(i64::MIN));
+    }
 }

@@ -251,6 +251,9 @@ pub struct SlotPlan {
     /// Degraded modes in force this slot, human readable.
     pub degraded: Vec<String>,
     pub silent_switches: Vec<String>,
+    /// Switches whose clock is off by more than τ/4: the flows through them were left to
+    /// kernel TCP and their bookings withdrawn.
+    pub unsynced_switches: Vec<String>,
     /// Flows planned without a dependency because their upstream's peer is silent.
     pub flows_without_peer: usize,
     /// (flow, link) pairs planned as unbooked because an answering switch gave no load for them.
@@ -271,6 +274,8 @@ pub struct HostScheduler {
     gone: Vec<FlowState>,
     upstream: HashMap<FlowId, PeerProgress>,
     silent_peers: BTreeSet<String>,
+    /// Switches whose clock disagrees with ours by more than τ/4 (see `set_unsynced_switches`).
+    unsynced: BTreeSet<String>,
     /// Per-process notes of why connections were not scheduled (for operators).
     pub notes: BTreeMap<String, String>,
     slot: Slot,
@@ -334,6 +339,7 @@ impl HostScheduler {
             gone: Vec::new(),
             upstream: HashMap::new(),
             silent_peers: BTreeSet::new(),
+            unsynced: BTreeSet::new(),
             notes: BTreeMap::new(),
             slot: Slot(0),
         })
@@ -883,6 +889,15 @@ impl HostScheduler {
         }
     }
 
+    /// The switches whose clock is off ours by more than τ/4, as the daemon last measured.
+    /// Plans are booked by slot number, so with such a switch this host's slots and the other
+    /// hosts' no longer line up: a paced flow through it would send into slots others booked,
+    /// and pacing does not back off. Those flows are left to kernel TCP (orders cleared, the
+    /// datapath falls back) and their bookings withdrawn until the clocks agree again.
+    pub fn set_unsynced_switches(&mut self, switches: BTreeSet<String>) {
+        self.unsynced = switches;
+    }
+
     /// Step 2 of a slot: plans every local flow with the switches' answers.
     pub fn plan(&mut self, answers: &FeedbackAnswers) -> SlotPlan {
         let slot = self.slot;
@@ -1066,6 +1081,7 @@ impl HostScheduler {
             self.cfg.slots.tau_ns() * u64::from(self.cfg.order_expiry_slots.max(1)),
         );
         let me = self.cfg.host.clone();
+        let mut unsynced_used: BTreeSet<String> = BTreeSet::new();
         for d in out.decisions {
             let sw_links = match self.flows.get(&d.id) {
                 Some(f) => self.switch_links(&f.path),
@@ -1077,7 +1093,21 @@ impl HostScheduler {
             f.degraded = degraded_flows.remove(&d.id).unwrap_or_default();
             let wider = pace_at.get(&d.id).copied();
             f.enforced_rate = 0.0;
-            if d.done && wider.is_none() {
+            let unsynced: Vec<&str> = sw_links
+                .iter()
+                .map(|(sw, _, _)| sw.as_str())
+                .filter(|sw| self.unsynced.contains(*sw))
+                .collect();
+            let withdraw = d.done || !unsynced.is_empty();
+            if !unsynced.is_empty() {
+                for sw in &unsynced {
+                    f.degraded.push(format!(
+                        "clock skew vs switch {sw} beyond τ/4: left to kernel TCP"
+                    ));
+                    unsynced_used.insert(sw.to_string());
+                }
+                plan.clear.extend(f.sockets.iter().copied());
+            } else if d.done && wider.is_none() {
                 plan.clear.extend(f.sockets.iter().copied());
             } else if !f.sockets.is_empty() {
                 // The group's rate split evenly: NCCL and PS-Lite split a transfer evenly, so
@@ -1104,7 +1134,7 @@ impl HostScheduler {
                             first_slot: slot,
                             rates: &d.plan,
                             key: &key,
-                            done: d.done,
+                            done: withdraw,
                         },
                     );
                 }
@@ -1121,9 +1151,9 @@ impl HostScheduler {
                         flow_id: d.id.to_string(),
                         links,
                         first_slot: slot.0,
-                        rates_bytes_per_sec: if d.done { Vec::new() } else { d.plan.clone() },
+                        rates_bytes_per_sec: if withdraw { Vec::new() } else { d.plan.clone() },
                         iteration_start_slot: key.iteration_start.0,
-                        done: d.done,
+                        done: withdraw,
                     });
             }
             plan.peers
@@ -1176,7 +1206,13 @@ impl HostScheduler {
                 plan.feedback_missing
             ));
         }
+        for s in &unsynced_used {
+            plan.degraded.push(format!(
+                "clock skew vs switch {s} beyond τ/4: its flows left to kernel TCP, bookings withdrawn"
+            ));
+        }
         plan.silent_switches = silent.into_iter().collect();
+        plan.unsynced_switches = unsynced_used.into_iter().collect();
         plan
     }
 

@@ -51,6 +51,7 @@ pub struct Metrics {
     pub degraded: Family<ModeLabels, Gauge>,
     pub degraded_slots: Family<ModeLabels, Counter>,
     pub skew_slots: Family<TargetLabels, Gauge>,
+    pub skew_seconds: Family<TargetLabels, FloatGauge>,
 }
 
 fn latency() -> Histogram {
@@ -73,6 +74,7 @@ impl Metrics {
             degraded: Family::default(),
             degraded_slots: Family::default(),
             skew_slots: Family::default(),
+            skew_seconds: Family::default(),
             registry: Registry::default(),
         };
         r.register("sched_slot", "Current slot index", m.slot.clone());
@@ -121,6 +123,12 @@ impl Metrics {
             "sched_clock_skew_slots",
             "Switch slot minus this host's slot in the last reply",
             m.skew_slots.clone(),
+        );
+        r.register(
+            "sched_clock_skew_seconds",
+            "Switch clock minus this host's, from the last stamped reply (within half its RTT); \
+             beyond τ/4 the flows through that switch are left to kernel TCP",
+            m.skew_seconds.clone(),
         );
         Metrics { registry: r, ..m }
     }

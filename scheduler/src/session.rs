@@ -10,7 +10,7 @@
 //! every waiting request fails at once and the next request opens a new stream.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,6 +32,9 @@ pub struct Session {
     pending: Pending,
     next: AtomicU64,
     alive: Arc<AtomicBool>,
+    /// The switch's clock minus ours (ns) as last measured: message deadlines are stated on
+    /// the switch's clock, so a host whose clock lags does not have every message shed.
+    clock_offset_ns: AtomicI64,
 }
 
 /// Why a session request got no answer.
@@ -39,6 +42,12 @@ pub struct Session {
 pub enum SessionFailure {
     Timeout,
     Error(String),
+    /// The switch read the message after its deadline and did not apply it; `switch_unix_ns`
+    /// is its clock then (0 if it did not say).
+    Shed {
+        why: String,
+        switch_unix_ns: u64,
+    },
 }
 
 fn fail_all(pending: &Pending, why: &str) {
@@ -94,6 +103,7 @@ impl Session {
             pending,
             next: AtomicU64::new(1),
             alive,
+            clock_offset_ns: AtomicI64::new(0),
         }
     }
 
@@ -128,11 +138,10 @@ impl Session {
             Request::UpdateSchedule(_) => deadline.saturating_mul(3),
             _ => deadline,
         };
-        let deadline_unix_ns = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| {
-                (d + shed_after).as_nanos().min(u64::MAX as u128) as u64
-            });
+        let offset = self.clock_offset_ns.load(Ordering::Relaxed);
+        let deadline_unix_ns = crate::daemon::now_ns()
+            .saturating_add_signed(offset)
+            .saturating_add(shed_after.as_nanos().min(u64::MAX as u128) as u64);
         let msg = pb::SessionRequest {
             seq,
             request: Some(request),
@@ -146,6 +155,12 @@ impl Session {
             match wrx.await {
                 Err(_) => Err(SessionFailure::Error("session closed".into())),
                 Ok(Err(why)) => Err(SessionFailure::Error(why)),
+                Ok(Ok(Reply::Error(e))) if e.code == tonic::Code::DeadlineExceeded as i32 => {
+                    Err(SessionFailure::Shed {
+                        why: format!("switch shed the message: {}", e.message),
+                        switch_unix_ns: e.switch_unix_ns,
+                    })
+                }
                 Ok(Ok(Reply::Error(e))) => Err(SessionFailure::Error(format!(
                     "switch refused the message (code {}): {}",
                     e.code, e.message
@@ -161,6 +176,15 @@ impl Session {
             forget();
         }
         r
+    }
+
+    /// Records the switch's clock minus ours, for the deadlines of the next messages.
+    pub fn set_clock_offset(&self, ns: i64) {
+        self.clock_offset_ns.store(ns, Ordering::Relaxed);
+    }
+
+    fn clock_offset(&self) -> i64 {
+        self.clock_offset_ns.load(Ordering::Relaxed)
     }
 }
 
@@ -179,7 +203,10 @@ impl Sessions {
         {
             return Some(s.clone());
         }
+        // A reopened stream keeps the measured clock offset: the clocks did not change.
+        let offset = self.0.get(addr).map_or(0, |old| old.clock_offset());
         let s = Arc::new(Session::open(channel()?));
+        s.set_clock_offset(offset);
         self.0.insert(addr.to_string(), s.clone());
         Some(s)
     }

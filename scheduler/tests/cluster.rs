@@ -386,6 +386,7 @@ async fn three_schedulers_share_a_switch_and_degrade_without_it() {
             precedence: Default::default(),
             log_format: LogFormat::Human,
             admin_group: None,
+            clock_offset_ns: 0,
             // pid 1 stands in for the PS processes of these jobs; their files are ours.
             progress: ProgressPolicy {
                 trust_any_writer: true,
@@ -644,6 +645,7 @@ async fn a_slowed_predecessor_slows_its_successor() {
             precedence: Default::default(),
             log_format: LogFormat::Human,
             admin_group: None,
+            clock_offset_ns: 0,
             progress: Default::default(),
             tls: None,
         };

@@ -405,6 +405,7 @@ fn run(f: &Fixture, op: &Op) {
                             from_slot: *slot,
                             flows,
                             rejected: Vec::new(),
+                            switch_unix_ns: 0,
                         },
                     );
                 }

@@ -61,6 +61,7 @@ async fn mlccctl_drives_every_admin_call() {
         precedence: Default::default(),
         log_format: LogFormat::Human,
         admin_group: None,
+        clock_offset_ns: 0,
         progress: Default::default(),
         tls: None,
     };

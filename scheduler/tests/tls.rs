@@ -220,6 +220,7 @@ async fn mlccd_peer_service_requires_a_cluster_certificate() {
         precedence: Default::default(),
         log_format: LogFormat::Human,
         admin_group: None,
+        clock_offset_ns: 0,
         progress: Default::default(),
         tls: Some(h1),
     };

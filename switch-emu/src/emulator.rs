@@ -264,6 +264,8 @@ impl Emulator {
             from_slot: from.0,
             flows: Vec::with_capacity(flows.len()),
             rejected: Vec::new(),
+            // Stamped by the gRPC layer, which owns the clock.
+            switch_unix_ns: 0,
         };
         let mut ids = std::mem::take(&mut self.scratch);
         for (index, q) in flows.into_iter().enumerate() {

@@ -257,6 +257,10 @@ impl SwitchService {
             let now = self.shared.now(&emu);
             emu.fetch_feedback(now, req)
         }
+        .map(|mut r| {
+            r.switch_unix_ns = self.shared.clock().now_ns();
+            r
+        })
         .map_err(status_of);
         let (code, rejected) = outcome(&result);
         self.record(&self.fetch, started, items, code, rejected);
@@ -293,6 +297,7 @@ impl SwitchService {
                         "read {:.3} ms after the message's deadline; not applied",
                         late as f64 * 1e-6
                     ),
+                    switch_unix_ns: self.shared.clock().now_ns(),
                 })),
             };
         }
@@ -309,6 +314,7 @@ impl SwitchService {
                 Reply::Error(pb::SessionError {
                     code: s.code() as i32,
                     message: s.message().to_string(),
+                    switch_unix_ns: 0,
                 })
             })),
         }

@@ -446,12 +446,19 @@ impl Cluster {
 
     /// Starts a killed daemon again with its first arguments.
     pub fn restart_daemon(&mut self, name: &str) -> Result<(), RunError> {
+        self.restart_daemon_with(name, &[])
+    }
+
+    /// Starts a killed daemon again with its first arguments and `extra` ones.
+    pub fn restart_daemon_with(&mut self, name: &str, extra: &[String]) -> Result<(), RunError> {
         let i = self
             .daemons
             .iter()
             .position(|d| d.name == name)
             .ok_or_else(|| RunError::Setup(format!("no daemon {name} to restart")))?;
-        let child = self.start(name, &self.daemons[i].recipe, true)?;
+        let (ns, program, mut args) = self.daemons[i].recipe.clone();
+        args.extend(extra.iter().map(std::ffi::OsString::from));
+        let child = self.start(name, &(ns, program, args), true)?;
         let d = &mut self.daemons[i];
         d.pids.push(child.id());
         d.child = child;
@@ -684,7 +691,9 @@ impl Faults {
             let f = &e.fault;
             let daemon = match f.kind {
                 FaultKind::KillSwitchd => Some(format!("switchd-{}", f.target)),
-                FaultKind::KillMlccd | FaultKind::StopMlccd => Some(format!("mlccd-{}", f.target)),
+                FaultKind::KillMlccd | FaultKind::StopMlccd | FaultKind::SkewMlccd => {
+                    Some(format!("mlccd-{}", f.target))
+                }
                 FaultKind::LinkDown => None,
             };
             let stop = f.kind == FaultKind::StopMlccd;
@@ -694,6 +703,10 @@ impl Faults {
             if e.applied_s.is_none() && t >= f.at {
                 match &daemon {
                     Some(d) if stop => c.pause_daemon(d, true)?,
+                    Some(d) if f.kind == FaultKind::SkewMlccd => {
+                        c.kill_daemon(d)?;
+                        c.restart_daemon_with(d, &[format!("--clock-offset-ms={}", f.offset_ms)])?;
+                    }
                     Some(d) => c.kill_daemon(d)?,
                     None => c.set_link(&f.target, false)?,
                 }
@@ -703,6 +716,10 @@ impl Faults {
             if e.applied_s.is_some() && e.restored_s.is_none() && t >= f.at + f.lasts {
                 match &daemon {
                     Some(d) if stop => c.pause_daemon(d, false)?,
+                    Some(d) if f.kind == FaultKind::SkewMlccd => {
+                        c.kill_daemon(d)?;
+                        c.restart_daemon(d)?;
+                    }
                     Some(d) => c.restart_daemon(d)?,
                     None => c.set_link(&f.target, true)?,
                 }

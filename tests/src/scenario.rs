@@ -61,6 +61,8 @@ struct RawFault {
     target: String,
     #[serde(rename = "for")]
     lasts: String,
+    /// skew-mlccd only: how far the daemon's clock is set off (ms, negative: behind).
+    offset_ms: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -112,6 +114,9 @@ pub enum FaultKind {
     StopMlccd,
     /// The host's link down for `for`, then up (a flap every CC sees alike).
     LinkDown,
+    /// SIGKILL a host's mlccd and start it again with its clock `offset_ms` off
+    /// (`--clock-offset-ms`); after `for`, again with the true clock. mlcc only.
+    SkewMlccd,
 }
 
 impl FaultKind {
@@ -121,6 +126,7 @@ impl FaultKind {
             "kill-mlccd" => FaultKind::KillMlccd,
             "stop-mlccd" => FaultKind::StopMlccd,
             "link-down" => FaultKind::LinkDown,
+            "skew-mlccd" => FaultKind::SkewMlccd,
             _ => return None,
         })
     }
@@ -134,6 +140,8 @@ pub struct Fault {
     pub kind: FaultKind,
     pub target: String,
     pub lasts: Duration,
+    /// skew-mlccd: the clock offset (ms); 0 otherwise.
+    pub offset_ms: i64,
 }
 
 #[derive(Clone, Debug)]
@@ -240,7 +248,7 @@ impl Scenario {
                 bad(
                     path,
                     format!(
-                        "{}: {:?}, expected kill-switchd, kill-mlccd, stop-mlccd or link-down",
+                        "{}: {:?}, expected kill-switchd, kill-mlccd, stop-mlccd, skew-mlccd or link-down",
                         what("kind"),
                         f.kind
                     ),
@@ -252,7 +260,10 @@ impl Scenario {
                     .strip_prefix("tor")
                     .and_then(|n| n.parse::<u32>().ok())
                     .is_some_and(|n| (1..=raw.racks).contains(&n)),
-                FaultKind::KillMlccd | FaultKind::StopMlccd | FaultKind::LinkDown => f
+                FaultKind::KillMlccd
+                | FaultKind::StopMlccd
+                | FaultKind::SkewMlccd
+                | FaultKind::LinkDown => f
                     .target
                     .strip_prefix('h')
                     .and_then(|n| n.parse::<u32>().ok())
@@ -273,11 +284,31 @@ impl Scenario {
                     ),
                 ));
             }
+            let offset_ms = match (kind, f.offset_ms) {
+                (FaultKind::SkewMlccd, Some(ms)) if ms != 0 && ms.abs() <= 3_600_000 => ms,
+                (FaultKind::SkewMlccd, _) => {
+                    return Err(bad(
+                        path,
+                        format!(
+                            "{}: skew-mlccd needs a non-zero offset_ms within an hour",
+                            what("offset_ms")
+                        ),
+                    ));
+                }
+                (_, None) => 0,
+                (_, Some(_)) => {
+                    return Err(bad(
+                        path,
+                        format!("{}: only skew-mlccd takes one", what("offset_ms")),
+                    ));
+                }
+            };
             faults.push(Fault {
                 at: dur(path, &what("at"), &f.at)?,
                 kind,
                 target: f.target.clone(),
                 lasts: dur(path, &what("for"), &f.lasts)?,
+                offset_ms,
             });
         }
         faults.sort_by_key(|f| f.at);
@@ -480,6 +511,15 @@ mod tests {
             (fault("1s", "link-down", "tor1", "1s"), "not a host"),
             (fault("soon", "link-down", "h1", "1s"), "fault 1: at"),
             (fault("1s", "stop-mlccd", "h2", "-1s"), "fault 1: for"),
+            (fault("1s", "skew-mlccd", "h2", "1s"), "fault 1: offset_ms"),
+            (
+                fault("1s", "kill-mlccd", "h2", "1s") + "offset_ms = 5\n",
+                "only skew-mlccd",
+            ),
+            (
+                fault("1s", "skew-mlccd", "h2", "1s") + "offset_ms = 0\n",
+                "non-zero",
+            ),
         ];
         for (f, want) in cases {
             std::fs::write(
@@ -493,9 +533,10 @@ mod tests {
         std::fs::write(
             dir.join("s.toml"),
             format!(
-                "name = \"t\"\nhosts_per_rack = 2\ntrace = \"t.csv\"\n{}{}",
+                "name = \"t\"\nhosts_per_rack = 2\ntrace = \"t.csv\"\n{}{}{}",
                 fault("5s", "stop-mlccd", "h2", "1s"),
-                fault("2s", "kill-switchd", "tor1", "500ms")
+                fault("2s", "kill-switchd", "tor1", "500ms"),
+                fault("7s", "skew-mlccd", "h1", "1s") + "offset_ms = -40\n"
             ),
         )
         .unwrap();
@@ -503,9 +544,14 @@ mod tests {
         let kinds: Vec<_> = s.faults.iter().map(|f| f.kind).collect();
         assert_eq!(
             kinds,
-            [FaultKind::KillSwitchd, FaultKind::StopMlccd],
+            [
+                FaultKind::KillSwitchd,
+                FaultKind::StopMlccd,
+                FaultKind::SkewMlccd
+            ],
             "in time order"
         );
+        assert_eq!(s.faults[2].offset_ms, -40);
         assert_eq!(s.faults[0].lasts, Duration::from_millis(500));
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -474,6 +474,8 @@ struct Seen {
     switch_degraded: bool,
     /// "peer h<n> unreachable ..." among its degraded modes.
     peer_degraded: bool,
+    /// "clock skew vs switch ..." among its degraded modes.
+    skew_degraded: bool,
     uptime: u64,
     flows: u32,
 }
@@ -520,7 +522,11 @@ fn killed_daemons_and_a_link_flap_lose_no_bytes_and_degrade_and_recover() {
             Ok(Ok(r)) => {
                 let r = r.into_inner();
                 let seen = Seen {
-                    switch_degraded: r.degraded.iter().any(|d| d.contains("switch tor1")),
+                    switch_degraded: r
+                        .degraded
+                        .iter()
+                        .any(|d| d.contains("switch tor1") && !d.contains("clock skew")),
+                    skew_degraded: r.degraded.iter().any(|d| d.contains("clock skew")),
                     peer_degraded: r.degraded.iter().any(|d| d.contains("peer h")),
                     uptime: r.uptime_secs,
                     flows: r.flows,
@@ -537,7 +543,7 @@ fn killed_daemons_and_a_link_flap_lose_no_bytes_and_degrade_and_recover() {
     });
     assert_one_job_intact_on_mlcc(&s);
     let faults = s["runs"][0]["faults"].as_array().unwrap();
-    assert_eq!(faults.len(), 4, "{faults:?}");
+    assert_eq!(faults.len(), 5, "{faults:?}");
     for f in faults {
         assert!(
             f["applied_s"].is_number() && f["restored_s"].is_number(),
@@ -646,5 +652,57 @@ fn killed_daemons_and_a_link_flap_lose_no_bytes_and_degrade_and_recover() {
             left - undone
         );
     }
+    // h2's mlccd restarted with its clock 40 ms behind (τ/4 = 15 ms, and beyond its RPC
+    // deadline, so the switch sheds its first messages as late): it measures the offset from
+    // the switch's stamped replies, leaves its flow to kernel TCP (degraded "clock skew"), and
+    // once restarted with the true clock schedules it again. The job's bytes all arrived
+    // (checked above).
+    let f = faults
+        .iter()
+        .find(|f| f["fault"]["kind"] == "skew-mlccd")
+        .expect("a skew-mlccd fault");
+    let (hit, undone) = (
+        f["applied_unix_s"].as_f64().unwrap(),
+        f["restored_unix_s"].as_f64().unwrap(),
+    );
+    let skewed: Vec<_> = h2
+        .iter()
+        .filter(|x| x.1 >= hit && x.1 < undone && x.0.skew_degraded)
+        .collect();
+    assert!(
+        !skewed.is_empty(),
+        "skew-mlccd: h2 never reported its clock skew: {h2:?}"
+    );
+    assert!(
+        skewed.iter().all(|x| x.0.flows > 0),
+        "skew-mlccd: h2 lost track of its flow: {skewed:?}"
+    );
+    let entered = skewed[0].1;
+    let resumed = h2
+        .iter()
+        .find(|x| x.1 >= undone && !x.0.skew_degraded && x.0.flows > 0)
+        .map(|x| x.1);
+    assert!(
+        h2.iter()
+            .filter(|x| x.1 >= undone + 0.5)
+            .all(|x| !x.0.skew_degraded),
+        "skew-mlccd: h2 still skewed with its true clock: {h2:?}"
+    );
+    let Some(resumed) = resumed else {
+        panic!("skew-mlccd: h2 never scheduled its flow again: {h2:?}");
+    };
+    println!(
+        "skew-mlccd: h2 (clock -40 ms) reported the skew {:.0} ms after its skewed restart, \
+         scheduled again {:.0} ms after its restart with the true clock",
+        (entered - hit) * 1e3,
+        (resumed - undone) * 1e3
+    );
+    // The restart itself (process start, socket discovery) is most of this.
+    assert!(
+        entered - hit < 3.0 && resumed - undone < 3.0,
+        "skew-mlccd: skew reported after {:.2} s, scheduling again after {:.2} s",
+        entered - hit,
+        resumed - undone
+    );
     std::fs::remove_dir_all(&out).unwrap();
 }

@@ -117,6 +117,13 @@ fn set_tso_rtt_log(want: TsoRttLog) {
 }
 
 async fn serve(config: Config) -> Result<(), String> {
+    if config.clock_offset_ns != 0 {
+        mlcc_scheduler::daemon::set_clock_offset(config.clock_offset_ns);
+        tracing::warn!(
+            offset_ms = config.clock_offset_ns as f64 / 1e6,
+            "--clock-offset-ms: this daemon's clock is deliberately skewed (fault rehearsal)"
+        );
+    }
     let topo = Topology::load(&config.topology).map_err(|e| e.to_string())?;
     let datapath = match config.datapath {
         DatapathKind::DryRun => DatapathPort::dry_run(),

@@ -112,6 +112,7 @@ fn answers_empty(req: &FeedbackRequests) -> FeedbackAnswers {
                         })
                         .collect(),
                     rejected: vec![],
+                    switch_unix_ns: 0,
                 },
             )
         })
@@ -369,6 +370,51 @@ fn a_silent_switch_is_planned_as_unbooked_and_marked() {
     assert!(f.degraded[0].contains("sw1"));
     // Still published: the switch gets the plan when it is back.
     assert_eq!(plan.schedules["sw1"].items.len(), 1);
+}
+
+#[test]
+fn a_switch_with_a_skewed_clock_leaves_its_flows_to_kernel_tcp_and_withdraws_them() {
+    let mut s = sched("h1");
+    let (p, out) = ring_h1();
+    let obs = Observation {
+        processes: vec![p],
+        stats: stats(&[(key(&out), 0)]),
+    };
+    let req = s.observe(Slot(5), &obs);
+    s.set_unsynced_switches(["sw1".to_string()].into());
+    let plan = s.plan(&answers_empty(&req));
+    assert_eq!(plan.unsynced_switches, ["sw1"]);
+    assert!(
+        plan.degraded
+            .iter()
+            .any(|d| d.contains("clock skew vs switch sw1")),
+        "{:?}",
+        plan.degraded
+    );
+    // No order: the datapath's fallback (kernel TCP) paces it; the socket's order is cleared.
+    assert!(plan.orders.is_empty(), "{:?}", plan.orders);
+    assert_eq!(plan.clear, [key(&out)]);
+    let f = s.flows().next().unwrap();
+    assert_eq!(f.enforced_rate, 0.0);
+    assert!(f.degraded.iter().any(|d| d.contains("kernel TCP")));
+    // Its bookings are withdrawn from the switch and the local uplink table.
+    let items = &plan.schedules["sw1"].items;
+    assert_eq!(items.len(), 1);
+    assert!(items[0].done && items[0].rates_bytes_per_sec.is_empty());
+    let up = s.topology().link_by_name("h1->sw1").unwrap();
+    assert_eq!(s.table().load(up, Slot(5)).unwrap(), 0.0);
+    // Progress still goes to the peer, whose dependency adjustment is unaffected.
+    assert_eq!(plan.peers["h2"].len(), 1);
+
+    // The clocks agree again: scheduled and booked as before.
+    let req = s.observe(Slot(6), &obs);
+    s.set_unsynced_switches(Default::default());
+    let plan = s.plan(&answers_empty(&req));
+    assert!(plan.unsynced_switches.is_empty());
+    assert!(plan.degraded.is_empty(), "{:?}", plan.degraded);
+    assert_eq!(plan.orders.len(), 1);
+    assert!(!plan.schedules["sw1"].items[0].done);
+    assert!(s.table().load(up, Slot(6)).unwrap() > 0.0);
 }
 
 #[test]
