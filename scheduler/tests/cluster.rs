@@ -546,6 +546,29 @@ async fn three_schedulers_share_a_switch_and_degrade_without_it() {
     // It comes back on the same address: out of degraded mode.
     let l = TcpListener::bind(sw_addr).await.unwrap();
     switch = Some(start_switch(l, &t).await);
+    let restarted = slot();
+    // The restarted switch's table is empty; the schedulers' next plans rebuild it, within
+    // K slots (entries live K slots: a rebuild slower than that would lose bookings for good).
+    let mut rebuilt = None;
+    for _ in 0..3 * K {
+        tokio::time::sleep(Duration::from_millis(TAU_MS)).await;
+        let ids: Vec<String> = {
+            let emu = switch.as_ref().unwrap().shared.lock();
+            emu.table()
+                .entries(shared_link)
+                .unwrap()
+                .iter()
+                .map(|(id, _)| id.to_string())
+                .collect()
+        };
+        if ids.iter().any(|i| i == "ring/h2>h3/ring") && ids.iter().any(|i| i == "ps/h1>h3/agg") {
+            rebuilt = slot().since(restarted);
+            break;
+        }
+    }
+    let rebuilt = rebuilt.expect("the restarted switch's table never held both jobs' flows");
+    println!("switch restart: table rebuilt {rebuilt} slot(s) after it came back");
+    assert!(rebuilt <= K, "table rebuilt only after {rebuilt} slots");
     let mut healed = false;
     for _ in 0..60 {
         tokio::time::sleep(Duration::from_millis(TAU_MS)).await;
