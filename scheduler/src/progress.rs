@@ -324,6 +324,10 @@ pub struct ProgressReader {
     path: PathBuf,
     map: Mmap,
     header: ProgressHeader,
+    /// A pidfd of the writer: readable once it exits, so liveness is one poll(2) per slot
+    /// rather than a path lookup under /proc, and a reused pid cannot pass for it. `None`
+    /// where pidfd_open(2) failed (the process is gone, or a kernel before 5.3): `/proc` then.
+    writer: Option<std::os::fd::OwnedFd>,
 }
 
 impl std::fmt::Debug for ProgressReader {
@@ -381,10 +385,12 @@ impl ProgressReader {
         if let Some(p) = policy {
             p.check_writer(path, meta.uid(), header.pid)?;
         }
+        let writer = pidfd_open(header.pid);
         Ok(ProgressReader {
             path: path.to_path_buf(),
             map,
             header,
+            writer,
         })
     }
 
@@ -524,10 +530,35 @@ impl ProgressReader {
     /// Whether the writing process is gone (its pid no longer exists). A reused pid is caught
     /// by the caller comparing process start times if it matters.
     pub fn writer_alive(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        if let Some(fd) = &self.writer {
+            let mut p = libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, no timeout.
+            match unsafe { libc::poll(&mut p, 1, 0) } {
+                0 => return true,
+                n if n > 0 => return false,
+                _ => {}
+            }
+        }
         Path::new("/proc")
             .join(self.header.pid.to_string())
             .exists()
     }
+}
+
+/// A pidfd for `pid`, if the kernel gives one.
+fn pidfd_open(pid: u32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let pid = libc::pid_t::try_from(pid).ok().filter(|&p| p > 0)?;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let fd = i32::try_from(fd).ok().filter(|&f| f >= 0)?;
+    // SAFETY: a fresh fd that nothing else owns.
+    Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
 #[cfg(test)]

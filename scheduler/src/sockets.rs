@@ -15,11 +15,13 @@
 //! once per network namespace per slot; inodes that were not an established or listening TCP
 //! socket (Unix and UDP sockets, a connect in flight) are looked up again after
 //! [`RETRY_SLOTS`]. A 4-tuple never changes while its fd stays open, so the cache is exact for
-//! the sockets it holds. The fd list itself is read every slot, but only fd numbers not seen
-//! before are resolved (`readlink`, then 13 % of mlccd's CPU at 32 trainers, as was `stat` of the
-//! namespace at 6 %); every [`RETRY_SLOTS`] all of a process's fds and its namespace are
-//! resolved again, so an fd number closed and reused for another socket within a second is
-//! seen at the latest then.
+//! the sockets it holds. Only fd numbers not seen before are resolved (`readlink`, then 13 % of
+//! mlccd's CPU at 32 trainers, as was `stat` of the namespace at 6 %). The fd list itself
+//! (`getdents`, a dentry per fd: 12 % next) is read only when the process's fd count changed:
+//! procfs reports it as the size of `<pid>/fd` (Linux ≥ 6.2), one `fstat` of the directory
+//! held open; a changed count re-resolves every fd, so reused numbers are seen at once. Every
+//! [`RETRY_SLOTS`] (4x that with counts: only a close and an open within one slot hide from
+//! them) all of a process's fds and its namespace are resolved again.
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -55,6 +57,10 @@ pub const RETRY_SLOTS: u64 = 16;
 pub struct ProcSockets {
     root: PathBuf,
     cache: Mutex<SocketCache>,
+    /// `root` is a procfs, whose `<pid>/fd` reports the number of open fds as its size (Linux
+    /// ≥ 6.2; 0 before): one stat tells whether a process's fd table changed, and the listing
+    /// (a dentry per fd, the bulk of mlccd's own CPU) is skipped when it did not.
+    counts_fds: bool,
 }
 
 /// A network namespace as `stat` of `/proc/<pid>/ns/net` names it (device, inode); a process
@@ -73,6 +79,8 @@ struct SocketCache {
     procs: HashMap<u32, ProcEntry>,
     /// Table reads so far (tests check the cache saves them).
     table_reads: u64,
+    /// fd directory listings so far (tests check the fd count saves them).
+    fd_listings: u64,
 }
 
 #[derive(Debug)]
@@ -82,6 +90,10 @@ struct ProcEntry {
     fds: HashMap<u64, Option<u64>>,
     /// The slot from which every fd and the namespace are resolved again.
     relink_at: u64,
+    /// `<pid>/fd`'s size when `fds` was listed (0: unknown).
+    fd_count: u64,
+    /// `<pid>/fd` held open: fstat(2) on it gives the count without walking the path.
+    fd_dir: Option<std::fs::File>,
     /// Socket inode → its established or listening row, or `None` (not one, when looked up).
     inodes: HashMap<u64, Option<TcpRow>>,
     /// The slot from which `None` inodes are looked up again.
@@ -97,14 +109,31 @@ impl Default for ProcSockets {
 
 impl ProcSockets {
     pub fn with_root(root: impl Into<PathBuf>) -> Self {
+        let root = root.into();
         ProcSockets {
-            root: root.into(),
+            counts_fds: is_procfs(&root),
+            root,
             cache: Mutex::default(),
+        }
+    }
+
+    /// Slots between full relistings of a process's fds (and its namespace). With fd counts
+    /// only a close and an open within one slot go unnoticed until then, so it can be longer.
+    fn relink_slots(&self) -> u64 {
+        if self.counts_fds {
+            4 * RETRY_SLOTS
+        } else {
+            RETRY_SLOTS
         }
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, SocketCache> {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many times a process's fd directory was listed.
+    pub fn fd_listings(&self) -> u64 {
+        self.cache().fd_listings
     }
 
     /// How many times a TCP table was read.
@@ -195,6 +224,18 @@ pub fn parse_tcp_table(text: &str) -> Vec<TcpRow> {
         .collect()
 }
 
+/// Whether `path` is on a procfs (statfs magic), whose fd directories report their fd count.
+fn is_procfs(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: a valid NUL-terminated path and a zeroed out-struct of the right type.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::statfs(c.as_ptr(), &mut st) };
+    r == 0 && st.f_type == libc::PROC_SUPER_MAGIC
+}
+
 /// Joins a process's socket inodes with its namespace's TCP table.
 pub fn connections_of(inodes: &HashSet<u64>, rows: &[TcpRow]) -> Vec<TcpConn> {
     let listening: HashSet<u16> = rows
@@ -220,11 +261,31 @@ impl SocketSource for ProcSockets {
     fn connections(&self, pid: u32) -> std::io::Result<Vec<TcpConn>> {
         use std::os::unix::fs::MetadataExt;
         let proc = self.root.join(pid.to_string());
-        let fds = Self::fd_numbers(&proc)?;
         let mut guard = self.cache();
         let c = &mut *guard;
         let slot = c.slot;
         let relink = c.procs.get(&pid).is_none_or(|e| slot >= e.relink_at);
+        // The fd count, read before the listing: an fd opened after it changes the count seen
+        // next slot. The directory handle is reopened at each relisting (a reused pid).
+        let new_dir = (self.counts_fds && relink)
+            .then(|| std::fs::File::open(proc.join("fd")).ok())
+            .flatten();
+        let count = new_dir
+            .as_ref()
+            .or_else(|| c.procs.get(&pid).and_then(|e| e.fd_dir.as_ref()))
+            .and_then(|f| f.metadata().ok())
+            .map(|m| m.len())
+            .filter(|&n| n > 0);
+        // Same number of fds as when last listed: the same fds, but for a close and an open in
+        // one slot, which the full relisting every RETRY_SLOTS catches.
+        let unchanged =
+            !relink && count.is_some_and(|n| c.procs.get(&pid).is_some_and(|e| e.fd_count == n));
+        let fds = if unchanged {
+            None
+        } else {
+            c.fd_listings += 1;
+            Some(Self::fd_numbers(&proc)?)
+        };
         let ns = match c.procs.get(&pid) {
             Some(e) if !relink => e.ns,
             _ => std::fs::metadata(proc.join("ns").join("net"))
@@ -234,6 +295,8 @@ impl SocketSource for ProcSockets {
             ns,
             fds: HashMap::new(),
             relink_at: 0,
+            fd_count: 0,
+            fd_dir: None,
             inodes: HashMap::new(),
             retry_at: 0,
             last_asked: slot,
@@ -245,14 +308,25 @@ impl SocketSource for ProcSockets {
         }
         if relink {
             e.fds.clear();
-            e.relink_at = slot + RETRY_SLOTS;
+            e.relink_at = slot + self.relink_slots();
+            e.fd_dir = new_dir;
         }
-        let open: HashSet<u64> = fds.iter().copied().collect();
-        e.fds.retain(|fd, _| open.contains(fd));
-        for fd in fds {
-            e.fds
-                .entry(fd)
-                .or_insert_with(|| Self::fd_socket(&proc, fd));
+        if let Some(fds) = fds {
+            let open: HashSet<u64> = fds.iter().copied().collect();
+            e.fds.retain(|fd, _| open.contains(fd));
+            // With counts, a listing means the fd table changed: every fd is looked at again,
+            // since a number may now stand for another file (a closed socket's number reused,
+            // a new socket on a file's). Without counts the listing runs every slot and only
+            // new numbers are looked at; a reused one waits for the relisting.
+            if self.counts_fds {
+                e.fds.clear();
+            }
+            for fd in fds {
+                e.fds
+                    .entry(fd)
+                    .or_insert_with(|| Self::fd_socket(&proc, fd));
+            }
+            e.fd_count = count.unwrap_or(0);
         }
         let inodes: HashSet<u64> = e.fds.values().flatten().copied().collect();
         e.last_asked = slot;
@@ -370,6 +444,37 @@ mod tests {
             .unwrap();
         assert!(!opened.accepted);
         assert!(conns.iter().any(|x| x.local == addr && x.accepted));
+    }
+
+    #[test]
+    fn an_unchanged_fd_count_skips_the_listing_on_procfs() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Past its exec, which closes the fds it inherited.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let src = ProcSockets::default();
+        let pid = child.id();
+        let mut listings = Vec::new();
+        let period = src.relink_slots();
+        for _ in 0..period + 2 {
+            assert!(src.connections(pid).unwrap().is_empty());
+            listings.push(src.fd_listings());
+            src.next_slot();
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        let counted = std::fs::metadata("/proc/self/fd").is_ok_and(|m| m.len() > 0);
+        if src.counts_fds && counted {
+            // Listed in the first slot and again at the full relisting `period` slots later.
+            assert_eq!(listings.last(), Some(&2), "{listings:?}");
+        } else {
+            println!("this kernel does not report fd counts (< 6.2): the listing runs every slot");
+            assert_eq!(listings.last(), Some(&(period + 2)));
+        }
     }
 
     #[test]

@@ -111,3 +111,25 @@ fn inotify_drives_listings_and_a_periodic_rescan_backs_it_up() {
     assert_eq!(m.poll().unwrap().added, vec![g]);
     std::fs::remove_dir_all(d).unwrap();
 }
+
+#[test]
+fn a_file_whose_writer_exits_is_dropped_at_the_next_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let f = crafted(d, &format!("mlcc.job.worker.0.{pid}"), pid, |_| {});
+    let mut m = ProgressDir::new(d);
+    assert_eq!(m.poll().unwrap().added, vec![f.clone()]);
+    assert!(m.poll().unwrap().removed.is_empty(), "writer alive");
+    child.kill().unwrap();
+    // Not reaped yet: /proc/<pid> still exists (a zombie), but the writer is gone, and the
+    // pidfd says so.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(m.poll().unwrap().removed, vec![f]);
+    assert!(m.is_empty());
+    let _ = child.wait();
+}
