@@ -61,6 +61,11 @@ pub struct Variant {
     /// this). Counting last slot's (stale) plans of lower-ranked flows instead livelocks: two
     /// flows each yield to the other's old booking (seen on `--quick`, seed 2).
     pub committed_now: bool,
+    /// A job's flows leaving one host over the same first link split it in proportion to
+    /// what each has left (MADD), as mlccd does (`scheduler/src/host.rs`): planned one by one,
+    /// Alg. 1 fills the earliest slots with the first, so a PS worker sends its whole gradient
+    /// to one server and then to the next, while the servers' downlinks idle in turn.
+    pub split_uplink: bool,
 }
 
 impl Variant {
@@ -70,6 +75,7 @@ impl Variant {
             visibility: Visibility::Skewed,
             rank: Rank::IterationStart,
             committed_now: false,
+            split_uplink: false,
         }
     }
 }
@@ -91,6 +97,7 @@ pub struct Mlcc {
     mode: FeedbackMode,
     rank: Rank,
     committed_now: bool,
+    split_uplink: bool,
     /// Per link index: the slot-n rates published in slot n so far (the rates hosts that
     /// already planned this slot are enforcing), with their keys and publishers.
     fresh: Vec<Vec<(PrecedenceKey, usize, f64)>>,
@@ -141,6 +148,7 @@ impl Mlcc {
             visibility,
             rank,
             committed_now,
+            split_uplink,
         } = v;
         let topo = c.topo;
         let n = topo.nodes().len();
@@ -173,6 +181,7 @@ impl Mlcc {
             mode,
             rank,
             committed_now,
+            split_uplink,
             fresh: vec![vec![]; topo.links().len()],
             fresh_links: vec![],
             visibility,
@@ -331,12 +340,23 @@ impl Policy for Mlcc {
         let mut busy_hosts = Vec::with_capacity(hosts.len());
         let mut idx_of: Vec<usize> = Vec::new();
         let mut inputs: Vec<FlowInput> = Vec::new();
+        let mut group_left: HashMap<(u32, LinkId), f64> = HashMap::new();
         for &h in &hosts {
             let host = self.names[h.index()].as_str();
             inputs.clear();
             idx_of.clear();
             // `by_host` is sorted by host; hosts may be visited in another order.
             let mut cursor = by_host.partition_point(|x| x.0 < h);
+            group_left.clear();
+            if self.split_uplink {
+                for &(_, i) in by_host[cursor..].iter().take_while(|x| x.0 == h) {
+                    let r = view.active[i];
+                    let f = view.flow(r);
+                    if let Some(&first) = f.path.first() {
+                        *group_left.entry((r.job, first)).or_default() += f.remaining();
+                    }
+                }
+            }
             while cursor < by_host.len() && by_host[cursor].0 == h {
                 let i = by_host[cursor].1;
                 cursor += 1;
@@ -406,7 +426,16 @@ impl Policy for Mlcc {
                         rate: f.last_achieved,
                         backlogged: f.last_link_limited && f.last_rate > 0.0,
                     }),
-                    rate_cap: f64::INFINITY,
+                    rate_cap: match f
+                        .path
+                        .first()
+                        .and_then(|&l| group_left.get(&(r.job, l)).map(|&all| (l, all)))
+                    {
+                        Some((l, all)) if all > f.remaining() => {
+                            self.capacity[l.index()] * f.remaining() / all
+                        }
+                        _ => f64::INFINITY,
+                    },
                 });
                 idx_of.push(i);
             }

@@ -123,6 +123,21 @@ pub const REGISTRY: &[Entry] = &[
         },
     },
     Entry {
+        name: "mlcc-srpt-split",
+        about: "mlcc-srpt with a job's flows from one host splitting their first link by bytes left (MADD), as mlccd does",
+        build: |c| {
+            Box::new(mlcc::Mlcc::with(
+                c,
+                mlcc::Variant {
+                    rank: mlcc::Rank::JobRemainingBytes,
+                    committed_now: true,
+                    split_uplink: true,
+                    ..mlcc::Variant::paper(FeedbackMode::Precedence)
+                },
+            ))
+        },
+    },
+    Entry {
         name: "mlcc-committed",
         about: "mlcc-precedence with slot n planned around every committed booking (no overbooking)",
         build: |c| {
