@@ -98,6 +98,8 @@ struct ProcEntry {
     inodes: HashMap<u64, Option<TcpRow>>,
     /// The slot from which `None` inodes are looked up again.
     retry_at: u64,
+    /// What the last call answered; reused while nothing it was built from changed.
+    answer: Option<Vec<TcpConn>>,
     last_asked: u64,
 }
 
@@ -299,12 +301,23 @@ impl SocketSource for ProcSockets {
             fd_dir: None,
             inodes: HashMap::new(),
             retry_at: 0,
+            answer: None,
             last_asked: slot,
         });
+        e.last_asked = slot;
         if e.ns != ns {
             // Moved to another namespace (or a reused pid): nothing cached holds.
             e.ns = ns;
             e.inodes.clear();
+            e.answer = None;
+        }
+        // Same fds (no listing, no relisting) and no lookup due: last slot's answer holds.
+        if fds.is_none()
+            && !relink
+            && !(slot >= e.retry_at && e.inodes.values().any(Option::is_none))
+            && let Some(a) = &e.answer
+        {
+            return Ok(a.clone());
         }
         if relink {
             e.fds.clear();
@@ -329,7 +342,6 @@ impl SocketSource for ProcSockets {
             e.fd_count = count.unwrap_or(0);
         }
         let inodes: HashSet<u64> = e.fds.values().flatten().copied().collect();
-        e.last_asked = slot;
         e.inodes.retain(|i, _| inodes.contains(i));
         let unseen = inodes.iter().any(|i| !e.inodes.contains_key(i));
         let retry = slot >= e.retry_at && e.inodes.values().any(Option::is_none);
@@ -345,7 +357,9 @@ impl SocketSource for ProcSockets {
             e.retry_at = slot + RETRY_SLOTS;
         }
         let rows: Vec<TcpRow> = e.inodes.values().flatten().copied().collect();
-        Ok(connections_of(&inodes, &rows))
+        let answer = connections_of(&inodes, &rows);
+        e.answer = Some(answer.clone());
+        Ok(answer)
     }
 
     fn next_slot(&self) {
