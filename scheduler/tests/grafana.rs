@@ -37,6 +37,11 @@ fn exported() -> BTreeMap<String, BTreeSet<String>> {
             target: "tor1".into(),
         })
         .set(0);
+    s.skew_seconds
+        .get_or_create(&sched::TargetLabels {
+            target: "tor1".into(),
+        })
+        .set(0.0);
     let w = switch::Metrics::new();
     w.rpcs
         .get_or_create(&switch::RpcLabels {
