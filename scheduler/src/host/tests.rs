@@ -211,6 +211,84 @@ fn sent_and_remaining_follow_the_datapath_across_iterations() {
 }
 
 #[test]
+fn an_iteration_noticed_a_slot_late_counts_what_it_already_sent() {
+    let mut s = sched("h1");
+    let (mut p, out) = ring_h1();
+    let k = key(&out);
+    let obs = |p: &ProcessObs, acked: u64| Observation {
+        processes: vec![p.clone()],
+        stats: stats(&[(k, acked)]),
+    };
+    p.snapshot.iteration = 1;
+    p.snapshot.bytes_sent = 36 * MB;
+    s.observe(Slot(1), &obs(&p, 0));
+    s.observe(Slot(2), &obs(&p, 36 * MB));
+    let f = s.flows().next().unwrap();
+    assert_eq!((f.sent_bytes, f.app_backlog), (36.0 * MB as f64, Some(0.0)));
+    // Iteration 2 began during slot 2: by slot 3 it has handed over 6 MB, 4 MB of them acked.
+    p.snapshot.iteration = 2;
+    p.snapshot.iteration_start_sent = 36 * MB;
+    p.snapshot.last_iteration_bytes = 36 * MB;
+    p.snapshot.bytes_sent = 42 * MB;
+    s.observe(Slot(3), &obs(&p, 40 * MB));
+    let f = s.flows().next().unwrap();
+    assert_eq!(f.iteration, 2);
+    assert_eq!(f.sent_bytes, 4.0 * MB as f64);
+    assert_eq!(f.app_backlog, Some(2.0 * MB as f64));
+    assert_eq!(f.remaining_bytes, 32.0 * MB as f64);
+    // All of it acked: nothing left, nothing waiting (the old accounting saw 4 MB of backlog
+    // here for the whole compute phase).
+    s.observe(Slot(4), &obs(&p, 72 * MB));
+    p.snapshot.bytes_sent = 72 * MB;
+    s.observe(Slot(5), &obs(&p, 72 * MB));
+    let f = s.flows().next().unwrap();
+    assert_eq!((f.remaining_bytes, f.app_backlog), (0.0, Some(0.0)));
+}
+
+#[test]
+fn a_flow_quiet_for_a_slot_has_all_it_enqueued_acked() {
+    let mut s = sched("h1");
+    let (mut p, out) = ring_h1();
+    let k = key(&out);
+    let obs = |p: &ProcessObs, acked: u64| Observation {
+        processes: vec![p.clone()],
+        stats: stats(&[(k, acked)]),
+    };
+    // First seen mid-iteration: 10 MB handed over, 5 MB of them already acked before.
+    p.snapshot.iteration = 1;
+    p.snapshot.bytes_sent = 10 * MB;
+    s.observe(Slot(1), &obs(&p, 5 * MB));
+    s.observe(Slot(2), &obs(&p, 10 * MB));
+    let f = s.flows().next().unwrap();
+    // Only what was acked in mlccd's sight counts: 5 MB look still waiting.
+    assert_eq!(f.app_backlog, Some(5.0 * MB as f64));
+    assert!(!f.is_idle());
+    // A slot without a byte handed over or acked: nothing is in flight after all.
+    s.observe(Slot(3), &obs(&p, 10 * MB));
+    let f = s.flows().next().unwrap();
+    assert_eq!((f.sent_bytes, f.app_backlog), (10.0 * MB as f64, Some(0.0)));
+    assert!(f.is_idle(), "waiting for its predecessor, not backlogged");
+    // And the counts stay anchored: 2 MB more handed over and acked.
+    p.snapshot.bytes_sent = 12 * MB;
+    s.observe(Slot(4), &obs(&p, 12 * MB));
+    let f = s.flows().next().unwrap();
+    assert_eq!((f.sent_bytes, f.app_backlog), (12.0 * MB as f64, Some(0.0)));
+}
+
+#[test]
+fn an_iteration_baseline_stays_within_what_was_acked_and_enqueued() {
+    use super::iteration_baseline as b;
+    // The old baseline moved on by the last iteration's bytes.
+    assert_eq!(b(10, 50, 36.0, Some(10.0)), 46);
+    // Never beyond what is acked now (a short last iteration, headers the library skips).
+    assert_eq!(b(10, 40, 36.0, Some(10.0)), 40);
+    // Never further back than this iteration's enqueued bytes allow (iterations missed).
+    assert_eq!(b(10, 200, 36.0, Some(10.0)), 190);
+    // Nothing known of the last iteration: start from now.
+    assert_eq!(b(10, 50, 0.0, None), 50);
+}
+
+#[test]
 fn without_datapath_counters_the_progress_file_gives_s() {
     let mut s = sched("h1");
     let (mut p, _) = ring_h1();
