@@ -7,8 +7,15 @@
 //! nothing about the path (it was limited by its plan) and are ignored; once no path-limited
 //! slot is left in the window, B_f returns to the path capacity.
 //!
-//! B_f never drops below a fraction of the path capacity: a flow planned at 0 delivers 0, and a
-//! filter that learned "0" from that would starve the flow for good.
+//! B_f never drops below half the path capacity. A flow planned at 0 delivers 0, and a filter
+//! that learned "0" from that would starve the flow for good; and a paced flow sharing a link
+//! with unscheduled TCP traffic delivers less than planned while the TCP flow fills the queue,
+//! so a filter free to follow it ratchets the flow down slot by slot, each plan 1.25x the last
+//! slot's share, and hands the link to the TCP flow (measured on the testbed's paper-small,
+//! whose iperf3 cross traffic loads every link about half the time: floors of 1/16, 1/4, 1/2
+//! and 1 gave 24.0, 23.3, 21.7 and 22.2 s mean JCT). At half, a flow keeps at least what fair
+//! sharing with one competitor would give it; a path that really carries less (a slow
+//! receiver) keeps up to half the link booked that it cannot use.
 
 use std::collections::VecDeque;
 
@@ -21,7 +28,7 @@ pub const WINDOW_SLOTS: u64 = 4;
 /// Head-room over the best delivery seen, so the estimate can grow.
 pub const PROBE_GAIN: f64 = 1.25;
 /// B_f is at least this fraction of the path capacity.
-pub const MIN_FRACTION: f64 = 1.0 / 16.0;
+pub const MIN_FRACTION: f64 = 0.5;
 
 /// One slot's measurement of a flow.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -99,15 +106,15 @@ mod tests {
     fn starts_at_path_capacity_and_follows_the_window_max() {
         let mut b = AchievableRate::new();
         assert_eq!(b.get(Slot(0), 1000.0), 1000.0);
-        b.observe(Slot(1), d(400.0, true));
-        assert_eq!(b.get(Slot(1), 1000.0), 500.0);
-        b.observe(Slot(2), d(100.0, true));
-        b.observe(Slot(3), d(300.0, false)); // limited by its plan: refutes only the 100
-        assert_eq!(b.get(Slot(3), 1000.0), 500.0);
-        b.observe(Slot(4), d(100.0, true));
-        // 400 (slot 1) left the 4-slot window at slot 5.
-        b.observe(Slot(5), d(100.0, true));
-        assert_eq!(b.get(Slot(5), 1000.0), 125.0);
+        b.observe(Slot(1), d(700.0, true));
+        assert_eq!(b.get(Slot(1), 1000.0), 875.0);
+        b.observe(Slot(2), d(600.0, true));
+        b.observe(Slot(3), d(650.0, false)); // limited by its plan: refutes only the 600
+        assert_eq!(b.get(Slot(3), 1000.0), 875.0);
+        b.observe(Slot(4), d(600.0, true));
+        // 700 (slot 1) left the 4-slot window at slot 5.
+        b.observe(Slot(5), d(600.0, true));
+        assert_eq!(b.get(Slot(5), 1000.0), 750.0);
         b.observe(Slot(6), d(2000.0, true));
         assert_eq!(b.get(Slot(6), 1000.0), 1000.0);
         b.observe(Slot(7), d(f64::NAN, true));
@@ -117,8 +124,8 @@ mod tests {
     #[test]
     fn returns_to_capacity_when_the_path_stops_limiting() {
         let mut b = AchievableRate::new();
-        b.observe(Slot(10), d(200.0, true));
-        assert_eq!(b.get(Slot(13), 1000.0), 250.0);
+        b.observe(Slot(10), d(600.0, true));
+        assert_eq!(b.get(Slot(13), 1000.0), 750.0);
         // No path-limited slot since slot 10: back to the path capacity at slot 14.
         assert_eq!(b.get(Slot(14), 1000.0), 1000.0);
     }
@@ -126,11 +133,11 @@ mod tests {
     #[test]
     fn a_slot_that_delivered_its_plan_refutes_slower_samples() {
         let mut b = AchievableRate::new();
-        b.observe(Slot(1), d(200.0, true));
-        assert_eq!(b.get(Slot(2), 1000.0), 250.0);
-        // Planned at B_f = 250 and delivered it: the dip is over, back to the capacity now
+        b.observe(Slot(1), d(600.0, true));
+        assert_eq!(b.get(Slot(2), 1000.0), 750.0);
+        // Planned at B_f = 750 and delivered it: the dip is over, back to the capacity now
         // rather than when the sample leaves the window.
-        b.observe(Slot(2), d(240.0, false));
+        b.observe(Slot(2), d(700.0, false));
         assert_eq!(b.get(Slot(3), 1000.0), 1000.0);
     }
 
@@ -140,6 +147,6 @@ mod tests {
         b.observe(Slot(1), d(0.0, true));
         assert_eq!(b.get(Slot(1), 1600.0), 1600.0, "a zero sample is ignored");
         b.observe(Slot(2), d(1.0, true));
-        assert_eq!(b.get(Slot(2), 1600.0), 100.0, "floored at capacity / 16");
+        assert_eq!(b.get(Slot(2), 1600.0), 800.0, "floored at half the capacity");
     }
 }

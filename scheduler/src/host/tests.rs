@@ -812,9 +812,10 @@ fn a_burst_that_starts_mid_slot_does_not_cut_the_achievable_rate() {
         d.rate, cap,
         "no data was waiting when slot 1 began: its delivery is not the path's rate"
     );
-    // Slot 2: data waiting at both ends and still only 1 MB delivered: the path limits.
-    let (d, _) = slot_with(&mut s, 3, &p, 2 * MB);
-    let b = 1.25 * MB as f64 / 0.06;
+    // Slot 2: data waiting at both ends and only 5 MB delivered (83 of 125 MB/s planned): the
+    // path limits.
+    let (d, _) = slot_with(&mut s, 3, &p, 6 * MB);
+    let b = 1.25 * 5.0 * MB as f64 / 0.06;
     assert!(
         (d.rate - b).abs() < 1.0,
         "a slot backlogged throughout reads as the path's rate: {} vs {b}",
