@@ -147,6 +147,10 @@ mod tests {
         b.observe(Slot(1), d(0.0, true));
         assert_eq!(b.get(Slot(1), 1600.0), 1600.0, "a zero sample is ignored");
         b.observe(Slot(2), d(1.0, true));
-        assert_eq!(b.get(Slot(2), 1600.0), 800.0, "floored at half the capacity");
+        assert_eq!(
+            b.get(Slot(2), 1600.0),
+            800.0,
+            "floored at half the capacity"
+        );
     }
 }

@@ -818,7 +818,8 @@ impl HostScheduler {
                 let (Some(&a), Some(&b)) = (acked.get(k), old.get(k)) else {
                     continue;
                 };
-                f.baseline.insert(*k, iteration_baseline(b, a, last, now_enqueued));
+                f.baseline
+                    .insert(*k, iteration_baseline(b, a, last, now_enqueued));
             }
         }
         // Sockets first seen mid-iteration count from now on.
