@@ -86,6 +86,21 @@ fn ring_h1() -> (ProcessObs, TcpConn) {
     (p, out)
 }
 
+/// `ring_h1` under a fresh scheduler, with a way to observe it at a given acked count.
+fn ring_h1_with_acks() -> (
+    HostScheduler,
+    ProcessObs,
+    impl Fn(&ProcessObs, u64) -> Observation,
+) {
+    let (p, out) = ring_h1();
+    let k = key(&out);
+    let obs = move |p: &ProcessObs, acked: u64| Observation {
+        processes: vec![p.clone()],
+        stats: stats(&[(k, acked)]),
+    };
+    (sched("h1"), p, obs)
+}
+
 fn answers_empty(req: &FeedbackRequests) -> FeedbackAnswers {
     req.per_switch
         .iter()
@@ -212,13 +227,7 @@ fn sent_and_remaining_follow_the_datapath_across_iterations() {
 
 #[test]
 fn an_iteration_noticed_a_slot_late_counts_what_it_already_sent() {
-    let mut s = sched("h1");
-    let (mut p, out) = ring_h1();
-    let k = key(&out);
-    let obs = |p: &ProcessObs, acked: u64| Observation {
-        processes: vec![p.clone()],
-        stats: stats(&[(k, acked)]),
-    };
+    let (mut s, mut p, obs) = ring_h1_with_acks();
     p.snapshot.iteration = 1;
     p.snapshot.bytes_sent = 36 * MB;
     s.observe(Slot(1), &obs(&p, 0));
@@ -247,13 +256,7 @@ fn an_iteration_noticed_a_slot_late_counts_what_it_already_sent() {
 
 #[test]
 fn a_flow_quiet_for_a_slot_has_all_it_enqueued_acked() {
-    let mut s = sched("h1");
-    let (mut p, out) = ring_h1();
-    let k = key(&out);
-    let obs = |p: &ProcessObs, acked: u64| Observation {
-        processes: vec![p.clone()],
-        stats: stats(&[(k, acked)]),
-    };
+    let (mut s, mut p, obs) = ring_h1_with_acks();
     // First seen mid-iteration: 10 MB handed over, 5 MB of them already acked before.
     p.snapshot.iteration = 1;
     p.snapshot.bytes_sent = 10 * MB;
