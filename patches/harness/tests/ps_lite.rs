@@ -741,22 +741,19 @@ fn assert_mlccd_discovers_the_job(r: &RunResult, per_round_sent: u64) {
         );
     }
 
-    // A poll's bytes per iteration over a host's groups: mlccd plans sent + remaining for each
-    // (exact while remaining > 0; each is truncated to whole bytes, so up to 1 B per group low).
-    // From the job's iteration 4 on (the highest of its local processes; iteration 1 is the
-    // initial push alone).
+    // A poll's bytes per iteration over a host's groups: what mlccd expects each group's
+    // iteration to carry (each truncated to whole bytes, so up to 1 B per group low). From the
+    // job's iteration 4 on (the highest of its local processes; iteration 1 is the initial push
+    // alone). Not sent + remaining: that is the expectation only while bytes remain, and a
+    // group whose iteration is acked in full (most polls, once mlccd counts an iteration's
+    // first slot) would leave too few samples.
     let per_iteration = |polls: &[(u64, Vec<pb::FlowStatus>)]| -> Vec<(u64, usize)> {
         polls
             .iter()
             .filter(|(it, _)| *it >= 4)
             .map(|(_, p)| p)
-            .filter(|p| p.iter().all(|f| f.remaining_bytes > 0))
-            .map(|p| {
-                (
-                    p.iter().map(|f| f.sent_bytes + f.remaining_bytes).sum(),
-                    p.len(),
-                )
-            })
+            .filter(|p| !p.is_empty())
+            .map(|p| (p.iter().map(|f| f.expected_bytes).sum(), p.len()))
             .collect()
     };
 

@@ -185,6 +185,7 @@ fn flow_json(f: &pb::FlowStatus) -> Value {
         "iteration_start_slot": f.iteration_start_slot, "sockets": f.sockets,
         "app_backlog_bytes": f.app_backlog_bytes,
         "enforced_rate_bytes_per_sec": f.enforced_rate_bytes_per_sec,
+        "expected_bytes": f.expected_bytes,
     })
 }
 
