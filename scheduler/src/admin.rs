@@ -229,7 +229,7 @@ impl pb::admin_server::Admin for AdminService {
                     sockets: f.sockets.len() as u32,
                     app_backlog_bytes: f.app_backlog.map(|b| b as u64),
                     enforced_rate_bytes_per_sec: f.enforced_rate,
-                    expected_bytes: f.expected_bytes.max(0.0) as u64,
+                    expected_bytes: f.expected_bytes as u64,
                 }
             })
             .collect();
