@@ -10,6 +10,11 @@
 //! `precedence` feedback it also keeps one sum per iteration-start slot: entries of older
 //! iterations are added a bucket at a time, and only the asking flow's own bucket is walked
 //! entry by entry (entries are stored in key order, inline, for that walk).
+//!
+//! Advancing the table is O(1): each link catches up to the table's slot (history, window
+//! shift, expiry) when it is next written or read, or when its owner sweeps it
+//! ([`LoadTable::settle_some`]). A switch holding a thousand links used to stall every call for
+//! half a millisecond at each slot boundary while the whole table moved at once.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -141,6 +146,11 @@ struct Publisher {
 #[derive(Clone, Debug)]
 struct LinkLoad {
     capacity: f64,
+    /// The slot this link has caught up to: index 0 of every per-slot sum. At most the table's.
+    now: Slot,
+    /// No entry expires before this slot (a lower bound of min(refreshed) + K, exact after each
+    /// expiry scan), so catching up skips the scan while every entry is fresh.
+    expiry_floor: u64,
     /// Entries in precedence order.
     entries: BTreeMap<PrecedenceKey, Entry>,
     /// Flow → its key in `entries`.
@@ -155,9 +165,11 @@ struct LinkLoad {
 }
 
 impl LinkLoad {
-    fn new(capacity: f64, window: usize) -> Self {
+    fn new(capacity: f64, window: usize, now: Slot) -> Self {
         LinkLoad {
             capacity,
+            now,
+            expiry_floor: u64::MAX,
             entries: BTreeMap::new(),
             index: HashMap::new(),
             total: vec![0.0; window],
@@ -206,7 +218,13 @@ impl LinkLoad {
         }
     }
 
+    /// K: the window holds 2K slots.
+    fn horizon(&self) -> u64 {
+        (self.total.len() / 2) as u64
+    }
+
     fn insert(&mut self, window_start: Slot, e: Entry) {
+        self.expiry_floor = self.expiry_floor.min(e.refreshed.0 + self.horizon());
         self.account(window_start, &e, 1.0);
         self.index.insert(e.key.flow.clone(), e.key.clone());
         self.entries.insert(e.key.clone(), e);
@@ -286,6 +304,74 @@ impl LinkLoad {
         }
     }
 
+    /// Brings the link from its slot to `to` as if the table had advanced one slot at a time:
+    /// each slot that passed goes into the history with the entries alive in it, entries not
+    /// refreshed for K slots go, and the sums slide onto the new window.
+    fn catch_up(&mut self, id: LinkId, to: Slot) {
+        let k = self.horizon();
+        while self.now < to {
+            // Stop at the next expiry, so that the slots after it are recorded without the
+            // entries that expired.
+            let mut step = to;
+            if self.expiry_floor <= to.0 {
+                self.expiry_floor = self.next_expiry(k);
+                step = Slot(self.expiry_floor.clamp(self.now.0 + 1, to.0));
+            }
+            self.jump(id, step, k);
+        }
+    }
+
+    fn next_expiry(&self, k: u64) -> u64 {
+        self.entries
+            .values()
+            .map(|e| e.refreshed.0 + k)
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// Moves the link to `to` with no entry expiring before it (see [`Self::catch_up`]).
+    fn jump(&mut self, id: LinkId, to: Slot, k: u64) {
+        let (from, by) = (self.now.0, to.0 - self.now.0);
+        // Slots passing from..to; at most W matter for the history.
+        let passed = by.min(HISTORY_SLOTS as u64);
+        for s in (to.0 - passed)..to.0 {
+            let load = self.total.get((s - from) as usize).copied().unwrap_or(0.0);
+            if self.history.len() == HISTORY_SLOTS {
+                self.history.pop_front();
+            }
+            self.history.push_back(load.max(0.0));
+        }
+        // Slide every sum onto the new window instead of recomputing it from all entries.
+        self.shift(by.min(usize::MAX as u64) as usize);
+        if self.expiry_floor <= to.0 {
+            let expired: Vec<FlowId> = self
+                .entries
+                .values()
+                .filter(|e| e.refreshed.0 + k <= to.0)
+                .map(|e| e.key.flow.clone())
+                .collect();
+            for f in expired {
+                self.remove(to, &f);
+            }
+            self.expiry_floor = self.next_expiry(k);
+        }
+        // Shed the float drift of incremental add/subtract: each link is rebuilt from its
+        // entries once every REBUILD_PERIOD slots, links spread over different slots.
+        let phase = u64::from(id.0) % REBUILD_PERIOD;
+        if by >= REBUILD_PERIOD || (from + 1..=to.0).any(|s| s % REBUILD_PERIOD == phase) {
+            self.rebuild(to);
+        }
+        self.now = to;
+    }
+
+    /// The entries still alive at the table's slot `now` (the link may lag it).
+    fn live(&self, now: Slot) -> impl Iterator<Item = &Entry> {
+        let k = self.horizon();
+        self.entries
+            .values()
+            .filter(move |e| e.refreshed.0 + k > now.0)
+    }
+
     /// Recomputes every sum from the entries on a window starting at `window_start`; sheds the
     /// float drift of incremental add/subtract.
     fn rebuild(&mut self, window_start: Slot) {
@@ -307,6 +393,9 @@ pub struct LoadTable {
     horizon: usize,
     now: Slot,
     links: HashMap<LinkId, LinkLoad>,
+    /// Every link, for [`LoadTable::settle_some`]; links before `sweep_at` are caught up.
+    order: Vec<LinkId>,
+    sweep_at: usize,
 }
 
 /// Adds `sign × rates` of an entry to a per-slot sum whose index 0 is `window_start`.
@@ -338,13 +427,18 @@ impl LoadTable {
         links: impl IntoIterator<Item = (LinkId, BytesPerSec)>,
     ) -> Self {
         let window = 2 * horizon;
+        let links: HashMap<LinkId, LinkLoad> = links
+            .into_iter()
+            .map(|(id, c)| (id, LinkLoad::new(c.0, window, now)))
+            .collect();
+        let mut order: Vec<LinkId> = links.keys().copied().collect();
+        order.sort_unstable_by_key(|l| l.0);
         LoadTable {
             horizon,
             now,
-            links: links
-                .into_iter()
-                .map(|(id, c)| (id, LinkLoad::new(c.0, window)))
-                .collect(),
+            sweep_at: order.len(),
+            links,
+            order,
         }
     }
 
@@ -372,51 +466,47 @@ impl LoadTable {
         self.links.get(&link).ok_or(TableError::UnknownLink(link))
     }
 
-    /// Moves the table to slot `to`: records the booked load of each slot that passed, drops
-    /// entries not refreshed for K slots. Going backwards is ignored (a clock step back must
-    /// not resurrect expired state).
+    /// The link, caught up to the table's slot.
+    fn link_mut(&mut self, link: LinkId) -> Result<&mut LinkLoad, TableError> {
+        let now = self.now;
+        let l = self
+            .links
+            .get_mut(&link)
+            .ok_or(TableError::UnknownLink(link))?;
+        l.catch_up(link, now);
+        Ok(l)
+    }
+
+    /// Moves the table to slot `to`. O(1): each link records the slots that passed and drops
+    /// entries not refreshed for K slots when it is next touched or swept; every read answers
+    /// as of `to` either way. Going backwards is ignored (a clock step back must not resurrect
+    /// expired state).
     pub fn advance(&mut self, to: Slot) {
         if to <= self.now {
             return;
         }
-        let horizon = self.horizon as u64;
-        for l in self.links.values_mut() {
-            // Slots passing now..to; at most W matter for the history.
-            let passed = (to.0 - self.now.0).min(HISTORY_SLOTS as u64);
-            for s in (to.0 - passed)..to.0 {
-                let load = s
-                    .checked_sub(self.now.0)
-                    .and_then(|i| l.total.get(i as usize).copied())
-                    .unwrap_or(0.0);
-                if l.history.len() == HISTORY_SLOTS {
-                    l.history.pop_front();
-                }
-                l.history.push_back(load.max(0.0));
-            }
-            // Slide every sum onto the new window instead of recomputing it from all entries:
-            // a full rebuild of every link at every slot boundary stalled a busy switch for
-            // milliseconds under its lock.
-            l.shift((to.0 - self.now.0).min(usize::MAX as u64) as usize);
-            let expired: Vec<FlowId> = l
-                .entries
-                .values()
-                .filter(|e| e.refreshed.0 + horizon <= to.0)
-                .map(|e| e.key.flow.clone())
-                .collect();
-            for f in expired {
-                l.remove(to, &f);
-            }
-        }
-        // Shed the float drift of incremental add/subtract: each link is rebuilt from its
-        // entries once every REBUILD_PERIOD slots, links spread over different slots.
-        for (id, l) in self.links.iter_mut() {
-            let due = (self.now.0 + 1..=to.0)
-                .any(|s| s % REBUILD_PERIOD == u64::from(id.0) % REBUILD_PERIOD);
-            if due || to.0 - self.now.0 >= REBUILD_PERIOD {
-                l.rebuild(to);
-            }
-        }
         self.now = to;
+        self.sweep_at = 0;
+    }
+
+    /// Catches up to `max` links that lag the table's slot and returns whether all are now
+    /// current. An owner that must free expired entries without waiting for a link to be
+    /// touched calls this a bounded bite at a time, so no single call holds the table long.
+    pub fn settle_some(&mut self, max: usize) -> bool {
+        let now = self.now;
+        let end = self.sweep_at.saturating_add(max).min(self.order.len());
+        for id in &self.order[self.sweep_at..end] {
+            if let Some(l) = self.links.get_mut(id) {
+                l.catch_up(*id, now);
+            }
+        }
+        self.sweep_at = end;
+        end == self.order.len()
+    }
+
+    /// Catches up every link (see [`Self::settle_some`]).
+    pub fn settle_all(&mut self) {
+        self.settle_some(usize::MAX);
     }
 
     /// Checks an update without applying it.
@@ -470,7 +560,7 @@ impl LoadTable {
     pub fn update(&mut self, link: LinkId, u: &Update<'_>) -> Result<(), TableError> {
         self.validate(link, u)?;
         let window_start = self.now;
-        let l = self.links.get_mut(&link).expect("validated");
+        let l = self.link_mut(link)?;
         if !u.done && l.replace_in_place(window_start, u) {
             return Ok(());
         }
@@ -483,7 +573,7 @@ impl LoadTable {
                     first_slot: u.first_slot,
                     rates: u.rates.to_vec(),
                     key: u.key.clone(),
-                    refreshed: self.now,
+                    refreshed: window_start,
                 },
             );
         }
@@ -493,7 +583,8 @@ impl LoadTable {
     /// Removes every entry of `flow` on every link (a flow that finished everywhere at once).
     pub fn withdraw(&mut self, flow: &FlowId) {
         let now = self.now;
-        for l in self.links.values_mut() {
+        for (id, l) in self.links.iter_mut() {
+            l.catch_up(*id, now);
             l.remove(now, flow);
         }
     }
@@ -510,9 +601,12 @@ impl LoadTable {
         out: &mut [f64],
     ) -> Result<(), TableError> {
         let l = self.link(link)?;
+        // The sums are on the link's window, which may start before the table's slot; slots
+        // beyond that window have nothing booked (no entry reaches past it).
+        let now = l.now;
         out.iter_mut().for_each(|x| *x = 0.0);
         // Window index of out[0]; slots before the window (the past) or beyond it read as 0.
-        let offset = from.0 as i128 - self.now.0 as i128;
+        let offset = from.0 as i128 - now.0 as i128;
         let add_sums = |out: &mut [f64], sums: &[f64], sign: f64| {
             for (i, cell) in out.iter_mut().enumerate() {
                 let idx = offset + i as i128;
@@ -527,6 +621,16 @@ impl LoadTable {
             }
         };
         let excluded = |e: &Entry| q.exclude_publisher == Some(e.publisher.as_str());
+        // A link not caught up may still count entries that expired since: take out the ones
+        // the sums below let through.
+        for e in self.expired(l) {
+            if e.key.flow != *q.flow
+                && !excluded(e)
+                && (mode == FeedbackMode::AllOthers || e.key < *q.key)
+            {
+                add_entry(out, e, -1.0);
+            }
+        }
         let own = l.get(q.flow);
         match mode {
             FeedbackMode::AllOthers => {
@@ -569,26 +673,54 @@ impl LoadTable {
     /// Total booked load on `link` in absolute slot `slot`.
     pub fn load(&self, link: LinkId, slot: Slot) -> Result<f64, TableError> {
         let l = self.link(link)?;
-        Ok(slot
-            .since(self.now)
+        if slot < self.now {
+            return Ok(0.0);
+        }
+        let booked = slot
+            .since(l.now)
             .and_then(|i| l.total.get(i as usize).copied())
-            .unwrap_or(0.0)
-            .max(0.0))
+            .unwrap_or(0.0);
+        // A link not caught up may still count entries that expired since.
+        let expired: f64 = self.expired(l).map(|e| rate_at(e, slot)).sum();
+        Ok((booked - expired).max(0.0))
     }
 
     /// The highest load booked on `link` in the last W slots that passed.
     pub fn max_recent_load(&self, link: LinkId) -> Result<f64, TableError> {
-        Ok(self.link(link)?.history.iter().copied().fold(0.0, f64::max))
+        let l = self.link(link)?;
+        let max = |l: &LinkLoad| l.history.iter().copied().fold(0.0, f64::max);
+        if l.now == self.now {
+            return Ok(max(l));
+        }
+        // Rare (an operator's read of a link nobody touched this slot): catch up a copy.
+        let mut copy = l.clone();
+        copy.catch_up(link, self.now);
+        Ok(max(&copy))
+    }
+
+    /// Entries on a link that lags the table and expired since it last caught up; empty for a
+    /// current link, and without a scan while the link's expiry floor is ahead.
+    fn expired<'a>(&self, l: &'a LinkLoad) -> impl Iterator<Item = &'a Entry> + use<'a> {
+        let (now, k) = (self.now.0, self.horizon as u64);
+        let scan = l.now.0 < now && l.expiry_floor <= now;
+        l.entries
+            .values()
+            .filter(move |e| scan && e.refreshed.0 + k <= now)
     }
 
     /// Entries on a link, in precedence order (for operators and tests).
     pub fn entries(&self, link: LinkId) -> Result<Vec<(&FlowId, &Entry)>, TableError> {
         let l = self.link(link)?;
-        Ok(l.entries.values().map(|e| (&e.key.flow, e)).collect())
+        Ok(l.live(self.now).map(|e| (&e.key.flow, e)).collect())
     }
 
     pub fn entry_count(&self, link: LinkId) -> Result<usize, TableError> {
-        Ok(self.link(link)?.entries.len())
+        let l = self.link(link)?;
+        Ok(if l.now == self.now {
+            l.entries.len()
+        } else {
+            l.live(self.now).count()
+        })
     }
 
     /// Checks the internal invariants; for tests and debug assertions.
@@ -597,7 +729,20 @@ impl LoadTable {
             if l.entries.len() != l.index.len() {
                 return Err(format!("link {id}: entries and flow index disagree"));
             }
-            let mut fresh = LinkLoad::new(l.capacity, l.total.len());
+            if l.now > self.now {
+                return Err(format!(
+                    "link {id} is at slot {}, ahead of the table",
+                    l.now
+                ));
+            }
+            let floor = l.next_expiry(self.horizon as u64);
+            if l.expiry_floor > floor {
+                return Err(format!(
+                    "link {id}: expiry floor {} is above the next expiry {floor}",
+                    l.expiry_floor
+                ));
+            }
+            let mut fresh = LinkLoad::new(l.capacity, l.total.len(), l.now);
             for (k, e) in &l.entries {
                 if &e.key != k {
                     return Err(format!(
@@ -611,10 +756,10 @@ impl LoadTable {
                         k.flow
                     ));
                 }
-                if e.refreshed.0 + self.horizon as u64 <= self.now.0 {
+                if e.refreshed.0 + self.horizon as u64 <= l.now.0 {
                     return Err(format!("link {id}: entry {} should have expired", k.flow));
                 }
-                fresh.insert(self.now, e.clone());
+                fresh.insert(l.now, e.clone());
             }
             let same = |a: &[f64], b: &[f64]| {
                 a.len() == b.len()
@@ -786,6 +931,40 @@ mod tests {
         assert_eq!(t.entry_count(LinkId(0)).unwrap(), 0);
         t.advance(Slot(110));
         assert_eq!(t.max_recent_load(LinkId(0)).unwrap(), 0.0);
+    }
+
+    #[test]
+    fn advancing_is_lazy_and_sweeping_frees_expired_entries_a_bite_at_a_time() {
+        let links = [LinkId(0), LinkId(1)];
+        let mut t = LoadTable::new(4, Slot(100), links.map(|l| (l, BytesPerSec(100.0))));
+        let f = fid("a");
+        let key = PrecedenceKey::new(Slot(1), f.clone());
+        for l in links {
+            let u = Update {
+                flow: &f,
+                publisher: "h1",
+                first_slot: Slot(100),
+                rates: &[10.0; 4],
+                key: &key,
+                done: false,
+            };
+            t.update(l, &u).unwrap();
+        }
+        t.advance(Slot(110));
+        for l in links {
+            // Still stored, but no read sees it.
+            assert_eq!(t.links[&l].entries.len(), 1);
+            assert_eq!(t.entry_count(l).unwrap(), 0);
+            assert!(t.entries(l).unwrap().is_empty());
+            assert_eq!(t.max_recent_load(l).unwrap(), 0.0);
+        }
+        assert!(!t.settle_some(1));
+        assert_eq!(t.links[&LinkId(0)].entries.len(), 0);
+        assert_eq!(t.links[&LinkId(1)].entries.len(), 1);
+        assert!(t.settle_some(1));
+        assert_eq!(t.links[&LinkId(1)].entries.len(), 0);
+        assert_eq!(t.links[&LinkId(1)].now, Slot(110));
+        t.check_invariants().unwrap();
     }
 
     #[test]

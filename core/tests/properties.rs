@@ -304,3 +304,76 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Advancing is lazy: a link catches up (history, expiry, window) only when it is written
+    /// or swept. Every read must still answer as if the table had moved one slot at a time with
+    /// every link caught up at once, which is what `eager` does.
+    #[test]
+    fn lazy_advance_reads_as_slot_by_slot(ops in prop::collection::vec(op(), 1..80), sweep in 0usize..3) {
+        let k = 4usize;
+        let links = [LinkId(0), LinkId(7)];
+        let mut lazy = LoadTable::new(k, Slot(10), links.map(|l| (l, BytesPerSec(100.0))));
+        let mut eager = lazy.clone();
+        for op in ops {
+            match op {
+                Op::Update { flow, host, first, rates, start } => {
+                    let id = FlowId::new(&format!("f{flow}")).unwrap();
+                    let key = PrecedenceKey::new(Slot(start), id.clone());
+                    let u = Update {
+                        flow: &id,
+                        publisher: &format!("h{host}"),
+                        first_slot: lazy.now().plus(first),
+                        rates: &rates,
+                        key: &key,
+                        done: false,
+                    };
+                    let link = links[usize::from(flow) % 2];
+                    prop_assert_eq!(lazy.update(link, &u).is_ok(), eager.update(link, &u).is_ok());
+                }
+                Op::Done { flow } => {
+                    let id = FlowId::new(&format!("f{flow}")).unwrap();
+                    lazy.withdraw(&id);
+                    eager.withdraw(&id);
+                }
+                Op::Advance(d) => {
+                    let from = lazy.now();
+                    lazy.advance(from.plus(d));
+                    lazy.settle_some(sweep);
+                    for s in 1..=d {
+                        eager.advance(from.plus(s));
+                        eager.settle_all();
+                    }
+                }
+            }
+            lazy.check_invariants().map_err(TestCaseError::fail)?;
+            eager.check_invariants().map_err(TestCaseError::fail)?;
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-6 * a.abs().max(1.0);
+            for l in links {
+                let (a, b) = (lazy.entries(l).unwrap(), eager.entries(l).unwrap());
+                prop_assert_eq!(&a, &b);
+                prop_assert_eq!(lazy.entry_count(l).unwrap(), a.len());
+                let (a, b) = (lazy.max_recent_load(l).unwrap(), eager.max_recent_load(l).unwrap());
+                prop_assert!(close(a, b), "max recent load {} vs {}", a, b);
+                for i in 0..2 * k as u64 {
+                    let s = lazy.now().plus(i);
+                    let (a, b) = (lazy.load(l, s).unwrap(), eager.load(l, s).unwrap());
+                    prop_assert!(close(a, b), "load in slot {:?}: {} vs {}", s, a, b);
+                }
+                for (probe, start, host) in [("f0", 2u64, Some("h1")), ("f3", 0, None), ("f6", 1, Some("h2"))] {
+                    let probe = FlowId::new(probe).unwrap();
+                    let key = PrecedenceKey::new(Slot(start), probe.clone());
+                    let q = Query { flow: &probe, key: &key, exclude_publisher: host };
+                    for mode in [FeedbackMode::AllOthers, FeedbackMode::Precedence] {
+                        let (mut a, mut b) = (vec![0.0; k], vec![0.0; k]);
+                        lazy.feedback(l, &q, mode, lazy.now(), &mut a).unwrap();
+                        eager.feedback(l, &q, mode, eager.now(), &mut b).unwrap();
+                        prop_assert!(a.iter().zip(&b).all(|(x, y)| close(*x, *y)), "{:?}: {:?} vs {:?}", mode, a, b);
+                    }
+                }
+            }
+        }
+    }
+}

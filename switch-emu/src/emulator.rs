@@ -164,9 +164,15 @@ impl Emulator {
         &self.table
     }
 
-    /// Moves the table to slot `now` (expiry, history). Backwards is ignored.
+    /// Moves the table to slot `now` (expiry, history). Backwards is ignored. O(1): links
+    /// catch up when touched or swept ([`Self::settle_some`]).
     pub fn advance(&mut self, now: Slot) {
         self.table.advance(now);
+    }
+
+    /// Catches up at most `max` links that lag the current slot; true when none is left.
+    pub fn settle_some(&mut self, max: usize) -> bool {
+        self.table.settle_some(max)
     }
 
     /// Per owned link, sorted by name: (name, entries, load booked for the current slot).

@@ -26,6 +26,9 @@ use crate::metrics::{
 /// stopped reading, and its replies must not pile up in the switch's memory.
 pub const SESSION_UNREAD_REPLIES: usize = 64;
 
+/// Links one [`Shared::sweep`] bite catches up.
+pub const SWEEP_LINKS: usize = 64;
+
 /// Session messages served in a row before the session's task yields to the rest of the
 /// runtime, so a stream with a deep backlog cannot hold up other clients' calls.
 pub const SESSION_BATCH: u64 = 8;
@@ -141,19 +144,33 @@ impl Shared {
         emu.slots().slot_at(self.clock.now_ns())
     }
 
-    /// Advances the table to the clock's slot and refreshes the per-link gauges.
+    /// Advances the table to the clock's slot: O(1), the links catch up when next touched or
+    /// swept ([`Self::sweep`]).
     pub fn tick(&self) -> Slot {
         let mut emu = self.lock();
         let now = self.now(&emu);
         emu.advance(now);
-        let stats = emu.link_stats();
         drop(emu);
         self.metrics.slot.set(now.0 as i64);
+        now
+    }
+
+    /// Catches up at most [`SWEEP_LINKS`] links that no call touched since the slot began (so
+    /// that a dead scheduler's entries are freed on time); true when none is left. Each bite
+    /// holds the lock for a few tens of µs, so calls queue behind it only that long.
+    pub fn sweep(&self) -> bool {
+        self.lock().settle_some(SWEEP_LINKS)
+    }
+
+    /// Sets the per-link gauges (entries, booked load now); called when the metrics are read,
+    /// not every slot: walking a thousand links under the lock is what a scrape may cost, not
+    /// what every slot should.
+    pub fn refresh_link_gauges(&self) {
+        let stats = self.lock().link_stats();
         for ((_, entries, load), (e, l)) in stats.into_iter().zip(&self.link_gauges) {
             e.set(entries as i64);
             l.set(load);
         }
-        now
     }
 }
 

@@ -152,10 +152,14 @@ pub async fn start_with_tls(
         .serve_with_incoming_shutdown(incoming, stopped(rx.clone()));
 
     let ticker = tokio::spawn(tick(shared.clone(), rx.clone()));
+    let scraped = shared.clone();
     let metrics_task = metrics_listener.map(|l| {
         tokio::spawn(mlcc_daemon::serve_metrics(
             l,
-            move || metrics.encode(),
+            move || {
+                scraped.refresh_link_gauges();
+                metrics.encode()
+            },
             stopped(rx.clone()),
         ))
     });
@@ -181,8 +185,10 @@ pub async fn start_with_tls(
     })
 }
 
-/// At every slot boundary: advance the table (expiry, history) and refresh the link gauges, so
-/// a quiet switch still drops dead schedulers' bookings on time.
+/// At every slot boundary: advance the table. Half a slot later, when the schedulers' own
+/// updates have caught up the links they use (each while its data was being touched anyway),
+/// sweep the rest a bite at a time, so a quiet switch still drops dead schedulers' bookings on
+/// time and no call waits behind a walk of the whole table.
 async fn tick(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let slots = shared.lock().slots();
     loop {
@@ -196,5 +202,12 @@ async fn tick(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         let late = shared.clock().now_ns().saturating_sub(next);
         shared.metrics.tick_late_seconds.observe(late as f64 * 1e-9);
         shared.tick();
+        tokio::select! {
+            _ = tokio::time::sleep(slots.tau() / 2) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        while !shared.sweep() {
+            tokio::task::yield_now().await;
+        }
     }
 }
