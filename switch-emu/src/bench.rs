@@ -63,9 +63,15 @@ pub struct BenchArgs {
     /// Flows per host; each one crosses one of the switch's links (round robin).
     #[arg(long, default_value_t = 6)]
     pub flows: usize,
-    /// Slots to run.
+    /// Slots to measure.
     #[arg(long, default_value_t = 50)]
     pub slots: u64,
+    /// Slots every host runs before the measured ones, recording nothing: the first slot
+    /// creates every flow's entries, grows the connections' windows and the allocator's pools
+    /// (and the queue it builds drains in the next), which a switch serving long-lived
+    /// sessions goes through once, not every slot.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub warmup_slots: u64,
     /// Session streams (one per host) or unary calls.
     #[arg(long, value_enum, default_value_t = Mode::Session)]
     pub mode: Mode,
@@ -84,6 +90,12 @@ pub struct BenchArgs {
     /// as unsynchronized schedulers would.
     #[arg(long)]
     pub burst: bool,
+    /// The pacer releases hosts due within this many µs of each other together. Each release
+    /// wakes the generator's runtime from another thread; at 1000 hosts per 60 ms that is
+    /// 17,000 wake-ups a second if every host goes alone (0), which took a third of the
+    /// generator's core. At 200 µs, about three hosts go at once.
+    #[arg(long, default_value_t = 200, value_name = "US")]
+    pub pace_grain_us: u64,
     /// Release hosts with the runtime's timers instead of the pacer thread. Tokio's timers
     /// have 1 ms resolution, so hosts start in groups (N/τ·1 ms at once: 17 for 1000 hosts
     /// and 60 ms), which the switch sees as bursts that the phases were meant to spread.
@@ -110,6 +122,17 @@ struct Stats {
 }
 
 impl Stats {
+    /// Room for every sample of one host up front: growing 1000 hosts' vectors in the same
+    /// slot is an allocation burst inside the measurement.
+    fn with_capacity(slots: u64) -> Self {
+        let n = usize::try_from(slots).unwrap_or(0).min(1 << 20);
+        Stats {
+            fetch_us: Vec::with_capacity(n),
+            update_us: Vec::with_capacity(n),
+            ..Stats::default()
+        }
+    }
+
     fn merge(&mut self, o: Stats) {
         self.fetch_us.extend(o.fetch_us);
         self.update_us.extend(o.update_us);
@@ -172,6 +195,28 @@ impl Host {
     }
 }
 
+/// The slots a host runs: `warmup` unrecorded ones from `start`, then `count` measured ones.
+#[derive(Clone, Copy)]
+struct Span {
+    slots: SlotConfig,
+    start: Slot,
+    warmup: u64,
+    count: u64,
+    /// How long a host waits for a reply.
+    timeout: Duration,
+}
+
+impl Span {
+    fn total(&self) -> u64 {
+        self.warmup + self.count
+    }
+
+    /// The first measured slot.
+    fn measured(&self) -> Slot {
+        self.start.plus(self.warmup)
+    }
+}
+
 /// Releases every host at its phase of every slot, to within the OS's sleep precision (tens of
 /// µs) rather than the runtime timer's 1 ms. Runs on its own thread; ends when the slots are
 /// done or every host has gone.
@@ -180,14 +225,18 @@ fn pace_hosts(
     slots: SlotConfig,
     start: Slot,
     count: u64,
+    grain: Duration,
 ) {
+    let grain_ns = grain.as_nanos() as u64;
     for s in 0..count {
         let base = slots.start_ns(start.plus(s));
         let mut alive = false;
         for (phase, tx) in &go {
             let at = base + phase.as_nanos() as u64;
             let now = SystemClock.now_ns();
-            if at > now {
+            // Hosts due within the grain go now with this one: one wake-up of the generator's
+            // runtime for the group instead of one per host.
+            if at > now + grain_ns {
                 std::thread::sleep(Duration::from_nanos(at - now));
             }
             alive |= tx.send(()).is_ok();
@@ -203,17 +252,21 @@ fn sleep_until_ns(target_ns: u64) -> tokio::time::Sleep {
     tokio::time::sleep(Duration::from_nanos(target_ns.saturating_sub(now)))
 }
 
-async fn run_host(
-    mut client: SwitchClient<Channel>,
-    mut host: Host,
-    slots: SlotConfig,
-    start: Slot,
-    count: u64,
-    timeout: Duration,
-) -> Stats {
-    let mut st = Stats::default();
+async fn run_host(mut client: SwitchClient<Channel>, mut host: Host, span: Span) -> Stats {
+    let Span {
+        slots,
+        start,
+        timeout,
+        ..
+    } = span;
+    let (mut measured, mut warm) = (Stats::with_capacity(span.count), Stats::default());
     let k = slots.horizon();
-    for s in 0..count {
+    for s in 0..span.total() {
+        let st = if s < span.warmup {
+            &mut warm
+        } else {
+            &mut measured
+        };
         let slot = start.plus(s);
         let begin = slots.start_ns(slot) + host.phase.as_nanos() as u64;
         host.wait(begin).await;
@@ -285,7 +338,7 @@ async fn run_host(
             st.overruns += 1;
         }
     }
-    st
+    measured
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -503,20 +556,31 @@ async fn open_session(ch: Channel) -> Result<Session, String> {
 
 type Session = (mpsc::Sender<Arc<pb::SessionRequest>>, Replies);
 
+/// Runs one host's session; returns its figures and its session, which the caller closes
+/// when every host is done: a host that finished first must not tear its stream down while
+/// the others are still measuring.
 async fn run_session_host(
     ch: Channel,
     mut session: Option<Session>,
     mut host: Host,
-    slots: SlotConfig,
-    start: Slot,
-    count: u64,
-    timeout: Duration,
-) -> Stats {
-    let mut st = Stats::default();
+    span: Span,
+) -> (Stats, Option<Session>) {
+    let Span {
+        slots,
+        start,
+        timeout,
+        ..
+    } = span;
+    let (mut measured, mut warm) = (Stats::with_capacity(span.count), Stats::default());
     let caps: Vec<f64> = host.flows.iter().map(|f| f.2).collect();
     let mut pre = Prebuilt::new(&host, start, slots.horizon());
     let mut seq = 0u64;
-    for s in 0..count {
+    for s in 0..span.total() {
+        let st = if s < span.warmup {
+            &mut warm
+        } else {
+            &mut measured
+        };
         let slot = start.plus(s);
         let begin = slots.start_ns(slot) + host.phase.as_nanos() as u64;
         host.wait(begin).await;
@@ -543,7 +607,7 @@ async fn run_session_host(
         st.bytes[0] += session_bytes(fetch.encoded_len());
         let t = Instant::now();
         let fetched = match tx.send(fetch).await {
-            Ok(()) => reply_to(replies, seq, timeout, &mut st).await,
+            Ok(()) => reply_to(replies, seq, timeout, st).await,
             Err(_) => Err("session closed".into()),
         };
         match fetched {
@@ -568,7 +632,7 @@ async fn run_session_host(
         st.bytes[2] += session_bytes(update.encoded_len());
         let t = Instant::now();
         let updated = match tx.send(update).await {
-            Ok(()) => reply_to(replies, seq, timeout, &mut st).await,
+            Ok(()) => reply_to(replies, seq, timeout, st).await,
             Err(_) => Err("session closed".into()),
         };
         match updated {
@@ -598,7 +662,7 @@ async fn run_session_host(
             st.overruns += 1;
         }
     }
-    st
+    (measured, session)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -696,8 +760,13 @@ pub async fn run(args: &BenchArgs) -> Result<Value, String> {
     }
     let mut sessions = sessions.into_iter();
     // Start two slots out so every host task is waiting before the first boundary.
-    let start = slots.slot_at(SystemClock.now_ns()).plus(2);
-    let timeout = slots.tau() / 3;
+    let span = Span {
+        slots,
+        start: slots.slot_at(SystemClock.now_ns()).plus(2),
+        warmup: args.warmup_slots,
+        count: args.slots,
+        timeout: slots.tau() / 3,
+    };
     let mut tasks = Vec::with_capacity(args.hosts);
     let mut pacer = Vec::new();
     for i in 0..args.hosts {
@@ -736,41 +805,46 @@ pub async fn run(args: &BenchArgs) -> Result<Value, String> {
                 ch.clone(),
                 sessions.next().flatten(),
                 host,
-                slots,
-                start,
-                args.slots,
-                timeout,
+                span,
             )),
-            Mode::Unary => tokio::spawn(run_host(
-                client(ch),
-                host,
-                slots,
-                start,
-                args.slots,
-                timeout,
-            )),
+            Mode::Unary => {
+                let host = run_host(client(ch), host, span);
+                tokio::spawn(async move { (host.await, None) })
+            }
         });
     }
     if !pacer.is_empty() {
-        let count = args.slots;
+        let (start, count) = (span.start, span.total());
+        let grain = Duration::from_micros(args.pace_grain_us);
         std::thread::Builder::new()
             .name("bench-pacer".into())
-            .spawn(move || pace_hosts(pacer, slots, start, count))
+            .spawn(move || pace_hosts(pacer, slots, start, count, grain))
             .map_err(|e| format!("starting the pacer thread: {e}"))?;
     }
-    // CPU from the first slot boundary on; the set-up before it is not part of the figure.
+    // CPU from the first measured slot on; set-up and warm-up are not part of the figure.
+    let start = span.measured();
     sleep_until_ns(slots.start_ns(start)).await;
     let server_pid = args.server_pid.map(|p| p.to_string());
     let server_before = server_pid.as_deref().and_then(cpu_secs);
     let self_before = cpu_secs("self");
     let load_before = loadavg();
-    let mut st = Stats::default();
+    // Hosts' figures are merged (and their buffers freed) only when all are done: doing it as
+    // each host finishes put a few milliseconds of the generator's own work into the last
+    // slot's latencies.
+    let mut done = Vec::with_capacity(tasks.len());
     for t in tasks {
-        st.merge(t.await.map_err(|e| format!("host task failed: {e}"))?);
+        done.push(t.await.map_err(|e| format!("host task failed: {e}"))?);
     }
     let elapsed = (SystemClock.now_ns().saturating_sub(slots.start_ns(start))) as f64 * 1e-9;
     let server_after = server_pid.as_deref().and_then(cpu_secs);
     let self_after = cpu_secs("self");
+    let mut st = Stats::default();
+    let mut sessions = Vec::with_capacity(done.len());
+    for (stats, session) in done {
+        st.merge(stats);
+        sessions.push(session);
+    }
+    drop(sessions);
     let per = |b: u64| (b as f64 / st.host_slots.max(1) as f64).round() as u64;
     let bytes: Vec<u64> = st.bytes.iter().map(|&b| per(b)).collect();
     let bytes_note = match args.mode {
@@ -791,10 +865,15 @@ pub async fn run(args: &BenchArgs) -> Result<Value, String> {
         "hosts": args.hosts,
         "flows_per_host": args.flows,
         "slots": args.slots,
+        "warmup_slots": span.warmup,
         "tau_ms": slots.tau().as_secs_f64() * 1e3,
         "horizon": slots.horizon(),
         "connections": connections,
-        "arrivals": if args.tick_arrivals { "runtime timer (1 ms ticks)" } else { "pacer thread" },
+        "arrivals": if args.tick_arrivals {
+            "runtime timer (1 ms ticks)".to_string()
+        } else {
+            format!("pacer thread, {} us grain", args.pace_grain_us)
+        },
         "burst": args.burst,
         "elapsed_secs": (elapsed * 1000.0).round() / 1000.0,
         "offered_flow_updates_per_sec": (args.hosts * args.flows) as f64 / slots.tau_secs(),
