@@ -27,6 +27,10 @@ if [ "$RT" = 1 ]; then prio=(chrt -f 10); fi
 
 cargo build --release -q -p mlcc-switch-emu
 bin=target/release/mlcc-switchd
+# SERVER_BIN=/path/to/another/mlcc-switchd serves with that build (the generator stays this
+# one), for A/B comparisons of the server in one sitting: run-to-run drift of the machine is
+# larger than most per-message savings.
+server_bin=${SERVER_BIN:-$bin}
 work=$(mktemp -d)
 topo=$work/topology.toml
 cat >"$topo" <<TOML
@@ -36,7 +40,7 @@ hosts = $HOSTS
 host_link = "25Gbit"
 TOML
 
-"${prio[@]}" taskset -c "$SERVER_CPU" "$bin" --listen "127.0.0.1:$PORT" --metrics-listen "127.0.0.1:$METRICS_PORT" \
+"${prio[@]}" taskset -c "$SERVER_CPU" "$server_bin" --listen "127.0.0.1:$PORT" --metrics-listen "127.0.0.1:$METRICS_PORT" \
   --topology "$topo" --switch sw1 --tau 60ms --horizon 10 --worker-threads 1 \
   >"$work/server.log" 2>&1 &
 server=$!
