@@ -217,6 +217,32 @@ impl Span {
     }
 }
 
+/// A host's figures: the measured slots' and the warm-up's, which are dropped.
+struct Recorder {
+    warmup: u64,
+    measured: Stats,
+    warm: Stats,
+}
+
+impl Recorder {
+    fn new(span: &Span) -> Self {
+        Recorder {
+            warmup: span.warmup,
+            measured: Stats::with_capacity(span.count),
+            warm: Stats::default(),
+        }
+    }
+
+    /// Where slot `s` of the span (counted from its first warm-up slot) records.
+    fn slot(&mut self, s: u64) -> &mut Stats {
+        if s < self.warmup {
+            &mut self.warm
+        } else {
+            &mut self.measured
+        }
+    }
+}
+
 /// Releases every host at its phase of every slot, to within the OS's sleep precision (tens of
 /// µs) rather than the runtime timer's 1 ms. Runs on its own thread; ends when the slots are
 /// done or every host has gone.
@@ -259,14 +285,10 @@ async fn run_host(mut client: SwitchClient<Channel>, mut host: Host, span: Span)
         timeout,
         ..
     } = span;
-    let (mut measured, mut warm) = (Stats::with_capacity(span.count), Stats::default());
+    let mut rec = Recorder::new(&span);
     let k = slots.horizon();
     for s in 0..span.total() {
-        let st = if s < span.warmup {
-            &mut warm
-        } else {
-            &mut measured
-        };
+        let st = rec.slot(s);
         let slot = start.plus(s);
         let begin = slots.start_ns(slot) + host.phase.as_nanos() as u64;
         host.wait(begin).await;
@@ -338,7 +360,7 @@ async fn run_host(mut client: SwitchClient<Channel>, mut host: Host, span: Span)
             st.overruns += 1;
         }
     }
-    measured
+    rec.measured
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -571,16 +593,12 @@ async fn run_session_host(
         timeout,
         ..
     } = span;
-    let (mut measured, mut warm) = (Stats::with_capacity(span.count), Stats::default());
+    let mut rec = Recorder::new(&span);
     let caps: Vec<f64> = host.flows.iter().map(|f| f.2).collect();
     let mut pre = Prebuilt::new(&host, start, slots.horizon());
     let mut seq = 0u64;
     for s in 0..span.total() {
-        let st = if s < span.warmup {
-            &mut warm
-        } else {
-            &mut measured
-        };
+        let st = rec.slot(s);
         let slot = start.plus(s);
         let begin = slots.start_ns(slot) + host.phase.as_nanos() as u64;
         host.wait(begin).await;
@@ -662,7 +680,7 @@ async fn run_session_host(
             st.overruns += 1;
         }
     }
-    (measured, session)
+    (rec.measured, session)
 }
 
 // ---------------------------------------------------------------------------------------------
