@@ -308,16 +308,12 @@ impl LinkLoad {
     /// each slot that passed goes into the history with the entries alive in it, entries not
     /// refreshed for K slots go, and the sums slide onto the new window.
     fn catch_up(&mut self, id: LinkId, to: Slot) {
-        let k = self.horizon();
         while self.now < to {
-            // Stop at the next expiry, so that the slots after it are recorded without the
-            // entries that expired.
-            let mut step = to;
-            if self.expiry_floor <= to.0 {
-                self.expiry_floor = self.next_expiry(k);
-                step = Slot(self.expiry_floor.clamp(self.now.0 + 1, to.0));
-            }
-            self.jump(id, step, k);
+            // Stop where an entry may expire, so that the slots after it are recorded without
+            // it. The floor is a lower bound: stopping short of the real expiry only splits
+            // the jump, and the scan there makes the floor exact.
+            let step = Slot(self.expiry_floor.clamp(self.now.0 + 1, to.0));
+            self.jump(id, step);
         }
     }
 
@@ -330,7 +326,7 @@ impl LinkLoad {
     }
 
     /// Moves the link to `to` with no entry expiring before it (see [`Self::catch_up`]).
-    fn jump(&mut self, id: LinkId, to: Slot, k: u64) {
+    fn jump(&mut self, id: LinkId, to: Slot) {
         let (from, by) = (self.now.0, to.0 - self.now.0);
         // Slots passing from..to; at most W matter for the history.
         let passed = by.min(HISTORY_SLOTS as u64);
@@ -344,16 +340,7 @@ impl LinkLoad {
         // Slide every sum onto the new window instead of recomputing it from all entries.
         self.shift(by.min(usize::MAX as u64) as usize);
         if self.expiry_floor <= to.0 {
-            let expired: Vec<FlowId> = self
-                .entries
-                .values()
-                .filter(|e| e.refreshed.0 + k <= to.0)
-                .map(|e| e.key.flow.clone())
-                .collect();
-            for f in expired {
-                self.remove(to, &f);
-            }
-            self.expiry_floor = self.next_expiry(k);
+            self.expire(to);
         }
         // Shed the float drift of incremental add/subtract: each link is rebuilt from its
         // entries once every REBUILD_PERIOD slots, links spread over different slots.
@@ -364,12 +351,24 @@ impl LinkLoad {
         self.now = to;
     }
 
-    /// The entries still alive at the table's slot `now` (the link may lag it).
-    fn live(&self, now: Slot) -> impl Iterator<Item = &Entry> {
+    /// Drops the entries not refreshed for K slots by `at` (the link's new window start) and
+    /// makes the expiry floor exact, in one pass over the entries.
+    fn expire(&mut self, at: Slot) {
         let k = self.horizon();
-        self.entries
-            .values()
-            .filter(move |e| e.refreshed.0 + k > now.0)
+        let mut expired = Vec::new();
+        let mut floor = u64::MAX;
+        for e in self.entries.values() {
+            let x = e.refreshed.0 + k;
+            if x <= at.0 {
+                expired.push(e.key.flow.clone());
+            } else {
+                floor = floor.min(x);
+            }
+        }
+        for f in expired {
+            self.remove(at, &f);
+        }
+        self.expiry_floor = floor;
     }
 
     /// Recomputes every sum from the entries on a window starting at `window_start`; sheds the
@@ -584,8 +583,12 @@ impl LoadTable {
     pub fn withdraw(&mut self, flow: &FlowId) {
         let now = self.now;
         for (id, l) in self.links.iter_mut() {
-            l.catch_up(*id, now);
-            l.remove(now, flow);
+            // Only links holding the flow need catching up (removal works on the current
+            // window); the others catch up when next touched or swept.
+            if l.index.contains_key(flow) {
+                l.catch_up(*id, now);
+                l.remove(now, flow);
+            }
         }
     }
 
@@ -698,29 +701,37 @@ impl LoadTable {
         Ok(max(&copy))
     }
 
-    /// Entries on a link that lags the table and expired since it last caught up; empty for a
-    /// current link, and without a scan while the link's expiry floor is ahead.
-    fn expired<'a>(&self, l: &'a LinkLoad) -> impl Iterator<Item = &'a Entry> + use<'a> {
-        let (now, k) = (self.now.0, self.horizon as u64);
-        let scan = l.now.0 < now && l.expiry_floor <= now;
-        l.entries
-            .values()
-            .filter(move |e| scan && e.refreshed.0 + k <= now)
+    /// Whether an entry expired by the table's slot. Only a link that lags the table can
+    /// still hold one; no read may count it.
+    fn lapsed(&self, e: &Entry) -> bool {
+        e.refreshed.0 + self.horizon as u64 <= self.now.0
+    }
+
+    /// The lapsed entries of `l`. Feedback asks for them on every call, so while the link's
+    /// expiry floor is ahead of the table (always, for a current link) the entries are not
+    /// even walked.
+    fn expired<'a>(&'a self, l: &'a LinkLoad) -> impl Iterator<Item = &'a Entry> + 'a {
+        let walk = if l.expiry_floor <= self.now.0 {
+            usize::MAX
+        } else {
+            0
+        };
+        l.entries.values().take(walk).filter(|e| self.lapsed(e))
     }
 
     /// Entries on a link, in precedence order (for operators and tests).
     pub fn entries(&self, link: LinkId) -> Result<Vec<(&FlowId, &Entry)>, TableError> {
         let l = self.link(link)?;
-        Ok(l.live(self.now).map(|e| (&e.key.flow, e)).collect())
+        Ok(l.entries
+            .values()
+            .filter(|e| !self.lapsed(e))
+            .map(|e| (&e.key.flow, e))
+            .collect())
     }
 
     pub fn entry_count(&self, link: LinkId) -> Result<usize, TableError> {
         let l = self.link(link)?;
-        Ok(if l.now == self.now {
-            l.entries.len()
-        } else {
-            l.live(self.now).count()
-        })
+        Ok(l.entries.len() - self.expired(l).count())
     }
 
     /// Checks the internal invariants; for tests and debug assertions.
