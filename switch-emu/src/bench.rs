@@ -185,13 +185,17 @@ struct Host {
 }
 
 impl Host {
-    async fn wait(&mut self, begin_ns: u64) {
+    /// Waits for slot `s` of the span to start for this host; its slot and start time.
+    async fn start_slot(&mut self, span: &Span, s: u64) -> (Slot, u64) {
+        let slot = span.start.plus(s);
+        let begin = span.slots.start_ns(slot) + self.phase.as_nanos() as u64;
         match &mut self.go {
             Some(rx) => {
                 let _ = rx.recv().await;
             }
-            None => sleep_until_ns(begin_ns).await,
+            None => sleep_until_ns(begin).await,
         }
+        (slot, begin)
     }
 }
 
@@ -289,9 +293,7 @@ async fn run_host(mut client: SwitchClient<Channel>, mut host: Host, span: Span)
     let k = slots.horizon();
     for s in 0..span.total() {
         let st = rec.slot(s);
-        let slot = start.plus(s);
-        let begin = slots.start_ns(slot) + host.phase.as_nanos() as u64;
-        host.wait(begin).await;
+        let (slot, begin) = host.start_slot(&span, s).await;
         let fetch = pb::FetchFeedbackRequest {
             host: host.name.clone(),
             slot: slot.0,
@@ -599,9 +601,7 @@ async fn run_session_host(
     let mut seq = 0u64;
     for s in 0..span.total() {
         let st = rec.slot(s);
-        let slot = start.plus(s);
-        let begin = slots.start_ns(slot) + host.phase.as_nanos() as u64;
-        host.wait(begin).await;
+        let (slot, begin) = host.start_slot(&span, s).await;
         st.host_slots += 1;
         // Reopen the session if the switch ended it (or it could not be opened before the start).
         if session.is_none() {
@@ -857,12 +857,9 @@ pub async fn run(args: &BenchArgs) -> Result<Value, String> {
     let server_after = server_pid.as_deref().and_then(cpu_secs);
     let self_after = cpu_secs("self");
     let mut st = Stats::default();
-    let mut sessions = Vec::with_capacity(done.len());
-    for (stats, session) in done {
+    for (stats, _session) in done {
         st.merge(stats);
-        sessions.push(session);
     }
-    drop(sessions);
     let per = |b: u64| (b as f64 / st.host_slots.max(1) as f64).round() as u64;
     let bytes: Vec<u64> = st.bytes.iter().map(|&b| per(b)).collect();
     let bytes_note = match args.mode {
