@@ -15,7 +15,7 @@ use mlcc_core::load_table::{Query, Update};
 use mlcc_core::planner::{FlowInput, LinkFeedback, PlannerConfig};
 use mlcc_core::topology::LinkId;
 use mlcc_core::{
-    BytesPerSec, FeedbackMode, FlowId, LoadTable, Planner, PrecedenceKey, Slot, SlotConfig,
+    BytesPerSec, FeedbackMode, FlowId, LoadTable, Planner, PrecedenceKey, Rank, Slot, SlotConfig,
 };
 
 const GBIT10: f64 = 1.25e9;
@@ -34,7 +34,7 @@ fn load(k: usize, seed: u64) -> Vec<f64> {
 fn flow(i: usize, k: usize) -> FlowInput {
     FlowInput {
         id: FlowId::new(&format!("job{}/h{}>h{}/ring", i % 7, i, i + 1)).unwrap(),
-        iteration_start: Slot(1000 + (i % 5) as u64),
+        rank: Rank(1000 + (i % 5) as u64),
         remaining_bytes: 2e8 + i as f64 * 1e6,
         sent_bytes: 5e7,
         path: (0..4)
@@ -132,7 +132,7 @@ fn feedback(c: &mut Criterion) {
         })
         .collect();
     for (i, id) in ids.iter().enumerate() {
-        let key = PrecedenceKey::new(Slot((i % 10) as u64), id.clone());
+        let key = PrecedenceKey::new(Rank((i % 10) as u64), id.clone());
         table
             .update(
                 LinkId(0),
@@ -150,7 +150,7 @@ fn feedback(c: &mut Criterion) {
     let mut g = c.benchmark_group("feedback 10k entries");
     for mode in [FeedbackMode::AllOthers, FeedbackMode::Precedence] {
         let id = &ids[5000];
-        let key = PrecedenceKey::new(Slot(5), id.clone());
+        let key = PrecedenceKey::new(Rank(5), id.clone());
         let mut out = vec![0.0; k];
         g.bench_function(format!("{mode:?}"), |b| {
             b.iter(|| {
@@ -172,7 +172,7 @@ fn feedback(c: &mut Criterion) {
         });
     }
     let id = &ids[42];
-    let key = PrecedenceKey::new(Slot(2), id.clone());
+    let key = PrecedenceKey::new(Rank(2), id.clone());
     let rates = load(k, 99);
     g.bench_function("update (replace)", |b| {
         b.iter(|| {

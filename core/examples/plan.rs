@@ -16,7 +16,9 @@ use mlcc_core::planner::{FlowInput, LinkFeedback, PlannerConfig};
 use mlcc_core::routing::{Routes, ecmp_hash_str};
 use mlcc_core::topology::{LinkId, NodeId, Topology};
 use mlcc_core::units::parse_rate;
-use mlcc_core::{Bytes, FeedbackMode, FlowId, LoadTable, Planner, PrecedenceKey, Slot, SlotConfig};
+use mlcc_core::{
+    Bytes, FeedbackMode, FlowId, LoadTable, Planner, PrecedenceKey, Rank, Slot, SlotConfig,
+};
 
 struct JobState {
     job: Job,
@@ -171,7 +173,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .iter()
                 .filter(|(_, g)| g.src == hname)
                 .map(|(j, g)| {
-                    let key = PrecedenceKey::new(j.comm_start, g.id.clone());
+                    let key = PrecedenceKey::new(Rank(j.comm_start.0), g.id.clone());
                     let path = paths[&g.id]
                         .iter()
                         .map(|&l| {
@@ -216,7 +218,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let s = sent.get(&g.id).copied().unwrap_or(0.0);
                     FlowInput {
                         id: g.id.clone(),
-                        iteration_start: j.comm_start,
+                        rank: Rank(j.comm_start.0),
                         remaining_bytes: g.bytes_per_iteration.as_f64() - s,
                         sent_bytes: s,
                         path,

@@ -5,8 +5,6 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::slot::Slot;
-
 /// Longest flow id accepted anywhere (DESIGN.md §10).
 pub const MAX_ID_BYTES: usize = 128;
 
@@ -104,27 +102,39 @@ impl FlowRole {
     }
 }
 
-/// The order in which flows claim bandwidth in `precedence` feedback mode: older iterations
-/// first, flow id as the tie-break, so every scheduler and switch sorts flows identically.
+/// The first component of a precedence key: lower claims bandwidth first. What it measures
+/// (an iteration's start slot, a job's bytes, ...) is the cluster's rank rule
+/// (`host::RankRule`); tables and switches only compare it.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct Rank(pub u64);
+
+impl fmt::Display for Rank {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// The order in which flows claim bandwidth in `precedence` feedback mode: lower rank first,
+/// flow id as the tie-break, so every scheduler and switch sorts flows identically.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct PrecedenceKey {
-    pub iteration_start: Slot,
+    pub rank: Rank,
     pub flow: FlowId,
 }
 
 impl PrecedenceKey {
-    pub fn new(iteration_start: Slot, flow: FlowId) -> Self {
-        PrecedenceKey {
-            iteration_start,
-            flow,
-        }
+    pub fn new(rank: Rank, flow: FlowId) -> Self {
+        PrecedenceKey { rank, flow }
     }
 
-    /// A key below every real key of iteration-start slot `start` (no valid id is empty), for
-    /// range queries over one iteration's flows.
-    pub(crate) fn first_of(start: Slot) -> Self {
+    /// A key below every real key of rank `rank` (no valid id is empty), for range queries
+    /// over one rank's flows.
+    pub(crate) fn first_of(rank: Rank) -> Self {
         PrecedenceKey {
-            iteration_start: start,
+            rank,
             flow: FlowId(Arc::from("")),
         }
     }
@@ -147,10 +157,10 @@ mod tests {
     }
 
     #[test]
-    fn precedence_sorts_by_iteration_then_id() {
-        let a = PrecedenceKey::new(Slot(5), FlowId::new("b").unwrap());
-        let b = PrecedenceKey::new(Slot(5), FlowId::new("c").unwrap());
-        let c = PrecedenceKey::new(Slot(4), FlowId::new("z").unwrap());
+    fn precedence_sorts_by_rank_then_id() {
+        let a = PrecedenceKey::new(Rank(5), FlowId::new("b").unwrap());
+        let b = PrecedenceKey::new(Rank(5), FlowId::new("c").unwrap());
+        let c = PrecedenceKey::new(Rank(4), FlowId::new("z").unwrap());
         let mut v = vec![a.clone(), b.clone(), c.clone()];
         v.sort();
         assert_eq!(v, vec![c, a, b]);

@@ -9,6 +9,7 @@ pub mod alg1;
 pub mod alg2;
 pub mod estimator;
 pub mod flow;
+pub mod host;
 pub mod job;
 pub mod load_table;
 pub mod planner;
@@ -17,7 +18,7 @@ pub mod slot;
 pub mod topology;
 pub mod units;
 
-pub use flow::{FlowId, FlowRole, PrecedenceKey};
+pub use flow::{FlowId, FlowRole, PrecedenceKey, Rank};
 pub use load_table::{FeedbackMode, LoadTable};
 pub use planner::Planner;
 pub use slot::{Slot, SlotConfig};

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use crate::flow::{FlowId, PrecedenceKey};
+use crate::flow::{FlowId, PrecedenceKey, Rank};
 use crate::slot::Slot;
 use crate::topology::LinkId;
 use crate::units::BytesPerSec;
@@ -158,8 +158,8 @@ struct LinkLoad {
     /// Σ of all entries for slots `window_start..window_start + 2K`.
     total: Vec<f64>,
     by_publisher: HashMap<String, Publisher>,
-    /// Σ of the entries of each iteration-start slot.
-    by_start: BTreeMap<Slot, Sums>,
+    /// Σ of the entries of each rank.
+    by_rank: BTreeMap<Rank, Sums>,
     /// Booked load of the last W slots that passed, oldest first.
     history: VecDeque<f64>,
 }
@@ -174,7 +174,7 @@ impl LinkLoad {
             index: HashMap::new(),
             total: vec![0.0; window],
             by_publisher: HashMap::new(),
-            by_start: BTreeMap::new(),
+            by_rank: BTreeMap::new(),
             history: VecDeque::with_capacity(HISTORY_SLOTS),
         }
     }
@@ -197,8 +197,8 @@ impl LinkLoad {
         };
         accumulate(&mut p.sums.sum, window_start, e, sign);
         let b = self
-            .by_start
-            .entry(e.key.iteration_start)
+            .by_rank
+            .entry(e.key.rank)
             .or_insert_with(|| Sums::new(window));
         accumulate(&mut b.sum, window_start, e, sign);
         if sign > 0.0 {
@@ -213,7 +213,7 @@ impl LinkLoad {
             }
             b.count -= 1;
             if b.count == 0 {
-                self.by_start.remove(&e.key.iteration_start);
+                self.by_rank.remove(&e.key.rank);
             }
         }
     }
@@ -258,7 +258,7 @@ impl LinkLoad {
         }
         let (Some(p), Some(b)) = (
             self.by_publisher.get_mut(&e.publisher),
-            self.by_start.get_mut(&e.key.iteration_start),
+            self.by_rank.get_mut(&e.key.rank),
         ) else {
             return false;
         };
@@ -299,7 +299,7 @@ impl LinkLoad {
         for p in self.by_publisher.values_mut() {
             slide(&mut p.sums.sum, by);
         }
-        for b in self.by_start.values_mut() {
+        for b in self.by_rank.values_mut() {
             slide(&mut b.sum, by);
         }
     }
@@ -377,7 +377,7 @@ impl LinkLoad {
         let window = self.total.len();
         self.total = vec![0.0; window];
         self.by_publisher.clear();
-        self.by_start.clear();
+        self.by_rank.clear();
         let entries = std::mem::take(&mut self.entries);
         for e in entries.values() {
             self.account(window_start, e, 1.0);
@@ -647,10 +647,10 @@ impl LoadTable {
             }
             FeedbackMode::Precedence => {
                 // Older iterations a bucket at a time, then the asking flow's own bucket.
-                for (_, b) in l.by_start.range(..q.key.iteration_start) {
+                for (_, b) in l.by_rank.range(..q.key.rank) {
                     add_sums(out, &b.sum, 1.0);
                 }
-                let bucket_start = PrecedenceKey::first_of(q.key.iteration_start);
+                let bucket_start = PrecedenceKey::first_of(q.key.rank);
                 for (_, e) in l.entries.range(&bucket_start..q.key) {
                     add_entry(out, e, 1.0);
                 }
@@ -784,11 +784,11 @@ impl LoadTable {
                     l.total, fresh.total
                 ));
             }
-            if fresh.by_start.len() != l.by_start.len()
+            if fresh.by_rank.len() != l.by_rank.len()
                 || fresh
-                    .by_start
+                    .by_rank
                     .iter()
-                    .zip(&l.by_start)
+                    .zip(&l.by_rank)
                     .any(|((s1, a), (s2, b))| {
                         s1 != s2 || a.count != b.count || !same(&a.sum, &b.sum)
                     })
@@ -827,7 +827,7 @@ mod tests {
 
     fn put(t: &mut LoadTable, flow: &str, host: &str, start: u64, first: u64, rates: &[f64]) {
         let f = fid(flow);
-        let key = PrecedenceKey::new(Slot(start), f.clone());
+        let key = PrecedenceKey::new(Rank(start), f.clone());
         t.update(
             LinkId(0),
             &Update {
@@ -850,7 +850,7 @@ mod tests {
         mode: FeedbackMode,
     ) -> Vec<f64> {
         let f = fid(flow);
-        let key = PrecedenceKey::new(Slot(start), f.clone());
+        let key = PrecedenceKey::new(Rank(start), f.clone());
         let mut out = vec![0.0; 4];
         t.feedback(
             LinkId(0),
@@ -926,7 +926,7 @@ mod tests {
         t.advance(Slot(103));
         assert_eq!(t.max_recent_load(LinkId(0)).unwrap(), 50.0);
         let f = fid("a");
-        let key = PrecedenceKey::new(Slot(1), f.clone());
+        let key = PrecedenceKey::new(Rank(1), f.clone());
         t.update(
             LinkId(0),
             &Update {
@@ -949,7 +949,7 @@ mod tests {
         let links = [LinkId(0), LinkId(1)];
         let mut t = LoadTable::new(4, Slot(100), links.map(|l| (l, BytesPerSec(100.0))));
         let f = fid("a");
-        let key = PrecedenceKey::new(Slot(1), f.clone());
+        let key = PrecedenceKey::new(Rank(1), f.clone());
         for l in links {
             let u = Update {
                 flow: &f,
@@ -983,7 +983,7 @@ mod tests {
         let mut t = table();
         put(&mut t, "a", "h1", 1, 100, &[10.0; 4]);
         let f = fid("a");
-        let key = PrecedenceKey::new(Slot(1), f.clone());
+        let key = PrecedenceKey::new(Rank(1), f.clone());
         let bad = |rates: &'static [f64], first: u64| Update {
             flow: &f,
             publisher: "h1",

@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::alg1::{self, BYTE_EPSILON, SlotPrice};
 use crate::alg2::{self, Dependency};
 use crate::estimator::{AchievableRate, Delivery};
-use crate::flow::{FlowId, PrecedenceKey};
+use crate::flow::{FlowId, PrecedenceKey, Rank};
 use crate::load_table::FeedbackMode;
 use crate::slot::{Slot, SlotConfig};
 use crate::topology::LinkId;
@@ -56,8 +56,8 @@ pub struct LinkFeedback {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct FlowInput {
     pub id: FlowId,
-    /// Slot the flow's current iteration started in: the first part of its precedence key.
-    pub iteration_start: Slot,
+    /// The first part of its precedence key (see `host::RankRule`).
+    pub rank: Rank,
     /// G: bytes the flow still has to send in this iteration.
     pub remaining_bytes: f64,
     /// S: bytes sent so far in this iteration.
@@ -186,7 +186,7 @@ impl Planner {
         let mut order: Vec<usize> = (0..inputs.len()).collect();
         let keys: Vec<PrecedenceKey> = inputs
             .iter()
-            .map(|f| PrecedenceKey::new(f.iteration_start, f.id.clone()))
+            .map(|f| PrecedenceKey::new(f.rank, f.id.clone()))
             .collect();
         order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
 

@@ -32,7 +32,7 @@ use good_lp::{Expression, Solution, SolverModel, constraint, microlp, variable, 
 use mlcc_core::alg2::Dependency;
 use mlcc_core::planner::{FlowInput, LinkFeedback, PlannerConfig};
 use mlcc_core::topology::LinkId;
-use mlcc_core::{FeedbackMode, FlowId, Planner, Slot, SlotConfig};
+use mlcc_core::{FeedbackMode, FlowId, Planner, Rank, Slot, SlotConfig};
 
 const K: usize = 6;
 
@@ -153,7 +153,7 @@ fn sequential_alg1(inst: &Instance, eta: f64) -> f64 {
         .enumerate()
         .map(|(i, (path, bytes))| FlowInput {
             id: FlowId::new(&format!("f{i}")).unwrap(),
-            iteration_start: Slot(i as u64),
+            rank: Rank(i as u64),
             remaining_bytes: *bytes,
             sent_bytes: 0.0,
             path: path

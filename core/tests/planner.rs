@@ -6,7 +6,7 @@ use mlcc_core::alg2::Dependency;
 use mlcc_core::estimator::Delivery;
 use mlcc_core::planner::{FlowInput, LinkFeedback, PlannerConfig};
 use mlcc_core::topology::LinkId;
-use mlcc_core::{FeedbackMode, FlowId, Planner, Slot, SlotConfig};
+use mlcc_core::{FeedbackMode, FlowId, Planner, Rank, Slot, SlotConfig};
 
 /// τ = 100 ms, K = 4: a 100 B/s link moves 10 bytes per slot.
 fn config(mode: FeedbackMode) -> PlannerConfig {
@@ -28,7 +28,7 @@ fn link(id: u32, capacity: f64, load: &[f64]) -> LinkFeedback {
 fn flow(id: &str, start: u64, remaining: f64, path: Vec<LinkFeedback>) -> FlowInput {
     FlowInput {
         id: FlowId::new(id).unwrap(),
-        iteration_start: Slot(start),
+        rank: Rank(start),
         remaining_bytes: remaining,
         sent_bytes: 0.0,
         path,

@@ -10,7 +10,7 @@ use mlcc_core::load_table::{Query, Update};
 use mlcc_core::planner::{FlowInput, LinkFeedback, PlannerConfig};
 use mlcc_core::topology::LinkId;
 use mlcc_core::{
-    BytesPerSec, FeedbackMode, FlowId, LoadTable, Planner, PrecedenceKey, Slot, SlotConfig,
+    BytesPerSec, FeedbackMode, FlowId, LoadTable, Planner, PrecedenceKey, Rank, Slot, SlotConfig,
 };
 
 const TAU: f64 = 0.06;
@@ -119,7 +119,7 @@ proptest! {
                 .filter(|(_, f)| f.0 == host)
                 .map(|(i, (_, path, bytes, start, dep))| {
                     let id = FlowId::new(&format!("f{i}")).unwrap();
-                    let key = PrecedenceKey::new(Slot(host as u64 * 100 + start), id.clone());
+                    let key = PrecedenceKey::new(Rank(host as u64 * 100 + start), id.clone());
                     let path = path
                         .iter()
                         .map(|&l| {
@@ -138,7 +138,7 @@ proptest! {
                         .collect();
                     FlowInput {
                         id,
-                        iteration_start: key.iteration_start,
+                        rank: key.rank,
                         remaining_bytes: *bytes,
                         sent_bytes: 0.0,
                         path,
@@ -222,7 +222,7 @@ proptest! {
             match op {
                 Op::Update { flow, host, first, rates, start } => {
                     let id = FlowId::new(&format!("f{flow}")).unwrap();
-                    let key = PrecedenceKey::new(Slot(start), id.clone());
+                    let key = PrecedenceKey::new(Rank(start), id.clone());
                     let before = t.entries(LinkId(0)).unwrap().len();
                     let u = Update {
                         flow: &id,
@@ -273,7 +273,7 @@ proptest! {
             // Feedback equals a brute-force sum over the entries, for a few askers.
             for (probe, start, host) in [("f0", 2u64, Some("h1")), ("f3", 0, None), ("f7", 3, Some("h0"))] {
                 let probe = FlowId::new(probe).unwrap();
-                let key = PrecedenceKey::new(Slot(start), probe.clone());
+                let key = PrecedenceKey::new(Rank(start), probe.clone());
                 for mode in [FeedbackMode::AllOthers, FeedbackMode::Precedence] {
                     let mut out = vec![0.0; k];
                     let q = Query { flow: &probe, key: &key, exclude_publisher: host };
@@ -321,7 +321,7 @@ proptest! {
             match op {
                 Op::Update { flow, host, first, rates, start } => {
                     let id = FlowId::new(&format!("f{flow}")).unwrap();
-                    let key = PrecedenceKey::new(Slot(start), id.clone());
+                    let key = PrecedenceKey::new(Rank(start), id.clone());
                     let u = Update {
                         flow: &id,
                         publisher: &format!("h{host}"),
@@ -364,7 +364,7 @@ proptest! {
                 }
                 for (probe, start, host) in [("f0", 2u64, Some("h1")), ("f3", 0, None), ("f6", 1, Some("h2"))] {
                     let probe = FlowId::new(probe).unwrap();
-                    let key = PrecedenceKey::new(Slot(start), probe.clone());
+                    let key = PrecedenceKey::new(Rank(start), probe.clone());
                     let q = Query { flow: &probe, key: &key, exclude_publisher: host };
                     for mode in [FeedbackMode::AllOthers, FeedbackMode::Precedence] {
                         let (mut a, mut b) = (vec![0.0; k], vec![0.0; k]);

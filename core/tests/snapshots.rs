@@ -8,7 +8,7 @@ use mlcc_core::alg2::Dependency;
 use mlcc_core::job::{Arch, Job, Member, Role};
 use mlcc_core::planner::{FlowInput, LinkFeedback, PlannerConfig, SlotOutput};
 use mlcc_core::topology::LinkId;
-use mlcc_core::{Bytes, FeedbackMode, FlowId, Planner, Slot, SlotConfig};
+use mlcc_core::{Bytes, FeedbackMode, FlowId, Planner, Rank, Slot, SlotConfig};
 
 /// Rounds every float so snapshots do not churn on the last bit.
 fn rounded(out: &SlotOutput) -> serde_json::Value {
@@ -40,7 +40,7 @@ fn scenario() -> Vec<FlowInput> {
     vec![
         FlowInput {
             id: FlowId::new("ring/h1>h2/ring").unwrap(),
-            iteration_start: Slot(100),
+            rank: Rank(100),
             remaining_bytes: 20e6,
             sent_bytes: 4e6,
             path: vec![
@@ -60,7 +60,7 @@ fn scenario() -> Vec<FlowInput> {
         },
         FlowInput {
             id: FlowId::new("ps/h1>h4/agg").unwrap(),
-            iteration_start: Slot(101),
+            rank: Rank(101),
             remaining_bytes: 8e6,
             sent_bytes: 0.0,
             path: vec![link(0, gbit, vec![0.0; 10]), link(2, gbit, vec![0.0; 10])],
@@ -72,7 +72,7 @@ fn scenario() -> Vec<FlowInput> {
         },
         FlowInput {
             id: FlowId::new("ps/h1>h3/bcast").unwrap(),
-            iteration_start: Slot(101),
+            rank: Rank(101),
             remaining_bytes: 8e6,
             sent_bytes: 1e6,
             path: vec![link(0, gbit, vec![0.0; 10]), link(3, gbit, vec![0.0; 10])],

@@ -121,8 +121,8 @@ impl pb::admin_server::Admin for AdminService {
             (
                 h.config().host.clone(),
                 h.slot(),
-                h.config().slots,
-                h.config().mode,
+                h.config().policy.slots,
+                h.config().policy.mode,
                 h.flows().count(),
                 jobs.len(),
             )
@@ -225,7 +225,7 @@ impl pb::admin_server::Admin for AdminService {
                     remaining_bytes: f.remaining_bytes as u64,
                     plan_first_slot: h.slot().0,
                     plan_bytes_per_sec: d.map(|d| d.plan.clone()).unwrap_or_default(),
-                    iteration_start_slot: f.iteration_start.0,
+                    rank: f.rank.0,
                     sockets: f.sockets.len() as u32,
                     app_backlog_bytes: f.app_backlog.map(|b| b as u64),
                     enforced_rate_bytes_per_sec: f.enforced_rate,
@@ -266,7 +266,7 @@ impl pb::admin_server::Admin for AdminService {
                             publisher: e.publisher.clone(),
                             first_slot: e.first_slot.0,
                             rates_bytes_per_sec: e.rates.clone(),
-                            iteration_start_slot: e.key.iteration_start.0,
+                            rank: e.key.rank.0,
                             refreshed_slot: e.refreshed.0,
                         })
                         .collect(),

@@ -12,7 +12,7 @@ use mlcc_core::slot::SlotConfig;
 use mlcc_core::units::parse_duration;
 use serde::Deserialize;
 
-pub use crate::host::PrecedenceRank;
+pub use mlcc_core::host::{PolicyConfig, RankRule};
 pub use mlcc_daemon::tls::{TlsArgs, TlsFiles};
 pub use mlcc_daemon::{ConfigError, LogFormat};
 
@@ -36,6 +36,10 @@ pub enum DatapathKind {
 }
 
 fn parse_mode(s: &str) -> Result<FeedbackMode, String> {
+    s.parse()
+}
+
+fn parse_rank(s: &str) -> Result<RankRule, String> {
     s.parse()
 }
 
@@ -161,11 +165,12 @@ pub struct DaemonArgs {
     /// Remote port of the PS-Lite scheduler (DMLC_PS_ROOT_PORT); its connections are skipped.
     #[arg(long, value_name = "PORT")]
     pub ps_scheduler_port: Option<u16>,
-    /// What orders flows in precedence mode: job-size (smaller models first) or
-    /// iteration-start (the paper's first come, first served) [default: job-size]. Every host
-    /// must use the same.
-    #[arg(long, value_enum)]
-    pub precedence: Option<PrecedenceRank>,
+    /// Rank rule that orders flows in precedence mode: job-bytes (smaller models first),
+    /// attained-service (least bytes sent so far first), remaining-bytes (needs the job's
+    /// iteration count; else job-bytes) or iteration-start (the paper's first come, first
+    /// served) [default: job-bytes; job-size is accepted for it]. Every host must use the same.
+    #[arg(long, value_name = "RULE", value_parser = parse_rank)]
+    pub precedence: Option<RankRule>,
     /// Log format [default: human]. The level comes from RUST_LOG (default "info").
     #[arg(long, value_enum)]
     pub log_format: Option<LogFormat>,
@@ -212,7 +217,7 @@ struct FileConfig {
     bpf_pin_dir: Option<PathBuf>,
     tcp_tso_rtt_log: Option<TsoRttLog>,
     ps_scheduler_port: Option<u16>,
-    precedence: Option<PrecedenceRank>,
+    precedence: Option<RankRule>,
     log_format: Option<LogFormat>,
     admin_group: Option<String>,
     #[serde(default)]
@@ -233,15 +238,14 @@ pub struct Config {
     pub peers: BTreeMap<String, SocketAddr>,
     pub admin_socket: PathBuf,
     pub metrics_listen: SocketAddr,
-    pub slots: SlotConfig,
-    pub eta: f64,
-    pub feedback_mode: FeedbackMode,
+    /// The per-host policy: core's defaults, with τ, K, η, the feedback mode and the rank rule
+    /// from flags or the file.
+    pub policy: PolicyConfig,
     pub rpc_deadline: Duration,
     pub datapath: DatapathKind,
     pub bpf_pin_dir: PathBuf,
     pub tcp_tso_rtt_log: TsoRttLog,
     pub ps_scheduler_port: Option<u16>,
-    pub precedence: PrecedenceRank,
     pub log_format: LogFormat,
     /// Group of the admin socket (name or gid); `None`: the daemon's group.
     pub admin_group: Option<String>,
@@ -257,6 +261,18 @@ fn addr(s: &str) -> SocketAddr {
     // The defaults are literals that parse.
     s.parse()
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
+}
+
+impl Config {
+    /// What the per-host shell runs with: this host, the resolved policy, the PS-Lite
+    /// scheduler's port.
+    pub fn host_config(&self) -> crate::host::HostConfig {
+        crate::host::HostConfig {
+            policy: self.policy,
+            ps_scheduler_port: self.ps_scheduler_port,
+            ..crate::host::HostConfig::new(self.host.clone(), self.policy.slots)
+        }
+    }
 }
 
 impl DaemonArgs {
@@ -292,7 +308,8 @@ impl DaemonArgs {
             .unwrap_or(SlotConfig::paper().horizon());
         let slots =
             SlotConfig::new(tau, horizon).map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        let eta = self.eta.or(file.eta).unwrap_or(1.0);
+        let defaults = PolicyConfig::new(slots);
+        let eta = self.eta.or(file.eta).unwrap_or(defaults.eta);
         if !eta.is_finite() || eta < 0.0 {
             return Err(invalid("eta", format!("{eta} must be finite and >= 0")));
         }
@@ -348,9 +365,12 @@ impl DaemonArgs {
                 .metrics_listen
                 .or(file.metrics_listen)
                 .unwrap_or_else(|| addr(DEFAULT_METRICS_LISTEN)),
-            slots,
-            eta,
-            feedback_mode: self.feedback_mode.or(file_mode).unwrap_or_default(),
+            policy: PolicyConfig {
+                eta,
+                mode: self.feedback_mode.or(file_mode).unwrap_or(defaults.mode),
+                rank: self.precedence.or(file.precedence).unwrap_or(defaults.rank),
+                ..defaults
+            },
             rpc_deadline,
             datapath: self.datapath.or(file.datapath).unwrap_or_default(),
             bpf_pin_dir: self
@@ -363,7 +383,6 @@ impl DaemonArgs {
                 .or(file.tcp_tso_rtt_log)
                 .unwrap_or_default(),
             ps_scheduler_port: self.ps_scheduler_port.or(file.ps_scheduler_port),
-            precedence: self.precedence.or(file.precedence).unwrap_or_default(),
             log_format: self.log_format.or(file.log_format).unwrap_or_default(),
             admin_group: self.admin_group.clone().or(file.admin_group),
             clock_offset_ns: self.clock_offset_ms.unwrap_or(0).saturating_mul(1_000_000),

@@ -21,7 +21,7 @@ use tonic::transport::Channel;
 use crate::admin::AdminService;
 use crate::config::Config;
 use crate::datapath::DatapathPort;
-use crate::host::{FeedbackAnswers, HostConfig, HostScheduler, Observation, ProcessObs, SlotPlan};
+use crate::host::{FeedbackAnswers, HostScheduler, Observation, ProcessObs, SlotPlan};
 use crate::metrics::{Metrics, ModeLabels, RpcLabels, TargetLabels};
 use crate::monitor::ProgressDir;
 use crate::session::{Session, SessionFailure, Sessions};
@@ -156,11 +156,7 @@ pub async fn start(
     admin_listener: Option<UnixListener>,
     metrics_listener: Option<TcpListener>,
 ) -> Result<Running, String> {
-    let mut hc = HostConfig::new(cfg.host.clone(), cfg.slots);
-    hc.eta = cfg.eta;
-    hc.mode = cfg.feedback_mode;
-    hc.ps_scheduler_port = cfg.ps_scheduler_port;
-    hc.precedence = cfg.precedence;
+    let hc = cfg.host_config();
     let topo = Arc::new(topo);
     let host = HostScheduler::new(hc, topo.clone()).map_err(|e| e.to_string())?;
     let enforcing = datapath.enforces();
@@ -383,7 +379,7 @@ async fn slot_loop(
     sockets: Box<dyn SocketSource>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let slots = cfg.slots;
+    let slots = cfg.policy.slots;
     let deadline = cfg.rpc_deadline;
     let mut progress = ProgressDir::with_policy(cfg.shm_dir.clone(), cfg.progress.clone());
     let mut channels = Channels {
@@ -714,7 +710,7 @@ fn record(
     _have_stats: bool,
 ) {
     let m = &shared.metrics;
-    let tau_ns = cfg.slots.tau_ns() as i64;
+    let tau_ns = cfg.policy.slots.tau_ns() as i64;
     let mut st = shared.status();
     for (name, addr, out, rtt, offset) in switches {
         let v = st.switches.entry(name.clone()).or_default();
@@ -742,12 +738,15 @@ fn record(
                 // through in that window shows skew, and at least this much.
                 // A switch that does not stamp its replies bounds the skew by its slot only.
                 let (sent, received) = fetch_ns;
-                let (first, last) = (cfg.slots.slot_at(sent), cfg.slots.slot_at(received));
+                let (first, last) = (
+                    cfg.policy.slots.slot_at(sent),
+                    cfg.policy.slots.slot_at(received),
+                );
                 if offset.is_none() {
                     v.skew_ns = if switch_slot > last.0 {
-                        cfg.slots.start_ns(Slot(switch_slot)) as i64 - received as i64
+                        cfg.policy.slots.start_ns(Slot(switch_slot)) as i64 - received as i64
                     } else if switch_slot < first.0 {
-                        cfg.slots.start_ns(Slot(switch_slot + 1)) as i64 - sent as i64
+                        cfg.policy.slots.start_ns(Slot(switch_slot + 1)) as i64 - sent as i64
                     } else {
                         0
                     };

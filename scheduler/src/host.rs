@@ -15,15 +15,18 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mlcc_core::alg2::Dependency;
-use mlcc_core::estimator::Delivery;
 use mlcc_core::flow::FlowRole;
+use mlcc_core::host::{
+    Answer, Degraded, Enforce, FlowObs, HostPolicy, LinkObs, PolicyConfig, RankBasis,
+};
 use mlcc_core::job::{Arch, Job, Role};
-use mlcc_core::load_table::{FeedbackMode, Update};
-use mlcc_core::planner::{FlowDecision, FlowInput, LinkFeedback, PlannerConfig};
+use mlcc_core::load_table::Update;
+use mlcc_core::planner::FlowDecision;
 use mlcc_core::routing::{Routes, ecmp_hash_str};
 use mlcc_core::topology::{LinkId, NodeId, NodeKind, Owner, Topology};
-use mlcc_core::{FlowId, LoadTable, Planner, Slot, SlotConfig};
+use mlcc_core::{FlowId, LoadTable, Rank, Slot, SlotConfig};
+
+pub use mlcc_core::host::{PeerProgress, RankRule};
 use mlcc_proto::v1 as pb;
 use serde::Serialize;
 
@@ -31,57 +34,26 @@ use crate::datapath::{RateOrder, SocketKey, SocketStats};
 use crate::progress::{ProgressHeader, ProgressSnapshot};
 use crate::sockets::TcpConn;
 
-/// Knobs of the per-host logic.
+/// Knobs of the per-host shell; the policy's own are core's [`PolicyConfig`].
 #[derive(Clone, Debug)]
 pub struct HostConfig {
     /// This host's name in the topology.
     pub host: String,
-    pub slots: SlotConfig,
-    pub eta: f64,
-    pub mode: FeedbackMode,
+    /// Every rule that decides a rate, with core's defaults.
+    pub policy: PolicyConfig,
     /// Rate orders hold this many slots, so the BPF fallback takes over if mlccd stops.
     pub order_expiry_slots: u32,
-    /// A flow with bytes left that achieved less than this share of the rate it was allowed was
-    /// limited by the path, not by its plan: only then does its delivery feed B_f (a flow that
-    /// delivered its rate says nothing about what the path allows).
-    pub path_limited_share: f64,
-    /// Peer progress older than this many slots is ignored (no dependency adjustment).
-    pub peer_stale_slots: u64,
     /// Remote port of the PS-Lite scheduler (DMLC_PS_ROOT_PORT): its control traffic is skipped.
     pub ps_scheduler_port: Option<u16>,
-    /// What orders flows in `precedence` feedback mode.
-    pub precedence: PrecedenceRank,
-}
-
-/// The first component of a flow's precedence key (lower claims bandwidth first); every host
-/// of a cluster must use the same.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum PrecedenceRank {
-    /// The slot the flow's iteration started in (DESIGN.md §6): first come, first served.
-    IterationStart,
-    /// The job's model bytes (what each iteration moves), smaller first: shortest job first,
-    /// which lowers mean JCT where FCFS makes a small job wait behind a large one (measured on
-    /// the testbed and in mlcc-sim). Stable over a job's life and the same on every host of the
-    /// job, so bookings never reorder mid-iteration.
-    #[default]
-    JobSize,
 }
 
 impl HostConfig {
     pub fn new(host: impl Into<String>, slots: SlotConfig) -> Self {
         HostConfig {
             host: host.into(),
-            slots,
-            eta: 1.0,
-            mode: FeedbackMode::default(),
+            policy: PolicyConfig::new(slots),
             order_expiry_slots: 3,
-            path_limited_share: 0.9,
-            peer_stale_slots: 2,
             ps_scheduler_port: None,
-            precedence: PrecedenceRank::default(),
         }
     }
 }
@@ -154,14 +126,10 @@ pub struct FlowState {
     /// cannot be ahead of its upstream, and if it under-delivers, the path (not the
     /// application) held it back.
     pub app_backlog: Option<f64>,
-    /// Whether the sender had data waiting at the start of the last slot (the previous
-    /// update's [`FlowState::has_data_waiting`]). A slot's delivery measures the path only if
-    /// data was waiting at both ends of it: a ring step or an iteration that began mid-slot
-    /// delivers a fraction of the slot's worth, and reading that as the path's rate cut
-    /// B_f, and with it the next four slots' plans, to a fifth (measured on the testbed: the
-    /// first step of every ring iteration ran at ~20 MB/s planned on an idle 125 MB/s path).
-    #[serde(skip)]
-    pub was_ready: bool,
+    /// Whether the policy found the flow idle last slot (it booked nothing).
+    pub idle: bool,
+    /// The first component of its precedence key, as last decided.
+    pub rank: Rank,
     /// Achieved rate over the last slot (bytes/s), `None` without datapath counters.
     pub achieved: Option<f64>,
     /// This slot's rate in the plan (bytes/s).
@@ -184,39 +152,21 @@ pub struct FlowState {
 }
 
 impl FlowState {
-    /// The first component of this flow's precedence key (carried in the protocol's
-    /// `iteration_start_slot`, which switches only compare).
-    pub fn precedence(&self, rank: PrecedenceRank) -> Slot {
-        match rank {
-            PrecedenceRank::IterationStart => self.iteration_start,
-            // kB, so a 1.2 GB model is 1.2e6; unknown sizes go last.
-            PrecedenceRank::JobSize if self.job_bytes > 0 => Slot(self.job_bytes / 1000),
-            PrecedenceRank::JobSize => Slot(u64::MAX >> 1),
+    /// Bytes the job has sent over its past iterations, as this host can tell: iterations
+    /// completed times the model bytes (the same on every host of the job).
+    pub fn attained_bytes(&self) -> Option<f64> {
+        (self.job_bytes > 0).then_some(self.iteration as f64 * self.job_bytes as f64)
+    }
+
+    fn rank_basis(&self) -> RankBasis {
+        RankBasis {
+            iteration_start: self.iteration_start,
+            job_bytes: self.job_bytes,
+            job_attained_bytes: self.attained_bytes(),
+            job_remaining_bytes: None,
         }
     }
-
-    /// Whether the application has handed over nothing that is still unacknowledged while
-    /// its iteration is not over: a PS server waiting for the pushes it must aggregate, a ring
-    /// step waiting for its predecessor, a worker still computing. Such a flow books nothing
-    /// (its bookings would only keep others off links it cannot use — measured on the testbed:
-    /// a PS server's broadcast booked the next slot of two downlinks at line rate for seconds
-    /// while it waited) and is paced at what its path has free this slot, so bytes that
-    /// arrive mid-slot leave at once rather than a slot later.
-    pub fn is_idle(&self) -> bool {
-        self.remaining_bytes > 0.0 && self.app_backlog.is_some_and(|b| b < IDLE_BACKLOG_BYTES)
-    }
-
-    /// Whether the sockets hold more unacknowledged data than a paced flow keeps in flight
-    /// (cwnd allows ~2 x rate x 1 ms plus bursts; 4 ms of the rate plus 256 KiB is above it).
-    pub fn has_data_waiting(&self) -> bool {
-        self.app_backlog
-            .is_some_and(|b| b >= 256.0 * 1024.0 + self.last_rate * 0.004)
-    }
 }
-
-/// Below this many bytes handed over and not yet acknowledged, a flow is idle
-/// ([`FlowState::is_idle`]): about one TSO burst, less than any flow in flight holds.
-pub const IDLE_BACKLOG_BYTES: f64 = 64.0 * 1024.0;
 
 /// Where a socket's acked count stood when a new iteration began, seen from the first slot
 /// that noticed it: the old iteration's baseline moved on by what the old iteration sent
@@ -234,15 +184,6 @@ fn iteration_baseline(old: u64, acked_now: u64, last_bytes: f64, enqueued: Optio
         b = b.max(acked_now.saturating_sub(e.max(0.0) as u64));
     }
     b.min(acked_now)
-}
-
-/// Progress of another host's flow, from peer exchange.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PeerProgress {
-    pub sent: f64,
-    pub finish: f64,
-    pub iteration: u64,
-    pub seen: Slot,
 }
 
 /// The queries of one slot: per switch name, its address and one batch.
@@ -287,7 +228,7 @@ pub struct HostScheduler {
     topo: Arc<Topology>,
     routes: Routes,
     me: NodeId,
-    planner: Planner,
+    policy: HostPolicy,
     table: LoadTable,
     admin_jobs: BTreeMap<String, Job>,
     flows: BTreeMap<FlowId, FlowState>,
@@ -300,6 +241,8 @@ pub struct HostScheduler {
     /// Per-process notes of why connections were not scheduled (for operators).
     pub notes: BTreeMap<String, String>,
     slot: Slot,
+    /// The observations the policy saw in the last slot, when recording (conformance tests).
+    recorded: Option<Vec<FlowObs>>,
 }
 
 /// Splits "job/src>dst/role".
@@ -342,18 +285,14 @@ impl HostScheduler {
             .links_owned_by(me)
             .into_iter()
             .map(|l| (l, topo.link(l).capacity));
-        let table = LoadTable::new(cfg.slots.horizon(), Slot(0), owned);
-        let planner = Planner::new(PlannerConfig {
-            slots: cfg.slots,
-            eta: cfg.eta,
-            mode: cfg.mode,
-        });
+        let table = LoadTable::new(cfg.policy.slots.horizon(), Slot(0), owned);
+        let policy = HostPolicy::new(cfg.policy);
         Ok(HostScheduler {
             cfg,
             topo,
             routes,
             me,
-            planner,
+            policy,
             table,
             admin_jobs: BTreeMap::new(),
             flows: BTreeMap::new(),
@@ -363,11 +302,23 @@ impl HostScheduler {
             unsynced: BTreeSet::new(),
             notes: BTreeMap::new(),
             slot: Slot(0),
+            recorded: None,
         })
     }
 
     pub fn config(&self) -> &HostConfig {
         &self.cfg
+    }
+
+    /// Keeps what core's policy was handed each slot, for [`Self::recorded_observations`]:
+    /// the conformance test replays it through another [`HostPolicy`].
+    pub fn record_observations(&mut self, on: bool) {
+        self.recorded = on.then(Vec::new);
+    }
+
+    /// The observations of the last [`Self::plan`], if recording.
+    pub fn recorded_observations(&self) -> Option<&[FlowObs]> {
+        self.recorded.as_deref()
     }
 
     pub fn topology(&self) -> &Topology {
@@ -423,7 +374,7 @@ impl HostScheduler {
             .links_owned_by(me)
             .into_iter()
             .map(|l| (l, topo.link(l).capacity));
-        self.table = LoadTable::new(self.cfg.slots.horizon(), self.slot, owned);
+        self.table = LoadTable::new(self.cfg.policy.slots.horizon(), self.slot, owned);
         self.me = me;
         self.topo = topo;
         // Paths are recomputed from scratch for every flow next slot.
@@ -433,7 +384,7 @@ impl HostScheduler {
     }
 
     fn tau(&self) -> f64 {
-        self.cfg.slots.tau_secs()
+        self.cfg.policy.slots.tau_secs()
     }
 
     /// Which flow role a process's outgoing traffic has, or why it has none.
@@ -601,7 +552,7 @@ impl HostScheduler {
         }
 
         let mut present = HashSet::new();
-        let tau_ns = self.cfg.slots.tau_ns();
+        let tau_ns = self.cfg.policy.slots.tau_ns();
         for (id, (job, role, dst, cs)) in contribs {
             present.insert(id.clone());
             let sockets: Vec<SocketKey> = {
@@ -694,7 +645,7 @@ impl HostScheduler {
                 self.gone.push(f);
             }
         }
-        let horizon = self.cfg.peer_stale_slots.max(1) * 4;
+        let horizon = self.cfg.policy.peer_stale_slots.max(1) * 4;
         self.upstream
             .retain(|_, p| slot.since(p.seen).is_none_or(|d| d <= horizon));
 
@@ -712,7 +663,7 @@ impl HostScheduler {
                 b.items.push(pb::FeedbackQuery {
                     flow_id: f.id.to_string(),
                     links,
-                    iteration_start_slot: f.precedence(self.cfg.precedence).0,
+                    rank: self.cfg.policy.rank.rank(f.rank_basis()).0,
                 });
             }
         }
@@ -749,7 +700,7 @@ impl HostScheduler {
         acked: &HashMap<SocketKey, u64>,
     ) {
         let tau = self.tau();
-        let k = self.cfg.slots.horizon() as f64;
+        let k = self.cfg.policy.slots.horizon() as f64;
         let topo = self.topo.clone();
         let path = match self
             .routes
@@ -782,7 +733,8 @@ impl HostScheduler {
             slack_bytes: 0.0,
             last_iteration_bytes: 0,
             app_backlog: None,
-            was_ready: false,
+            idle: false,
+            rank: Rank::default(),
             achieved: None,
             last_rate: 0.0,
             enforced_rate: 0.0,
@@ -900,7 +852,6 @@ impl HostScheduler {
             f.expected_bytes = sent + cap * tau * k;
             f.expected_from = "unknown: bulk";
         }
-        f.was_ready = f.has_data_waiting();
         f.app_backlog = match (spec.sent_share, since_start) {
             (Some(enqueued), Some(acked)) => Some((enqueued - acked).max(0.0)),
             _ => None,
@@ -909,20 +860,13 @@ impl HostScheduler {
         f.remaining_bytes = (f.expected_bytes - sent).max(0.0);
     }
 
-    /// The upstream dependency of a local flow from peers' latest values (DESIGN.md §8).
-    fn dependency(&self, f: &FlowState) -> Dependency {
+    /// The latest reports of the peers' flows that `f` depends on (DESIGN.md §8): a ring
+    /// flow's predecessors into this host, a PS worker's broadcasts from its server, a PS
+    /// server's aggregations into it. Whether they are fresh is the policy's to judge.
+    fn upstream_of(&self, f: &FlowState) -> Vec<PeerProgress> {
         let me = self.cfg.host.as_str();
-        let fresh = |p: &PeerProgress| {
-            p.iteration == f.iteration
-                && self
-                    .slot
-                    .since(p.seen)
-                    .is_some_and(|d| d <= self.cfg.peer_stale_slots)
-        };
-        let values: Vec<f64> = self
-            .upstream
+        self.upstream
             .iter()
-            .filter(|(_, p)| fresh(p))
             .filter_map(|(id, p)| {
                 let (job, src, dst, role) = parse_flow_id(id.as_str())?;
                 let wanted = job == f.job
@@ -931,24 +875,9 @@ impl HostScheduler {
                         FlowRole::Agg => role == FlowRole::Bcast && src == f.dst_host,
                         FlowRole::Bcast => role == FlowRole::Agg && dst == me,
                     };
-                wanted.then_some(p.finish)
+                wanted.then_some(*p)
             })
-            .collect();
-        if values.is_empty() {
-            return Dependency::None;
-        }
-        match f.role {
-            FlowRole::Ring => Dependency::Ring {
-                predecessor_progress: values.iter().copied().fold(f64::INFINITY, f64::min),
-                slack_bytes: f.slack_bytes,
-            },
-            FlowRole::Agg => Dependency::Aggregation {
-                broadcast_progress: values,
-            },
-            FlowRole::Bcast => Dependency::Broadcast {
-                aggregation_progress: values,
-            },
-        }
+            .collect()
     }
 
     /// The switches whose clock is off ours by more than τ/4, as the daemon last measured.
@@ -960,10 +889,86 @@ impl HostScheduler {
         self.unsynced = switches;
     }
 
-    /// Step 2 of a slot: plans every local flow with the switches' answers.
+    /// What one link of `f`'s path looks like this slot: capacity, the owning switch's answer
+    /// (or its silence), and whether that switch's clock can be trusted.
+    fn link_obs(
+        &self,
+        f: &FlowState,
+        l: LinkId,
+        answers: &FeedbackAnswers,
+        loads: &HashMap<(&str, &str), &pb::LinkLoad>,
+    ) -> LinkObs {
+        let link = self.topo.link(l);
+        let mut lo = LinkObs::unasked(l, link.capacity.0);
+        let Owner::Switch(s) = self.topo.owner(l) else {
+            return lo;
+        };
+        let node = self.topo.node(s);
+        if !matches!(
+            node.kind,
+            NodeKind::Switch {
+                emulator: Some(_),
+                ..
+            }
+        ) {
+            return lo;
+        }
+        if self.unsynced.contains(&node.name) {
+            lo.unsynced_switch = Some(s);
+        }
+        if f.remaining_bytes > 0.0 {
+            lo.answer = if !answers.contains_key(&node.name) {
+                Answer::Silent { switch: s }
+            } else if let Some(ll) = loads.get(&(f.id.as_str(), link.name.as_str())) {
+                if ll.capacity_bytes_per_sec.is_finite() && ll.capacity_bytes_per_sec > 0.0 {
+                    lo.capacity = ll.capacity_bytes_per_sec;
+                }
+                Answer::Load(ll.load_bytes_per_sec.clone())
+            } else {
+                Answer::Missing { switch: s }
+            };
+        }
+        lo
+    }
+
+    /// What core's policy sees of a local flow this slot.
+    fn flow_obs(
+        &self,
+        f: &FlowState,
+        answers: &FeedbackAnswers,
+        loads: &HashMap<(&str, &str), &pb::LinkLoad>,
+    ) -> FlowObs {
+        let links = f
+            .path
+            .iter()
+            .map(|&l| self.link_obs(f, l, answers, loads))
+            .collect();
+        let mut o = FlowObs::new(
+            f.id.clone(),
+            Arc::from(f.job.as_str()),
+            f.role,
+            f.dst,
+            links,
+        );
+        o.connections = f.sockets.len();
+        o.iteration = f.iteration;
+        o.iteration_start = f.iteration_start;
+        o.job_bytes = f.job_bytes;
+        o.job_attained_bytes = f.attained_bytes();
+        o.sent_bytes = f.sent_bytes;
+        o.remaining_bytes = f.remaining_bytes;
+        o.slack_bytes = f.slack_bytes;
+        o.app_backlog = f.app_backlog;
+        o.achieved = f.achieved;
+        o.upstream = self.upstream_of(f);
+        o.peer_silent = self.silent_peers.contains(&f.dst_host);
+        o
+    }
+
+    /// Step 2 of a slot: plans every local flow with the switches' answers. The decisions are
+    /// core's [`HostPolicy`]'s; this turns them into datapath orders and protobuf.
     pub fn plan(&mut self, answers: &FeedbackAnswers) -> SlotPlan {
         let slot = self.slot;
-        let tau = self.tau();
         let mut plan = SlotPlan {
             slot,
             ..Default::default()
@@ -977,231 +982,68 @@ impl HostScheduler {
                 }
             }
         }
-        let mut silent: BTreeSet<String> = BTreeSet::new();
-        // A job's flows leaving this host together (a PS worker's pushes, a server's
-        // broadcasts) split the first link between them in proportion to what each has left
-        // (MADD, as Varys does within a coflow), so they finish together. Planned one after the
-        // other, every worker sends to the same server first — each host plans with last
-        // slot's bookings — and that server's downlink is overrun while the next one idles
-        // (measured on the testbed: a PS push took 5-6 slots where 3 carry it).
-        let mut group_left: HashMap<(&str, LinkId), f64> = HashMap::new();
-        for f in self.flows.values() {
-            if let Some(&first) = f.path.first()
-                && !f.is_idle()
-                && f.remaining_bytes > 0.0
-            {
-                *group_left.entry((f.job.as_str(), first)).or_default() += f.remaining_bytes;
-            }
-        }
-        let share_of = |f: &FlowState| -> f64 {
-            let Some(&first) = f.path.first() else {
-                return f64::INFINITY;
-            };
-            match group_left.get(&(f.job.as_str(), first)) {
-                Some(&all) if all > f.remaining_bytes && !f.is_idle() => {
-                    self.topo.link(first).capacity.0 * f.remaining_bytes / all
-                }
-                _ => f64::INFINITY,
-            }
-        };
-        let mut inputs = Vec::with_capacity(self.flows.len());
-        let mut degraded_flows: HashMap<FlowId, Vec<String>> = HashMap::new();
-        for f in self.flows.values() {
-            let mut notes = Vec::new();
-            let mut path = Vec::with_capacity(f.path.len());
-            for &l in &f.path {
-                let link = self.topo.link(l);
-                let mut fb = LinkFeedback {
-                    link: l,
-                    capacity: link.capacity.0,
-                    load: Vec::new(),
-                };
-                if let Owner::Switch(s) = self.topo.owner(l) {
-                    let node = self.topo.node(s);
-                    let emulated = matches!(
-                        node.kind,
-                        NodeKind::Switch {
-                            emulator: Some(_),
-                            ..
-                        }
-                    );
-                    if emulated && f.remaining_bytes > 0.0 {
-                        if !answers.contains_key(&node.name) {
-                            silent.insert(node.name.clone());
-                            notes.push(format!("switch {} silent: its links unbooked", node.name));
-                        } else if let Some(ll) = loads.get(&(f.id.as_str(), link.name.as_str())) {
-                            if ll.capacity_bytes_per_sec.is_finite()
-                                && ll.capacity_bytes_per_sec > 0.0
-                            {
-                                fb.capacity = ll.capacity_bytes_per_sec;
-                            }
-                            fb.load.clone_from(&ll.load_bytes_per_sec);
-                        } else {
-                            // The switch answered but not for this link (refused item): as
-                            // degraded as a silent switch, and said so.
-                            notes.push(format!(
-                                "switch {} gave no load for {}: unbooked",
-                                node.name, link.name
-                            ));
-                            plan.feedback_missing += 1;
-                        }
-                    }
-                }
-                path.push(fb);
-            }
-            let ready = f.has_data_waiting();
-            let mut dependency = self.dependency(f);
-            // Alg. 2 holds back a ring or broadcast flow that seems ahead of its upstream, but
-            // upstream values are a slot stale: a sender that already holds the bytes cannot be
-            // ahead, and holding it would only idle the link (measured on the testbed: PS
-            // replies waited two slots per iteration).
-            if ready
-                && matches!(f.role, FlowRole::Ring | FlowRole::Bcast)
-                && dependency.reduction(f.sent_bytes + f.last_rate * tau) > 0.0
-            {
-                notes
-                    .push("sender holds the data: not held back by stale upstream progress".into());
-                dependency = Dependency::None;
-            }
-            if dependency == Dependency::None && self.silent_peers.contains(&f.dst_host) {
-                notes.push(format!("peer {} silent: no dependency", f.dst_host));
-                plan.flows_without_peer += 1;
-            }
-            let delivery = f.achieved.map(|a| Delivery {
-                rate: a,
-                // Under-delivery is the path's doing only if the sender had data waiting; a ring
-                // step waiting for its predecessor or a PS reply waiting for the pushes says
-                // nothing about the path (without progress counters, assume it had data).
-                backlogged: f.last_rate > 0.0
-                    && a < self.cfg.path_limited_share * f.last_rate
-                    && (f.app_backlog.is_none() || (ready && f.was_ready)),
-            });
-            inputs.push(FlowInput {
-                id: f.id.clone(),
-                iteration_start: f.precedence(self.cfg.precedence),
-                remaining_bytes: if f.is_idle() { 0.0 } else { f.remaining_bytes },
-                sent_bytes: f.sent_bytes,
-                path,
-                dependency,
-                delivery,
-                rate_cap: share_of(f),
-            });
-            degraded_flows.insert(f.id.clone(), notes);
-        }
-        let out = self.planner.plan(slot, &inputs);
-        // What each link has free in slot n: capacity minus the other hosts' bookings the
-        // switches reported and this host's own plans for slot n.
-        let mut local_now: HashMap<LinkId, f64> = HashMap::new();
-        for d in &out.decisions {
-            if let (Some(f), Some(&r)) = (self.flows.get(&d.id), d.plan.first()) {
-                for &l in &f.path {
-                    *local_now.entry(l).or_default() += r.max(0.0);
-                }
-            }
-        }
-        // Pacing beyond the plan, up to what is free: an idle flow (it books nothing) and a
-        // flow whose plan ends in this slot (Alg. 1 spreads its last bytes over the whole
-        // slot, which holds the iteration's end — and the next compute — back by up to τ).
-        // Bookings stay as planned: what others plan around is unchanged, and the extra only
-        // uses capacity nobody booked for slot n.
-        let decided: HashMap<&FlowId, &FlowDecision> =
-            out.decisions.iter().map(|d| (&d.id, d)).collect();
-        // Flows that pace beyond their plan share each link's free capacity evenly: an idle
-        // PS worker's pushes to both servers start together, and each taking the whole free
-        // uplink would overrun it twice over (paced flows do not back off on loss).
-        let wider: Vec<(&FlowInput, &FlowDecision)> = inputs
-            .iter()
-            .filter_map(|i| {
-                let (f, d) = (self.flows.get(&i.id)?, *decided.get(&i.id)?);
-                let ends_now = !d.done && d.rate > 0.0 && d.plan.iter().skip(1).all(|&r| r <= 0.0);
-                (f.is_idle() || ends_now).then_some((i, d))
-            })
+        let obs: Vec<FlowObs> = self
+            .flows
+            .values()
+            .map(|f| self.flow_obs(f, answers, &loads))
             .collect();
-        let mut sharing: HashMap<LinkId, f64> = HashMap::new();
-        for (i, _) in &wider {
-            for l in &i.path {
-                *sharing.entry(l.link).or_default() += 1.0;
-            }
-        }
-        let mut pace_at: HashMap<FlowId, f64> = HashMap::new();
-        for (i, d) in wider {
-            let own = d.plan.first().copied().unwrap_or(0.0).max(0.0);
-            let extra = i
-                .path
-                .iter()
-                .map(|l| {
-                    let ext = l.load.first().copied().filter(|x| x.is_finite());
-                    let booked = ext.unwrap_or(0.0).max(0.0)
-                        + local_now.get(&l.link).copied().unwrap_or(0.0);
-                    (l.capacity - booked).max(0.0) / sharing.get(&l.link).copied().unwrap_or(1.0)
-                })
-                .fold(f64::INFINITY, f64::min);
-            let rate = (own + extra).min(d.achievable).max(d.rate).max(0.0);
-            pace_at.insert(i.id.clone(), rate);
+        let out = self.policy.step(slot, &obs);
+        if let Some(r) = &mut self.recorded {
+            *r = obs;
         }
         let expiry = Duration::from_nanos(
-            self.cfg.slots.tau_ns() * u64::from(self.cfg.order_expiry_slots.max(1)),
+            self.cfg.policy.slots.tau_ns() * u64::from(self.cfg.order_expiry_slots.max(1)),
         );
         let me = self.cfg.host.clone();
+        let mut silent: BTreeSet<String> = BTreeSet::new();
         let mut unsynced_used: BTreeSet<String> = BTreeSet::new();
-        for d in out.decisions {
-            let sw_links = match self.flows.get(&d.id) {
+        for fo in out.flows {
+            let sw_links = match self.flows.get(&fo.id) {
                 Some(f) => self.switch_links(&f.path),
                 None => continue,
             };
-            let Some(f) = self.flows.get_mut(&d.id) else {
+            for d in &fo.degraded {
+                let name = |n: &NodeId| self.topo.node(*n).name.clone();
+                match d {
+                    Degraded::SwitchSilent { switch } => {
+                        silent.insert(name(switch));
+                    }
+                    Degraded::FeedbackMissing { .. } => plan.feedback_missing += 1,
+                    Degraded::PeerSilent { .. } => plan.flows_without_peer += 1,
+                    Degraded::ClockSkew { switch } => {
+                        unsynced_used.insert(name(switch));
+                    }
+                    Degraded::HolderNotHeldBack => {}
+                }
+            }
+            let described: Vec<String> =
+                fo.degraded.iter().map(|d| d.describe(&self.topo)).collect();
+            let Some(f) = self.flows.get_mut(&fo.id) else {
                 continue;
             };
-            f.degraded = degraded_flows.remove(&d.id).unwrap_or_default();
-            let wider = pace_at.get(&d.id).copied();
+            f.degraded = described;
             f.enforced_rate = 0.0;
-            let unsynced: Vec<&str> = sw_links
-                .iter()
-                .map(|(sw, _, _)| sw.as_str())
-                .filter(|sw| self.unsynced.contains(*sw))
-                .collect();
-            let withdraw = d.done || !unsynced.is_empty();
-            if !unsynced.is_empty() {
-                for sw in &unsynced {
-                    f.degraded.push(format!(
-                        "clock skew vs switch {sw} beyond τ/4: left to kernel TCP"
-                    ));
-                    unsynced_used.insert(sw.to_string());
+            match fo.enforce {
+                Enforce::Release => plan.clear.extend(f.sockets.iter().copied()),
+                Enforce::Pace(rate) if !f.sockets.is_empty() => {
+                    // The group's rate split evenly: NCCL and PS-Lite split a transfer evenly,
+                    // so unequal pacing would only slow the group to its slowest socket.
+                    let per = (rate / f.sockets.len() as f64).max(1.0) as u64;
+                    f.enforced_rate = per as f64 * f.sockets.len() as f64;
+                    plan.orders.extend(f.sockets.iter().map(|&key| RateOrder {
+                        key,
+                        bytes_per_sec: per,
+                        expiry,
+                    }));
                 }
-                plan.clear.extend(f.sockets.iter().copied());
-            } else if d.done && wider.is_none() {
-                plan.clear.extend(f.sockets.iter().copied());
-            } else if !f.sockets.is_empty() {
-                // The group's rate split evenly: NCCL and PS-Lite split a transfer evenly, so
-                // unequal pacing would only slow the group to its slowest socket.
-                let rate = wider.unwrap_or(d.rate);
-                let per = (rate / f.sockets.len() as f64).max(1.0) as u64;
-                f.enforced_rate = per as f64 * f.sockets.len() as f64;
-                plan.orders.extend(f.sockets.iter().map(|&key| RateOrder {
-                    key,
-                    bytes_per_sec: per,
-                    expiry,
-                }));
+                Enforce::Pace(_) => {}
             }
+            let d = fo.decision;
             f.last_rate = d.rate;
-            // One line per flow and slot at debug level (RUST_LOG=mlcc_plan=debug): what the
-            // planner saw and decided, for reading a run back slot by slot.
-            tracing::debug!(
-                target: "mlcc_plan",
-                slot = slot.0,
-                flow = %d.id,
-                idle = f.is_idle(),
-                remaining = f.remaining_bytes as u64,
-                sent = f.sent_bytes as u64,
-                backlog = f.app_backlog.map(|b| b as i64),
-                achieved = f.achieved.map(|a| a as u64),
-                plan = d.rate as u64,
-                next = d.plan.get(1).map(|r| *r as u64),
-                enforced = f.enforced_rate as u64,
-                achievable = d.achievable as u64,
-                done = d.done,
-            );
-            let key = d.key.clone();
+            f.idle = fo.idle;
+            let key = fo.booking.key().clone();
+            f.rank = key.rank;
+            let withdraw = fo.booking.is_withdraw();
             for &l in &f.path {
                 if self.table.contains(l) {
                     // Own links are ours alone to write; a refusal would be a bug in routing.
@@ -1231,7 +1073,7 @@ impl HostScheduler {
                         links,
                         first_slot: slot.0,
                         rates_bytes_per_sec: if withdraw { Vec::new() } else { d.plan.clone() },
-                        iteration_start_slot: key.iteration_start.0,
+                        rank: key.rank.0,
                         done: withdraw,
                     });
             }
@@ -1240,15 +1082,14 @@ impl HostScheduler {
                 .or_default()
                 .push(pb::FlowProgress {
                     flow_id: d.id.to_string(),
-                    sent_bytes: f.sent_bytes.max(0.0) as u64,
-                    finish_bytes: (f.sent_bytes.max(0.0) + d.rate * tau) as u64,
+                    sent_bytes: fo.sent as u64,
+                    finish_bytes: fo.finish as u64,
                     planned_rate_bytes_per_sec: d.planned_rate,
                     iteration: f.iteration,
                 });
             f.decision = Some(d);
         }
         // Withdraw flows that disappeared: empty schedules to their switches, orders cleared.
-        let rank = self.cfg.precedence;
         for f in std::mem::take(&mut self.gone) {
             plan.clear.extend(f.sockets.iter().copied());
             self.table.withdraw(&f.id);
@@ -1265,7 +1106,7 @@ impl HostScheduler {
                         links,
                         first_slot: slot.0,
                         rates_bytes_per_sec: Vec::new(),
-                        iteration_start_slot: f.precedence(rank).0,
+                        rank: f.rank.0,
                         done: true,
                     });
             }

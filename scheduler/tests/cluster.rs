@@ -8,7 +8,7 @@ use std::time::Duration;
 use mlcc_core::topology::{Topology, TopologyBuilder};
 use mlcc_core::units::parse_rate;
 use mlcc_core::{FeedbackMode, Slot, SlotConfig};
-use mlcc_scheduler::config::{Config, DatapathKind, LogFormat};
+use mlcc_scheduler::config::{Config, DatapathKind, LogFormat, PolicyConfig};
 use mlcc_scheduler::daemon::{self, Running, now_ns};
 use mlcc_scheduler::datapath::{DatapathPort, MemoryDatapath, SocketKey};
 use mlcc_scheduler::progress::{ProgressPolicy, abi};
@@ -375,15 +375,15 @@ async fn three_schedulers_share_a_switch_and_degrade_without_it() {
             peers: peers.clone(),
             admin_socket: shm.path().join("admin.sock"),
             metrics_listen: "127.0.0.1:0".parse().unwrap(),
-            slots: SlotConfig::new(Duration::from_millis(TAU_MS), 10).unwrap(),
-            eta: 1.0,
-            feedback_mode: FeedbackMode::Precedence,
+            policy: PolicyConfig {
+                mode: FeedbackMode::Precedence,
+                ..PolicyConfig::new(SlotConfig::new(Duration::from_millis(TAU_MS), 10).unwrap())
+            },
             rpc_deadline: Duration::from_millis(TAU_MS / 3),
             datapath: DatapathKind::DryRun,
             bpf_pin_dir: "unused".into(),
             tcp_tso_rtt_log: mlcc_scheduler::config::TsoRttLog::Keep,
             ps_scheduler_port: None,
-            precedence: Default::default(),
             log_format: LogFormat::Human,
             admin_group: None,
             clock_offset_ns: 0,
@@ -657,15 +657,17 @@ async fn a_slowed_predecessor_slows_its_successor() {
             peers: peers.clone(),
             admin_socket: shm.path().join("admin.sock"),
             metrics_listen: "127.0.0.1:0".parse().unwrap(),
-            slots: SlotConfig::new(Duration::from_millis(TAU_MS), K as usize).unwrap(),
-            eta: 1.0,
-            feedback_mode: FeedbackMode::Precedence,
+            policy: PolicyConfig {
+                mode: FeedbackMode::Precedence,
+                ..PolicyConfig::new(
+                    SlotConfig::new(Duration::from_millis(TAU_MS), K as usize).unwrap(),
+                )
+            },
             rpc_deadline: Duration::from_millis(TAU_MS / 3),
             datapath: DatapathKind::DryRun,
             bpf_pin_dir: "unused".into(),
             tcp_tso_rtt_log: mlcc_scheduler::config::TsoRttLog::Keep,
             ps_scheduler_port: None,
-            precedence: Default::default(),
             log_format: LogFormat::Human,
             admin_group: None,
             clock_offset_ns: 0,

@@ -63,9 +63,12 @@ fn check_set(what: &str, topology: &Path, mlccd: &Path, host: Option<&str>, swit
         .unwrap_or_else(|e| panic!("{what}: switchd config: {e}"));
         Emulator::new(&topo, sw, s.slots, s.feedback_mode, Slot(0))
             .unwrap_or_else(|e| panic!("{what}: switch {sw}: {e}"));
-        assert_eq!(s.slots, m.slots, "{what}: τ/K of mlccd and switchd differ");
         assert_eq!(
-            s.feedback_mode, m.feedback_mode,
+            s.slots, m.policy.slots,
+            "{what}: τ/K of mlccd and switchd differ"
+        );
+        assert_eq!(
+            s.feedback_mode, m.policy.mode,
             "{what}: feedback modes differ"
         );
     }

@@ -533,8 +533,8 @@ fn check_config(path: &Path, text: &[u8]) -> bool {
     };
     match args.resolve() {
         Ok(c) => {
-            assert!(c.rpc_deadline < c.slots.tau() && !c.rpc_deadline.is_zero());
-            assert!(c.eta.is_finite() && c.eta >= 0.0);
+            assert!(c.rpc_deadline < c.policy.slots.tau() && !c.rpc_deadline.is_zero());
+            assert!(c.policy.eta.is_finite() && c.policy.eta >= 0.0);
             true
         }
         Err(e) => {

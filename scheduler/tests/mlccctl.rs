@@ -6,7 +6,7 @@ use std::time::Duration;
 use mlcc_core::topology::TopologyBuilder;
 use mlcc_core::units::parse_rate;
 use mlcc_core::{FeedbackMode, SlotConfig};
-use mlcc_scheduler::config::{Config, DatapathKind, LogFormat};
+use mlcc_scheduler::config::{Config, DatapathKind, LogFormat, PolicyConfig};
 use mlcc_scheduler::daemon;
 use mlcc_scheduler::datapath::DatapathPort;
 use mlcc_scheduler::sockets::StaticSockets;
@@ -50,15 +50,15 @@ async fn mlccctl_drives_every_admin_call() {
         peers: Default::default(),
         admin_socket: sock.clone(),
         metrics_listen: "127.0.0.1:0".parse().unwrap(),
-        slots: SlotConfig::new(Duration::from_millis(30), 10).unwrap(),
-        eta: 1.0,
-        feedback_mode: FeedbackMode::Precedence,
+        policy: PolicyConfig {
+            mode: FeedbackMode::Precedence,
+            ..PolicyConfig::new(SlotConfig::new(Duration::from_millis(30), 10).unwrap())
+        },
         rpc_deadline: Duration::from_millis(10),
         datapath: DatapathKind::DryRun,
         bpf_pin_dir: "unused".into(),
         tcp_tso_rtt_log: mlcc_scheduler::config::TsoRttLog::Keep,
         ps_scheduler_port: None,
-        precedence: Default::default(),
         log_format: LogFormat::Human,
         admin_group: None,
         clock_offset_ns: 0,

@@ -16,7 +16,7 @@ use mlcc_core::topology::Topology;
 use mlcc_core::units::BytesPerSec;
 use mlcc_daemon::tls::{Tls, TlsFiles, endpoint};
 use mlcc_proto::v1 as pb;
-use mlcc_scheduler::config::{Config, DatapathKind, LogFormat};
+use mlcc_scheduler::config::{Config, DatapathKind, LogFormat, PolicyConfig};
 use mlcc_scheduler::daemon;
 use mlcc_scheduler::datapath::{DatapathPort, MemoryDatapath};
 use mlcc_scheduler::session::Session;
@@ -209,15 +209,15 @@ async fn mlccd_peer_service_requires_a_cluster_certificate() {
         peers: Default::default(),
         admin_socket: dir.path().join("admin.sock"),
         metrics_listen: "127.0.0.1:0".parse().unwrap(),
-        slots: slots(),
-        eta: 1.0,
-        feedback_mode: FeedbackMode::Precedence,
+        policy: PolicyConfig {
+            mode: FeedbackMode::Precedence,
+            ..PolicyConfig::new(slots())
+        },
         rpc_deadline: Duration::from_millis(5),
         datapath: DatapathKind::DryRun,
         bpf_pin_dir: "unused".into(),
         tcp_tso_rtt_log: mlcc_scheduler::config::TsoRttLog::Keep,
         ps_scheduler_port: None,
-        precedence: Default::default(),
         log_format: LogFormat::Human,
         admin_group: None,
         clock_offset_ns: 0,

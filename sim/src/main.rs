@@ -20,7 +20,7 @@ use mlcc_sim::{plot, policy, report, scenario, workload};
     long_about = "Trace-driven, discrete-slot (τ = 60 ms, K = 10) simulator that runs mlcc-core's own \
 Planner, Alg. 1, Alg. 2 and load tables on clusters of up to thousands of servers, and compares \
 mlcc with per-link fair sharing, MCS (multi-stage coflows), CCML (host-side interleaving) and the \
-isolated lower bound.\n\nExamples:\n  mlcc-sim run --scenario paper-fig15 --policies mlcc,fair,mcs,ccml,isolated --seed 1 --out results/\n  mlcc-sim run --quick --policies mlcc-precedence,mlcc-all-others --out results-quick/\n  mlcc-sim run --scenario tiny --trace jobs.csv --policies mlcc,fair\n  mlcc-sim trace --scenario quick --seed 3 > jobs.csv\n  mlcc-sim list"
+isolated lower bound.\n\nExamples:\n  mlcc-sim run --scenario paper-fig15 --policies mlcc,fair,mcs,ccml,isolated --seed 1 --out results/\n  mlcc-sim run --quick --policies mlcc,mlcc-paper,mlcc-no-idle,mlcc-rank-attained-service --out results-quick/\n  mlcc-sim run --scenario tiny --trace jobs.csv --policies mlcc,fair\n  mlcc-sim trace --scenario quick --seed 3 > jobs.csv\n  mlcc-sim list"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -97,7 +97,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::List => {
             println!("scenarios: {}", scenario::NAMES.join(", "));
             println!("policies:");
-            for e in policy::REGISTRY {
+            for e in policy::registry() {
                 println!("  {:<16} {}", e.name, e.about);
             }
             Ok(())

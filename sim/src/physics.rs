@@ -23,7 +23,7 @@
 use mlcc_core::flow::FlowRole;
 use mlcc_core::topology::Topology;
 
-use crate::engine::{FlowRef, Job};
+use crate::engine::{Flow, FlowRef, Job};
 
 /// Which flows compete on a link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +92,22 @@ pub fn sendable(topo: &Topology, jobs: &[Job], active: &[FlowRef], tau: f64, out
         }
         out.push(avail.max(0.0));
     }
+}
+
+/// Bytes the sender of `f` holds at the start of the slot and has not sent: what its
+/// application has handed to the sockets (the daemon's backlog). A worker holds its whole
+/// gradient; a ring worker its own chunk plus what its predecessor delivered; a PS what it has
+/// aggregated from every worker.
+pub fn held(j: &Job, f: &Flow) -> f64 {
+    let have = match f.role {
+        FlowRole::Agg => f.bytes,
+        FlowRole::Ring => f
+            .upstream
+            .first()
+            .map_or(f.bytes, |&q| j.flows[q].sent + f.slack),
+        FlowRole::Bcast => upstream_fraction(j, f.upstream.iter().copied(), |_| 0.0) * f.bytes,
+    };
+    (have.min(f.bytes) - f.sent).max(0.0)
 }
 
 /// Moves one slot's bytes at `rates` (bytes/s per active flow), applying link sharing and the

@@ -47,7 +47,7 @@ pub fn run_policy(
 ) -> Result<PolicyRun, RunError> {
     let entry = policy::by_name(name)
         .ok_or_else(|| RunError::UnknownPolicy(name.into(), policy::names().join(", ")))?;
-    let mut pol = (entry.build)(&Context {
+    let mut pol = entry.build(&Context {
         topo: cfg.topo,
         slots: cfg.slots,
     });

@@ -33,7 +33,7 @@ fn job(id: &str, arch: Arch, workers: u32, servers: u32, iterations: u32) -> Job
 }
 
 fn build(name: &str, t: &Topology) -> Box<dyn Policy> {
-    (policy::by_name(name).unwrap().build)(&Context {
+    policy::by_name(name).unwrap().build(&Context {
         topo: t,
         slots: SlotConfig::paper(),
     })
@@ -135,7 +135,7 @@ fn isolated_is_a_lower_bound_and_mlcc_staggers() {
     let iso = run("isolated", &specs);
     for name in [
         "mlcc",
-        "mlcc-all-others",
+        "mlcc-paper",
         "mlcc-srpt",
         "mlcc-committed",
         "fair",
@@ -172,7 +172,7 @@ fn mlcc_srpt_lets_the_shorter_job_go_first() {
         job("short", Arch::Allreduce, 2, 0, 1),
     ];
     let srpt = run("mlcc-srpt", &specs);
-    let fcfs = run("mlcc-precedence", &specs);
+    let fcfs = run("mlcc-paper-precedence", &specs);
     let iso = run("isolated", &specs);
     assert!(srpt[1] <= fcfs[1], "srpt {srpt:?} fcfs {fcfs:?}");
     // Alone on the uplink except for the long job's first iteration's compute phase.
@@ -181,19 +181,20 @@ fn mlcc_srpt_lets_the_shorter_job_go_first() {
 
 /// Steps `name` until done and counts flow-slots a link held below what the flow tried.
 fn overbooked_flow_slots(name: &str, specs: &[JobSpec], committed_now: bool) -> u64 {
-    use mlcc_sim::policy::mlcc::{Mlcc, Rank, Variant};
+    use mlcc_core::host::{PolicyConfig, RankRule};
+    use mlcc_sim::policy::mlcc::{Mlcc, Visibility};
     let t = topo();
     let r = Routes::new(&t);
-    let v = Variant {
-        rank: Rank::JobRemainingBytes,
+    let cfg = PolicyConfig {
+        rank: RankRule::RemainingBytes,
         committed_now,
-        ..Variant::paper(mlcc_core::FeedbackMode::Precedence)
+        ..PolicyConfig::paper(SlotConfig::paper(), mlcc_core::FeedbackMode::Precedence)
     };
     let ctx = Context {
         topo: &t,
         slots: SlotConfig::paper(),
     };
-    let mut p: Box<dyn Policy> = Box::new(Mlcc::with(&ctx, v));
+    let mut p: Box<dyn Policy> = Box::new(Mlcc::new(&ctx, cfg, Visibility::Skewed));
     let mut e = Engine::new(&t, &r, SlotConfig::paper(), specs, Placement::Packed, 1).unwrap();
     let mut n = 0;
     while !e.finished() {
@@ -223,16 +224,4 @@ fn committed_slot_never_overbooks_where_ranked_precedence_does() {
     ];
     assert_eq!(overbooked_flow_slots("srpt+committed", &specs, true), 0);
     assert!(overbooked_flow_slots("srpt", &specs, false) > 0);
-}
-
-#[test]
-fn size_rank_orders_by_size_class_then_iteration_start() {
-    use mlcc_sim::policy::mlcc::size_rank;
-    // A job with fewer bytes left ranks first whatever its iteration start...
-    assert!(size_rank(1e8, 500) < size_rank(1e9, 3));
-    // ...within a quarter octave the earlier iteration goes first, and the rank does not
-    // move while a job's bytes drain inside its class.
-    assert!(size_rank(1.00e9, 7) < size_rank(1.05e9, 9));
-    assert_eq!(size_rank(1.00e9, 7), size_rank(1.05e9, 7));
-    assert!(size_rank(0.0, 0) < size_rank(1.0, 1));
 }

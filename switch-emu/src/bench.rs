@@ -303,7 +303,7 @@ async fn run_host(mut client: SwitchClient<Channel>, mut host: Host, span: Span)
                 .map(|(f, l, _)| pb::FeedbackQuery {
                     flow_id: f.clone(),
                     links: vec![l.clone()],
-                    iteration_start_slot: start.0,
+                    rank: start.0,
                 })
                 .collect(),
         };
@@ -335,7 +335,7 @@ async fn run_host(mut client: SwitchClient<Channel>, mut host: Host, span: Span)
                     rates_bytes_per_sec: (0..k)
                         .map(|t| cap / 4.0 * ((s as usize + j + t) % 4) as f64)
                         .collect(),
-                    iteration_start_slot: start.0,
+                    rank: start.0,
                     done: false,
                 })
                 .collect(),
@@ -461,7 +461,7 @@ impl Prebuilt {
                 .map(|(f, l, _)| pb::FeedbackQuery {
                     flow_id: f.clone(),
                     links: vec![l.clone()],
-                    iteration_start_slot: start.0,
+                    rank: start.0,
                 })
                 .collect(),
         };
@@ -476,7 +476,7 @@ impl Prebuilt {
                     links: vec![l.clone()],
                     first_slot: 0,
                     rates_bytes_per_sec: vec![0.0; k],
-                    iteration_start_slot: start.0,
+                    rank: start.0,
                     done: false,
                 })
                 .collect(),

@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use mlcc_core::flow::{FlowId, PrecedenceKey, validate_id};
+use mlcc_core::flow::{FlowId, PrecedenceKey, Rank, validate_id};
 use mlcc_core::load_table::{FeedbackMode, LoadTable, Query, TableError, Update};
 use mlcc_core::slot::{Slot, SlotConfig};
 use mlcc_core::topology::{LinkId, Topology};
@@ -282,7 +282,7 @@ impl Emulator {
                     continue;
                 }
             };
-            let key = PrecedenceKey::new(Slot(q.iteration_start_slot), flow.clone());
+            let key = PrecedenceKey::new(Rank(q.rank), flow.clone());
             let query = Query {
                 flow: &flow,
                 key: &key,
@@ -346,7 +346,7 @@ impl Emulator {
                     continue;
                 }
             };
-            let key = PrecedenceKey::new(Slot(item.iteration_start_slot), flow.clone());
+            let key = PrecedenceKey::new(Rank(item.rank), flow.clone());
             let update = Update {
                 flow: &flow,
                 publisher: &req.host,
@@ -453,7 +453,7 @@ impl Emulator {
                         publisher: e.publisher.clone(),
                         first_slot: e.first_slot.0,
                         rates_bytes_per_sec: e.rates.clone(),
-                        iteration_start_slot: e.key.iteration_start.0,
+                        rank: e.key.rank.0,
                         refreshed_slot: e.refreshed.0,
                     })
                     .collect(),
@@ -480,7 +480,7 @@ mod tests {
             links: vec![link.into()],
             first_slot: 100,
             rates_bytes_per_sec: rates.to_vec(),
-            iteration_start_slot: 1,
+            rank: 1,
             done: false,
         }
     }

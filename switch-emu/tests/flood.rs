@@ -80,7 +80,7 @@ fn fetch(host: &str, flows: usize) -> pb::FetchFeedbackRequest {
             .map(|i| pb::FeedbackQuery {
                 flow_id: format!("probe/{host}>h{}/agg", i + 2),
                 links: vec![format!("sw1->h{}", i + 2)],
-                iteration_start_slot: 1,
+                rank: 1,
             })
             .collect(),
     }

@@ -253,7 +253,7 @@ impl Frame {
                             .map(|i| pb::FeedbackQuery {
                                 flow_id: format!("j/h1>h{}/agg", i % 3 + 2),
                                 links: links(l.wrapping_add(i)),
-                                iteration_start_slot: START,
+                                rank: START,
                             })
                             .collect(),
                     })),
@@ -279,7 +279,7 @@ impl Frame {
                                 links: links(l.wrapping_add(i)),
                                 first_slot: START.wrapping_add_signed(*first as i64),
                                 rates_bytes_per_sec: vec![*rate; (i as usize) % (K + 2)],
-                                iteration_start_slot: START,
+                                rank: START,
                                 done: i % 5 == 4,
                             })
                             .collect(),
@@ -435,7 +435,7 @@ fn write_rpc_corpus() {
         links: vec![link.into()],
         first_slot: START,
         rates_bytes_per_sec: vec![1e8; K],
-        iteration_start_slot: START,
+        rank: START,
         done: false,
     };
     let update = pb::UpdateScheduleRequest {
@@ -452,7 +452,7 @@ fn write_rpc_corpus() {
         flows: vec![pb::FeedbackQuery {
             flow_id: "k/h2>h3/agg".into(),
             links: vec!["sw1->h3".into()],
-            iteration_start_slot: START,
+            rank: START,
         }],
     };
     let table = pb::TableRequest {

@@ -94,9 +94,9 @@ async fn precedence_mode_counts_only_earlier_flows() {
     let h = Harness::start(FeedbackMode::Precedence).await;
     let mut c = h.client().await;
     let mut early = item("b-early", L2, START, &[10.0; 4]);
-    early.iteration_start_slot = 5;
+    early.rank = 5;
     let mut late = item("a-late", L2, START, &[20.0; 4]);
-    late.iteration_start_slot = 6;
+    late.rank = 6;
     publish(&mut c, "h1", vec![early]).await;
     publish(&mut c, "h3", vec![late]).await;
     assert_eq!(

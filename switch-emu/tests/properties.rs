@@ -81,7 +81,7 @@ fn op() -> impl Strategy<Value = Op> {
                 links,
                 first_slot,
                 rates_bytes_per_sec: rates,
-                iteration_start_slot: key,
+                rank: key,
                 done,
             },
         );
@@ -89,7 +89,7 @@ fn op() -> impl Strategy<Value = Op> {
         |(flow_id, links, key)| pb::FeedbackQuery {
             flow_id,
             links,
-            iteration_start_slot: key,
+            rank: key,
         },
     );
     prop_oneof![

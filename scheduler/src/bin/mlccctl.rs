@@ -182,7 +182,7 @@ fn flow_json(f: &pb::FlowStatus) -> Value {
         "achievable_rate_bytes_per_sec": f.achievable_rate_bytes_per_sec,
         "remaining_bytes": f.remaining_bytes, "plan_first_slot": f.plan_first_slot,
         "plan_bytes_per_sec": f.plan_bytes_per_sec,
-        "iteration_start_slot": f.iteration_start_slot, "sockets": f.sockets,
+        "rank": f.rank, "sockets": f.sockets,
         "app_backlog_bytes": f.app_backlog_bytes,
         "enforced_rate_bytes_per_sec": f.enforced_rate_bytes_per_sec,
         "expected_bytes": f.expected_bytes,

@@ -152,8 +152,8 @@ async fn serve(config: Config) -> Result<(), String> {
         host = %config.host,
         shm_dir = %config.shm_dir.display(),
         admin = %config.admin_socket.display(),
-        tau_ms = config.slots.tau().as_millis() as u64,
-        horizon = config.slots.horizon(),
+        tau_ms = config.policy.slots.tau().as_millis() as u64,
+        horizon = config.policy.slots.horizon(),
         "mlccd starting"
     );
     let running = daemon::start(

@@ -265,12 +265,16 @@ fn a_flow_quiet_for_a_slot_has_all_it_enqueued_acked() {
     let f = s.flows().next().unwrap();
     // Only what was acked in mlccd's sight counts: 5 MB look still waiting.
     assert_eq!(f.app_backlog, Some(5.0 * MB as f64));
-    assert!(!f.is_idle());
+    let idle = |f: &FlowState| s.config().policy.is_idle(f.remaining_bytes, f.app_backlog);
+    assert!(!idle(f));
     // A slot without a byte handed over or acked: nothing is in flight after all.
     s.observe(Slot(3), &obs(&p, 10 * MB));
     let f = s.flows().next().unwrap();
     assert_eq!((f.sent_bytes, f.app_backlog), (10.0 * MB as f64, Some(0.0)));
-    assert!(f.is_idle(), "waiting for its predecessor, not backlogged");
+    assert!(
+        s.config().policy.is_idle(f.remaining_bytes, f.app_backlog),
+        "waiting for its predecessor, not backlogged"
+    );
     // And the counts stay anchored: 2 MB more handed over and acked.
     p.snapshot.bytes_sent = 12 * MB;
     s.observe(Slot(4), &obs(&p, 12 * MB));

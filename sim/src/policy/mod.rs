@@ -3,6 +3,7 @@
 //! Adding a policy = one module + one registry line; the engine, physics and reports only
 //! see the trait.
 
+use mlcc_core::host::{PolicyConfig, RankRule};
 use mlcc_core::topology::Topology;
 use mlcc_core::{FeedbackMode, SlotConfig};
 
@@ -68,136 +69,192 @@ pub struct Context<'a> {
     pub slots: SlotConfig,
 }
 
+/// How a policy is built: the baselines each by their own constructor, mlcc variants as a core
+/// [`PolicyConfig`] (the daemon's by default) and a clock model.
+#[derive(Clone, Copy)]
+enum Build {
+    Fixed(fn(&Context<'_>) -> Box<dyn Policy>),
+    Mlcc(fn(SlotConfig) -> PolicyConfig, Visibility),
+    /// The daemon's config with one rule (a name of [`PolicyConfig::RULES`]) switched off.
+    MlccWithout(&'static str),
+    /// The daemon's config with another rank rule.
+    MlccRank(RankRule),
+}
+
 pub struct Entry {
-    pub name: &'static str,
-    pub about: &'static str,
-    pub build: fn(&Context<'_>) -> Box<dyn Policy>,
+    pub name: String,
+    pub about: String,
+    build: Build,
 }
 
-pub const REGISTRY: &[Entry] = &[
-    Entry {
-        name: "mlcc",
-        about: "mlcc-core's Planner (Alg. 1 + Alg. 2) per host, per-owner load tables; default feedback mode, skewed host clocks",
-        build: |c| {
-            Box::new(mlcc::Mlcc::new(
+impl Entry {
+    pub fn build(&self, c: &Context<'_>) -> Box<dyn Policy> {
+        match (self.build, self.mlcc_config(c.slots)) {
+            (Build::Fixed(f), _) => f(c),
+            (_, Some((cfg, vis))) => Box::new(mlcc::Mlcc::new(c, cfg, vis)),
+            // Only a rule name outside PolicyConfig::RULES; the registry lists none.
+            (_, None) => Box::new(mlcc::Mlcc::new(
                 c,
-                FeedbackMode::default(),
+                PolicyConfig::new(c.slots),
                 Visibility::Skewed,
-            ))
-        },
-    },
-    Entry {
-        name: "mlcc-precedence",
-        about: "mlcc with `precedence` feedback (only earlier flows' bookings)",
-        build: |c| {
-            Box::new(mlcc::Mlcc::new(
-                c,
-                FeedbackMode::Precedence,
-                Visibility::Skewed,
-            ))
-        },
-    },
-    Entry {
-        name: "mlcc-all-others",
-        about: "mlcc with `all-others` feedback (the paper's)",
-        build: |c| {
-            Box::new(mlcc::Mlcc::new(
-                c,
-                FeedbackMode::AllOthers,
-                Visibility::Skewed,
-            ))
-        },
-    },
-    Entry {
-        name: "mlcc-srpt",
-        about: "mlcc-precedence ranked by the job's remaining bytes (shortest job first), slot n planned around every committed booking",
-        build: |c| {
-            Box::new(mlcc::Mlcc::with(
-                c,
-                mlcc::Variant {
-                    rank: mlcc::Rank::JobRemainingBytes,
-                    committed_now: true,
-                    ..mlcc::Variant::paper(FeedbackMode::Precedence)
-                },
-            ))
-        },
-    },
-    Entry {
-        name: "mlcc-srpt-split",
-        about: "mlcc-srpt with a job's flows from one host splitting their first link by bytes left (MADD), as mlccd does",
-        build: |c| {
-            Box::new(mlcc::Mlcc::with(
-                c,
-                mlcc::Variant {
-                    rank: mlcc::Rank::JobRemainingBytes,
-                    committed_now: true,
-                    split_uplink: true,
-                    ..mlcc::Variant::paper(FeedbackMode::Precedence)
-                },
-            ))
-        },
-    },
-    Entry {
-        name: "mlcc-committed",
-        about: "mlcc-precedence with slot n planned around every committed booking (no overbooking)",
-        build: |c| {
-            Box::new(mlcc::Mlcc::with(
-                c,
-                mlcc::Variant {
-                    committed_now: true,
-                    ..mlcc::Variant::paper(FeedbackMode::Precedence)
-                },
-            ))
-        },
-    },
-    Entry {
-        name: "mlcc-precedence-lockstep",
-        about: "mlcc-precedence with perfectly synchronized hosts (no host sees a same-slot plan)",
-        build: |c| {
-            Box::new(mlcc::Mlcc::new(
-                c,
-                FeedbackMode::Precedence,
-                Visibility::Lockstep,
-            ))
-        },
-    },
-    Entry {
-        name: "mlcc-all-others-lockstep",
-        about: "mlcc-all-others with perfectly synchronized hosts (livelocks: see README)",
-        build: |c| {
-            Box::new(mlcc::Mlcc::new(
-                c,
-                FeedbackMode::AllOthers,
-                Visibility::Lockstep,
-            ))
-        },
-    },
-    Entry {
-        name: "fair",
-        about: "per-link max-min fair sharing (what TCP converges to)",
-        build: |_| Box::new(fair::Fair::default()),
-    },
-    Entry {
-        name: "mcs",
-        about: "multi-stage coflow scheduling with start-after dependencies, fabric as one big switch",
-        build: |c| Box::new(mcs::Mcs::new(c)),
-    },
-    Entry {
-        name: "ccml",
-        about: "host-side interleaving of co-located jobs' communication phases, fair in the fabric",
-        build: |c| Box::new(ccml::Ccml::new(c)),
-    },
-    Entry {
-        name: "isolated",
-        about: "every job alone on the fabric (max-min within the job): the lower bound",
-        build: |_| Box::new(isolated::Isolated::default()),
-    },
-];
-
-pub fn by_name(name: &str) -> Option<&'static Entry> {
-    REGISTRY.iter().find(|e| e.name == name)
+            )),
+        }
+    }
 }
 
-pub fn names() -> Vec<&'static str> {
-    REGISTRY.iter().map(|e| e.name).collect()
+fn fixed(name: &str, about: &str, build: fn(&Context<'_>) -> Box<dyn Policy>) -> Entry {
+    Entry {
+        name: name.into(),
+        about: about.into(),
+        build: Build::Fixed(build),
+    }
+}
+
+fn mlcc_entry(
+    name: &str,
+    about: &str,
+    cfg: fn(SlotConfig) -> PolicyConfig,
+    vis: Visibility,
+) -> Entry {
+    Entry {
+        name: name.into(),
+        about: about.into(),
+        build: Build::Mlcc(cfg, vis),
+    }
+}
+
+/// Every policy by name. `mlcc` is mlccd's default config by construction
+/// (`PolicyConfig::new`); `mlcc-no-<rule>` switches one of its rules off and
+/// `mlcc-rank-<rule>` changes its rank rule, for ablations.
+pub fn registry() -> Vec<Entry> {
+    use FeedbackMode::{AllOthers, Precedence};
+    let mut v = vec![
+        mlcc_entry(
+            "mlcc",
+            "mlccd's own policy (core's HostPolicy with its default config), per-owner load tables, skewed host clocks",
+            PolicyConfig::new,
+            Visibility::Skewed,
+        ),
+        mlcc_entry(
+            "mlcc-paper",
+            "the paper as published: Alg. 1 + Alg. 2 alone, all-others feedback, iteration-start ranks",
+            |s| PolicyConfig::paper(s, AllOthers),
+            Visibility::Skewed,
+        ),
+        mlcc_entry(
+            "mlcc-paper-precedence",
+            "mlcc-paper with precedence feedback (only earlier flows' bookings)",
+            |s| PolicyConfig::paper(s, Precedence),
+            Visibility::Skewed,
+        ),
+        mlcc_entry(
+            "mlcc-paper-precedence-lockstep",
+            "mlcc-paper-precedence with perfectly synchronized hosts (no host sees a same-slot plan)",
+            |s| PolicyConfig::paper(s, Precedence),
+            Visibility::Lockstep,
+        ),
+        mlcc_entry(
+            "mlcc-paper-lockstep",
+            "mlcc-paper with perfectly synchronized hosts (livelocks: see README)",
+            |s| PolicyConfig::paper(s, AllOthers),
+            Visibility::Lockstep,
+        ),
+        mlcc_entry(
+            "mlcc-srpt",
+            "mlcc-paper-precedence ranked by the job's remaining bytes, slot n planned around every committed booking",
+            |s| PolicyConfig {
+                rank: RankRule::RemainingBytes,
+                committed_now: true,
+                ..PolicyConfig::paper(s, Precedence)
+            },
+            Visibility::Skewed,
+        ),
+        mlcc_entry(
+            "mlcc-lockstep",
+            "mlcc with perfectly synchronized hosts",
+            PolicyConfig::new,
+            Visibility::Lockstep,
+        ),
+        mlcc_entry(
+            "mlcc-committed",
+            "mlcc with slot n planned around the slot-n rates lower-ranked flows already committed",
+            |s| PolicyConfig {
+                committed_now: true,
+                ..PolicyConfig::new(s)
+            },
+            Visibility::Skewed,
+        ),
+    ];
+    for rule in PolicyConfig::RULES {
+        if PolicyConfig::default().with_rule(rule, false) == Some(PolicyConfig::default()) {
+            continue; // off by default: nothing to switch off
+        }
+        v.push(Entry {
+            name: format!("mlcc-no-{rule}"),
+            about: format!("mlcc with its {rule} rule switched off"),
+            build: Build::MlccWithout(rule),
+        });
+    }
+    for rank in RankRule::ALL {
+        if rank == PolicyConfig::default().rank {
+            continue;
+        }
+        v.push(Entry {
+            name: format!("mlcc-rank-{rank}"),
+            about: format!("mlcc with the {rank} rank rule"),
+            build: Build::MlccRank(rank),
+        });
+    }
+    v.extend([
+        fixed(
+            "fair",
+            "per-link max-min fair sharing (what TCP converges to)",
+            |_| Box::new(fair::Fair::default()),
+        ),
+        fixed(
+            "mcs",
+            "multi-stage coflow scheduling with start-after dependencies, fabric as one big switch",
+            |c| Box::new(mcs::Mcs::new(c)),
+        ),
+        fixed(
+            "ccml",
+            "host-side interleaving of co-located jobs' communication phases, fair in the fabric",
+            |c| Box::new(ccml::Ccml::new(c)),
+        ),
+        fixed(
+            "isolated",
+            "every job alone on the fabric (max-min within the job): the lower bound",
+            |_| Box::new(isolated::Isolated::default()),
+        ),
+    ]);
+    v
+}
+
+impl Entry {
+    /// The core policy config and clock model of an mlcc variant; `None` for the baselines.
+    pub fn mlcc_config(&self, slots: SlotConfig) -> Option<(PolicyConfig, Visibility)> {
+        match self.build {
+            Build::Fixed(_) => None,
+            Build::Mlcc(cfg, vis) => Some((cfg(slots), vis)),
+            Build::MlccWithout(rule) => Some((
+                PolicyConfig::new(slots).with_rule(rule, false)?,
+                Visibility::Skewed,
+            )),
+            Build::MlccRank(rank) => Some((
+                PolicyConfig {
+                    rank,
+                    ..PolicyConfig::new(slots)
+                },
+                Visibility::Skewed,
+            )),
+        }
+    }
+}
+
+pub fn by_name(name: &str) -> Option<Entry> {
+    registry().into_iter().find(|e| e.name == name)
+}
+
+pub fn names() -> Vec<String> {
+    registry().into_iter().map(|e| e.name).collect()
 }

@@ -108,7 +108,7 @@ pub fn item(flow: &str, link: &str, first: u64, rates: &[f64]) -> pb::ScheduleIt
         links: vec![link.into()],
         first_slot: first,
         rates_bytes_per_sec: rates.to_vec(),
-        iteration_start_slot: 0,
+        rank: 0,
         done: false,
     }
 }
@@ -117,7 +117,7 @@ pub fn query(flow: &str, links: &[&str], key: u64) -> pb::FeedbackQuery {
     pb::FeedbackQuery {
         flow_id: flow.into(),
         links: links.iter().map(|l| l.to_string()).collect(),
-        iteration_start_slot: key,
+        rank: key,
     }
 }
 

@@ -1,0 +1,224 @@
+//! The one policy config: every rule of [`super::HostPolicy`] beyond Alg. 1 / Alg. 2 has a
+//! field here, and the defaults are mlccd's. Nothing else in the workspace defines them:
+//! mlccd's flags and config file override fields, and mlcc-sim's variants are values of it.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::load_table::FeedbackMode;
+use crate::slot::SlotConfig;
+
+/// What the first component of a flow's precedence key holds: lower claims bandwidth first.
+/// Every host and switch of a cluster must use the same rule.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RankRule {
+    /// The slot the flow's iteration started in (DESIGN.md §6, the paper): first come, first
+    /// served.
+    IterationStart,
+    /// The job's model bytes (what each iteration moves), smaller first: shortest job first,
+    /// which lowers mean JCT where FCFS makes a small job wait behind a large one (measured on
+    /// the testbed and in mlcc-sim). Stable over a job's life and the same on every host of
+    /// the job, so bookings never reorder mid-iteration.
+    #[default]
+    #[serde(alias = "job-size")]
+    JobBytes,
+    /// The bytes the job has sent so far over all its iterations, in size classes: least
+    /// attained service first, as Tiresias does for GPU time. Needs no knowledge of the
+    /// future; a job's rank grows as it runs, so young jobs overtake old ones.
+    AttainedService,
+    /// The bytes the job still has to send until it finishes, in size classes: shortest
+    /// remaining first (SRPT). Only where a job states its total iterations
+    /// (`MLCC_TOTAL_ITERATIONS`); other jobs fall back to [`RankRule::JobBytes`].
+    RemainingBytes,
+}
+
+impl RankRule {
+    pub const ALL: [RankRule; 4] = [
+        RankRule::IterationStart,
+        RankRule::JobBytes,
+        RankRule::AttainedService,
+        RankRule::RemainingBytes,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RankRule::IterationStart => "iteration-start",
+            RankRule::JobBytes => "job-bytes",
+            RankRule::AttainedService => "attained-service",
+            RankRule::RemainingBytes => "remaining-bytes",
+        }
+    }
+}
+
+impl fmt::Display for RankRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RankRule {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        // `job-size` was this rule's name before the rank rules moved into core.
+        if s == "job-size" {
+            return Ok(RankRule::JobBytes);
+        }
+        RankRule::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = RankRule::ALL.iter().map(|r| r.as_str()).collect();
+                format!("unknown rank rule {s:?} (one of: {})", names.join(", "))
+            })
+    }
+}
+
+/// Knobs of the per-host policy. `Default` is what mlccd runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PolicyConfig {
+    pub slots: SlotConfig,
+    /// η: weight of the delay a plan imposes on others, against its own completion (Alg. 1).
+    pub eta: f64,
+    pub mode: FeedbackMode,
+    pub rank: RankRule,
+    /// A flow whose application has handed over less than [`Self::idle_backlog_bytes`] that is
+    /// still unacknowledged books nothing and is paced at what its path has free: a PS server
+    /// waiting for pushes, a ring step waiting for its predecessor, a worker computing.
+    pub idle_books_nothing: bool,
+    pub idle_backlog_bytes: f64,
+    /// A ring or broadcast sender that already holds its bytes is not held back by Alg. 2:
+    /// peers' progress is a slot stale, and a sender with the data cannot be ahead of its
+    /// upstream.
+    pub holder_not_held_back: bool,
+    /// B_f learns from a slot's delivery only where the flow was path-limited: it delivered
+    /// less than `path_limited_share` of its plan and data waited at both ends of the slot.
+    /// Off: B_f stays at the path capacity.
+    pub delivery_samples: bool,
+    pub path_limited_share: f64,
+    /// A job's flows leaving one host over the same first link split it in proportion to what
+    /// each has left (MADD), so a PS worker's pushes pipeline into every server at once.
+    pub split_uplink: bool,
+    /// Idle flows and flows whose plan ends this slot are paced beyond their plan, into the
+    /// capacity of slot n that nobody booked (shared evenly among such flows per link).
+    pub pace_free_capacity: bool,
+    /// Lowest rate ordered per connection (bytes/s): Linux pacing stamps do not move when the
+    /// rate rises, so a lower rate would freeze a held-back flow long after it resumed.
+    pub rate_floor_per_connection: f64,
+    /// Peer progress older than this many slots, or of another iteration, is ignored.
+    pub peer_stale_slots: u64,
+    /// In `precedence` mode, slot n is also planned around the slot-n rates that lower-ranked
+    /// flows already committed in slot n (they are sending now and can only yield from n+1).
+    /// Needs the committed load in the answers ([`super::LinkObs::committed_now`]).
+    pub committed_now: bool,
+}
+
+impl PolicyConfig {
+    pub fn new(slots: SlotConfig) -> Self {
+        PolicyConfig {
+            slots,
+            eta: 1.0,
+            mode: FeedbackMode::default(),
+            rank: RankRule::default(),
+            idle_books_nothing: true,
+            idle_backlog_bytes: 64.0 * 1024.0,
+            holder_not_held_back: true,
+            delivery_samples: true,
+            path_limited_share: 0.9,
+            split_uplink: true,
+            pace_free_capacity: true,
+            rate_floor_per_connection: 125_000.0,
+            peer_stale_slots: 2,
+            committed_now: false,
+        }
+    }
+
+    /// The paper's system as published: iteration-start ranks, Alg. 1 and Alg. 2 alone (no
+    /// idle, holder, split, pacing, rate-floor or committed-slot rules).
+    pub fn paper(slots: SlotConfig, mode: FeedbackMode) -> Self {
+        PolicyConfig {
+            mode,
+            rank: RankRule::IterationStart,
+            idle_books_nothing: false,
+            holder_not_held_back: false,
+            split_uplink: false,
+            pace_free_capacity: false,
+            rate_floor_per_connection: 0.0,
+            ..PolicyConfig::new(slots)
+        }
+    }
+
+    /// Whether a flow with `remaining_bytes` left in its iteration and `app_backlog` handed
+    /// over but unacknowledged is idle (see [`Self::idle_books_nothing`]).
+    pub fn is_idle(&self, remaining_bytes: f64, app_backlog: Option<f64>) -> bool {
+        self.idle_books_nothing
+            && remaining_bytes > 0.0
+            && app_backlog.is_some_and(|b| b < self.idle_backlog_bytes)
+    }
+
+    /// The rules that can be switched off, by name, for ablations (`mlcc-sim --policies
+    /// mlcc-no-<rule>`).
+    pub const RULES: [&'static str; 7] = [
+        "idle",
+        "holder",
+        "delivery-samples",
+        "split-uplink",
+        "pace-free",
+        "rate-floor",
+        "committed-now",
+    ];
+
+    /// This config with rule `name` (one of [`Self::RULES`]) set to `on`.
+    pub fn with_rule(mut self, name: &str, on: bool) -> Option<Self> {
+        match name {
+            "idle" => self.idle_books_nothing = on,
+            "holder" => self.holder_not_held_back = on,
+            "delivery-samples" => self.delivery_samples = on,
+            "split-uplink" => self.split_uplink = on,
+            "pace-free" => self.pace_free_capacity = on,
+            "rate-floor" => {
+                self.rate_floor_per_connection = if on {
+                    PolicyConfig::new(self.slots).rate_floor_per_connection
+                } else {
+                    0.0
+                }
+            }
+            "committed-now" => self.committed_now = on,
+            _ => return None,
+        }
+        Some(self)
+    }
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig::new(SlotConfig::paper())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_rules_parse_by_name_and_the_old_name_still_works() {
+        for r in RankRule::ALL {
+            assert_eq!(r.as_str().parse::<RankRule>(), Ok(r));
+        }
+        assert_eq!("job-size".parse::<RankRule>(), Ok(RankRule::JobBytes));
+        assert!("fifo".parse::<RankRule>().unwrap_err().contains("one of"));
+    }
+
+    #[test]
+    fn every_rule_can_be_switched_off_by_name() {
+        let on = PolicyConfig::default();
+        for r in PolicyConfig::RULES {
+            let off = on.with_rule(r, false).unwrap();
+            assert_ne!(off, on.with_rule(r, true).unwrap(), "{r}");
+        }
+        assert!(on.with_rule("nope", false).is_none());
+    }
+}

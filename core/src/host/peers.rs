@@ -1,0 +1,93 @@
+//! Peers' progress (the RPC form of the paper's ACK piggyback) and the Alg. 2 dependency it
+//! gives a flow.
+
+use serde::Serialize;
+
+use crate::alg2::Dependency;
+use crate::flow::FlowRole;
+use crate::slot::Slot;
+
+/// Progress of another host's flow, as its daemon reported it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct PeerProgress {
+    /// S: bytes sent in its iteration.
+    pub sent: f64,
+    /// F = S + r·τ: where it will be at the end of the slot it reported from.
+    pub finish: f64,
+    pub iteration: u64,
+    /// The slot the report arrived in.
+    pub seen: Slot,
+}
+
+/// The dependency of a flow of `role` in `iteration` at `slot`, from the reports of the flows
+/// it depends on: only reports of the same iteration that are at most `stale_slots` old count
+/// (an older one speaks of a past the flow has left). No report: no dependency.
+pub(crate) fn dependency(
+    role: FlowRole,
+    iteration: u64,
+    slack_bytes: f64,
+    upstream: &[PeerProgress],
+    slot: Slot,
+    stale_slots: u64,
+) -> Dependency {
+    let values: Vec<f64> = upstream
+        .iter()
+        .filter(|p| {
+            p.iteration == iteration && slot.since(p.seen).is_some_and(|d| d <= stale_slots)
+        })
+        .map(|p| p.finish)
+        .collect();
+    if values.is_empty() {
+        return Dependency::None;
+    }
+    match role {
+        FlowRole::Ring => Dependency::Ring {
+            predecessor_progress: values.iter().copied().fold(f64::INFINITY, f64::min),
+            slack_bytes,
+        },
+        FlowRole::Agg => Dependency::Aggregation {
+            broadcast_progress: values,
+        },
+        FlowRole::Bcast => Dependency::Broadcast {
+            aggregation_progress: values,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(finish: f64, iteration: u64, seen: u64) -> PeerProgress {
+        PeerProgress {
+            sent: 0.0,
+            finish,
+            iteration,
+            seen: Slot(seen),
+        }
+    }
+
+    #[test]
+    fn only_fresh_reports_of_the_same_iteration_count() {
+        let up = [p(10.0, 3, 9), p(20.0, 3, 7), p(30.0, 2, 10)];
+        // At slot 10 with 2 slots of tolerance: the report seen in slot 7 is stale and the one
+        // of iteration 2 is of the past.
+        assert_eq!(
+            dependency(FlowRole::Bcast, 3, 0.0, &up, Slot(10), 2),
+            Dependency::Broadcast {
+                aggregation_progress: vec![10.0]
+            }
+        );
+        assert_eq!(
+            dependency(FlowRole::Ring, 3, 5.0, &up, Slot(10), 3),
+            Dependency::Ring {
+                predecessor_progress: 10.0,
+                slack_bytes: 5.0
+            }
+        );
+        assert_eq!(
+            dependency(FlowRole::Agg, 4, 0.0, &up, Slot(10), 2),
+            Dependency::None
+        );
+    }
+}
