@@ -10,8 +10,8 @@ use mlcc_core::{Bytes, FeedbackMode, Slot};
 use mlcc_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
-use crate::daemon::Shared;
 use crate::host::Source;
+use crate::state::Shared;
 
 pub struct AdminService(Arc<Shared>);
 

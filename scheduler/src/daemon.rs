@@ -3,11 +3,11 @@
 //!
 //! All decisions are [`HostScheduler`]'s; this module only times, reads, sends and records.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use mlcc_core::Slot;
 use mlcc_core::topology::{NodeKind, Topology};
@@ -26,103 +26,11 @@ use crate::metrics::{Metrics, ModeLabels, RpcLabels, TargetLabels};
 use crate::monitor::ProgressDir;
 use crate::session::{Session, SessionFailure, Sessions};
 use crate::sockets::SocketSource;
+pub use crate::state::{
+    HISTORY_SLOTS, LoopStatus, Shared, SlotRecord, SwitchView, now_ns, set_clock_offset,
+};
 use pb::session_reply::Reply as SessionReply;
 use pb::session_request::Request as SessionRequest;
-
-/// Added to this daemon's clock: `--clock-offset-ms`, to rehearse a host with a skewed clock
-/// (CLOCK_REALTIME cannot be set per network namespace).
-static CLOCK_OFFSET_NS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
-
-/// Shifts [`now_ns`] by `ns` for the rest of the process: fault rehearsal only.
-pub fn set_clock_offset(ns: i64) {
-    CLOCK_OFFSET_NS.store(ns, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Realtime nanoseconds: slots are absolute (DESIGN.md §3).
-pub fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-        .saturating_add_signed(CLOCK_OFFSET_NS.load(std::sync::atomic::Ordering::Relaxed))
-}
-
-/// What one switch looked like from here.
-#[derive(Clone, Debug, Default)]
-pub struct SwitchView {
-    pub address: String,
-    pub reachable: bool,
-    pub skew_slots: i64,
-    /// The least clock difference (switch minus here, ns) consistent with the last reply: 0
-    /// when the switch's slot was one this host's clock passed through while the call ran.
-    pub skew_ns: i64,
-    pub last_reply_slot: u64,
-    pub failed_calls: u64,
-    pub last_rtt: Duration,
-}
-
-/// State the services read and the loop writes.
-pub struct Shared {
-    pub host: Mutex<HostScheduler>,
-    pub metrics: Arc<Metrics>,
-    pub status: Mutex<LoopStatus>,
-    pub started: Instant,
-    pub enforcing: bool,
-}
-
-#[derive(Default)]
-pub struct LoopStatus {
-    pub last_work: Duration,
-    /// Work of the last minute of slots, for the p99 in `mlccctl status`.
-    pub recent_work: VecDeque<Duration>,
-    pub degraded: Vec<String>,
-    pub switches: BTreeMap<String, SwitchView>,
-    pub last_plan: Option<SlotPlan>,
-    /// The headers of this slot's readable progress files: the local members of each job,
-    /// listed by `ListJobs` even before (or without) any flow.
-    pub local_processes: Vec<crate::progress::ProgressHeader>,
-    /// The last [`HISTORY_SLOTS`] slots: what the switches answered and what was published, so
-    /// an overbooked link can be traced to a degraded slot, a race, or a fault.
-    pub history: VecDeque<SlotRecord>,
-}
-
-/// How many slots of [`SlotRecord`] are kept.
-pub const HISTORY_SLOTS: usize = 32;
-
-/// One slot as this host lived it.
-#[derive(Clone, Debug)]
-pub struct SlotRecord {
-    pub slot: Slot,
-    /// Switches that answered FetchFeedback in time, with their answers.
-    pub answers: FeedbackAnswers,
-    /// Switches on active paths that did not answer in time (planned as unbooked: degraded).
-    pub silent_switches: Vec<String>,
-    /// What was published per switch this slot.
-    pub schedules: BTreeMap<String, Vec<pb::ScheduleItem>>,
-    /// Switches that acknowledged this slot's UpdateSchedule in time, with the realtime (ns) the
-    /// acknowledgement came back; to the others, the update may have arrived late or not at all.
-    pub published: Vec<(String, u64)>,
-    /// Realtime (ns) when the FetchFeedback calls went out and when the last one was settled:
-    /// the switches served them in between. A late loop runs a slot's work after its end.
-    pub fetch_ns: (u64, u64),
-    /// Realtime (ns) when the UpdateSchedule calls went out.
-    pub publish_ns: u64,
-}
-
-impl LoopStatus {
-    /// The record of `slot`, if still kept.
-    pub fn record_of(&self, slot: Slot) -> Option<&SlotRecord> {
-        self.history.iter().rev().find(|r| r.slot == slot)
-    }
-}
-
-impl Shared {
-    pub fn host(&self) -> MutexGuard<'_, HostScheduler> {
-        self.host.lock().unwrap_or_else(|e| e.into_inner())
-    }
-    pub fn status(&self) -> MutexGuard<'_, LoopStatus> {
-        self.status.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
 
 /// A running daemon.
 pub struct Running {

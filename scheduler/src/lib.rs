@@ -1,6 +1,7 @@
 //! mlcc-scheduler: the per-host daemon `mlccd` and its operator CLI `mlccctl` (DESIGN.md §9–§11).
 //!
-//! `host` is the sans-IO per-slot logic; `monitor`, `progress`, `sockets` and `datapath` read
+//! `host` is the per-slot shell around mlcc-core's `HostPolicy` (observations in, orders and
+//! protobuf out, no I/O); `monitor`, `progress`, `sockets` and `datapath` read
 //! and write the host; the daemon modules are the thin async shell around them.
 
 pub mod admin;
@@ -13,3 +14,4 @@ pub mod monitor;
 pub mod progress;
 pub mod session;
 pub mod sockets;
+pub mod state;

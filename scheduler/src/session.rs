@@ -139,7 +139,7 @@ impl Session {
             _ => deadline,
         };
         let offset = self.clock_offset_ns.load(Ordering::Relaxed);
-        let deadline_unix_ns = crate::daemon::now_ns()
+        let deadline_unix_ns = crate::state::now_ns()
             .saturating_add_signed(offset)
             .saturating_add(shed_after.as_nanos().min(u64::MAX as u128) as u64);
         let msg = pb::SessionRequest {

@@ -6,91 +6,16 @@
 //! Slots in which nothing communicates are skipped in one step (nothing can change in them),
 //! which keeps long compute phases and quiet periods cheap.
 
-use mlcc_core::flow::FlowRole;
+use mlcc_core::SlotConfig;
 use mlcc_core::job::{self, Arch, Member, Role};
 use mlcc_core::routing::{Routes, ecmp_hash_str};
-use mlcc_core::topology::{LinkId, NodeId, Topology};
-use mlcc_core::{FlowId, SlotConfig};
+use mlcc_core::topology::{NodeId, Topology};
 
+pub use crate::model::{BYTE_EPSILON, Flow, FlowRef, Job, Phase};
 use crate::physics;
 use crate::placement::{Cluster, Placement};
 use crate::policy::{Policy, View};
 use crate::workload::JobSpec;
-
-/// Bytes a flow may have left and still count as delivered (float crumbs of rate × τ).
-pub const BYTE_EPSILON: f64 = 0.5;
-
-#[derive(Clone, Debug)]
-pub struct Flow {
-    pub id: FlowId,
-    pub src: NodeId,
-    pub dst: NodeId,
-    pub role: FlowRole,
-    /// Bytes per iteration.
-    pub bytes: f64,
-    pub path: Vec<LinkId>,
-    /// Indices (in the job's `flows`) of the flows this one depends on: a broadcast flow's
-    /// aggregation flows into its PS, a ring flow's predecessor, an aggregation flow's
-    /// broadcast flows (Alg. 2 uses the latter; physics does not).
-    pub upstream: Vec<usize>,
-    /// How far a ring flow can run ahead of its predecessor: one chunk M/N.
-    pub slack: f64,
-    /// Bytes delivered in the current iteration.
-    pub sent: f64,
-    /// Last slot: the rate the policy set, the rate achieved, and whether a link (not the
-    /// policy or a dependency) held it below what it tried to send.
-    pub last_rate: f64,
-    pub last_achieved: f64,
-    pub last_link_limited: bool,
-    /// Position in this slot's active list, if active.
-    pub active_idx: Option<u32>,
-}
-
-impl Flow {
-    pub fn remaining(&self) -> f64 {
-        (self.bytes - self.sent).max(0.0)
-    }
-
-    pub fn is_done(&self) -> bool {
-        self.sent + BYTE_EPSILON >= self.bytes
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    Queued,
-    /// Computing until (not including) slot `until`.
-    Compute {
-        until: u64,
-    },
-    /// Communicating since slot `since` (the precedence key's iteration start).
-    Comm {
-        since: u64,
-    },
-    Done,
-}
-
-#[derive(Clone, Debug)]
-pub struct Job {
-    pub spec: JobSpec,
-    pub arrival_slot: u64,
-    pub hosts: Vec<NodeId>,
-    pub flows: Vec<Flow>,
-    pub compute_slots: u64,
-    pub iteration: u32,
-    pub phase: Phase,
-    pub start_slot: Option<u64>,
-    pub finish_slot: Option<u64>,
-    /// Slots spent communicating, summed over iterations.
-    pub comm_slots: u64,
-}
-
-/// One active flow: `jobs[job].flows[flow]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FlowRef {
-    pub job: u32,
-    pub flow: u32,
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {

@@ -23,16 +23,8 @@
 use mlcc_core::flow::FlowRole;
 use mlcc_core::topology::Topology;
 
-use crate::engine::{Flow, FlowRef, Job};
-
-/// Which flows compete on a link.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sharing {
-    /// All flows share the fabric (the real world).
-    Fabric,
-    /// Every job has the whole fabric to itself (the isolated lower bound).
-    PerJob,
-}
+pub use crate::model::Sharing;
+use crate::model::{Flow, FlowRef, Job};
 
 /// Buffers reused across slots.
 #[derive(Clone, Debug)]
@@ -215,7 +207,7 @@ pub fn advance(
         let f = &mut jobs[r.job as usize].flows[r.flow as usize];
         let moved = s.moved[i];
         f.sent = (f.sent + moved).min(f.bytes);
-        if f.bytes - f.sent < crate::engine::BYTE_EPSILON {
+        if f.bytes - f.sent < crate::model::BYTE_EPSILON {
             f.sent = f.bytes;
         }
         total += moved;

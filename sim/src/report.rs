@@ -2,59 +2,10 @@
 
 use std::fmt::Write as _;
 
-use mlcc_core::job::Arch;
 use serde::Serialize;
 
-use crate::engine::Job;
+pub use crate::model::JobRecord;
 use crate::run::PolicyRun;
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct JobRecord {
-    pub id: String,
-    pub model: &'static str,
-    pub arch: &'static str,
-    pub workers: u32,
-    pub servers: u32,
-    pub iterations: u32,
-    pub completed_iterations: u32,
-    pub arrival_s: f64,
-    pub start_s: Option<f64>,
-    pub finish_s: Option<f64>,
-    /// finish − arrival: queueing + compute + communication.
-    pub jct_s: Option<f64>,
-    pub comm_s: f64,
-    pub hosts: String,
-}
-
-impl JobRecord {
-    pub fn from_job(j: &Job, tau: f64) -> Self {
-        let s = |slot: u64| slot as f64 * tau;
-        JobRecord {
-            id: j.spec.id.clone(),
-            model: j.spec.model.name,
-            arch: if j.spec.arch == Arch::Ps {
-                "ps"
-            } else {
-                "ring"
-            },
-            workers: j.spec.workers,
-            servers: j.spec.servers,
-            iterations: j.spec.iterations,
-            completed_iterations: j.iteration,
-            arrival_s: j.spec.arrival_s,
-            start_s: j.start_slot.map(s),
-            finish_s: j.finish_slot.map(s),
-            jct_s: j.finish_slot.map(|f| s(f) - j.spec.arrival_s),
-            comm_s: s(j.comm_slots),
-            hosts: j
-                .hosts
-                .iter()
-                .map(|h| h.0.to_string())
-                .collect::<Vec<_>>()
-                .join(" "),
-        }
-    }
-}
 
 pub fn jobs_csv(run: &PolicyRun) -> String {
     let mut s = String::from(

@@ -4,7 +4,7 @@
 
 use super::fair::Fair;
 use super::{Policy, View};
-use crate::physics::Sharing;
+use crate::model::Sharing;
 
 #[derive(Default)]
 pub struct Isolated {

@@ -21,7 +21,7 @@ use mlcc_core::flow::FlowRole;
 use mlcc_core::job::Arch;
 
 use super::{Context, Policy, View};
-use crate::engine::BYTE_EPSILON;
+use crate::model::BYTE_EPSILON;
 
 pub struct Mcs {
     up: Vec<f64>,

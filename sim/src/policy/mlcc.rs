@@ -24,7 +24,7 @@ use mlcc_core::topology::{LinkId, NodeId};
 use mlcc_core::{FeedbackMode, FlowId, LoadTable, PrecedenceKey, Slot};
 
 use super::{Context, Policy, View};
-use crate::engine::Phase;
+use crate::model::Phase;
 use crate::physics;
 
 /// When a host's plan becomes visible to the other hosts.

@@ -7,8 +7,8 @@ use mlcc_core::host::{PolicyConfig, RankRule};
 use mlcc_core::topology::Topology;
 use mlcc_core::{FeedbackMode, SlotConfig};
 
-use crate::engine::{Flow, FlowRef, Job};
-use crate::physics::Sharing;
+use crate::model::Sharing;
+use crate::model::{Flow, FlowRef, Job};
 use mlcc::Visibility;
 
 pub mod ccml;

@@ -1,0 +1,142 @@
+//! The simulator's model of jobs and flows: what the engine advances, the physics moves and
+//! the policies read. Kept apart so that each of them depends on the model, not on the others.
+
+use mlcc_core::FlowId;
+use mlcc_core::flow::FlowRole;
+use mlcc_core::job::Arch;
+use mlcc_core::topology::{LinkId, NodeId};
+use serde::Serialize;
+
+use crate::workload::JobSpec;
+
+/// Bytes a flow may have left and still count as delivered (float crumbs of rate × τ).
+pub const BYTE_EPSILON: f64 = 0.5;
+
+#[derive(Clone, Debug)]
+pub struct Flow {
+    pub id: FlowId,
+    pub src: NodeId,
+    pub dst: NodeId,
+    pub role: FlowRole,
+    /// Bytes per iteration.
+    pub bytes: f64,
+    pub path: Vec<LinkId>,
+    /// Indices (in the job's `flows`) of the flows this one depends on: a broadcast flow's
+    /// aggregation flows into its PS, a ring flow's predecessor, an aggregation flow's
+    /// broadcast flows (Alg. 2 uses the latter; physics does not).
+    pub upstream: Vec<usize>,
+    /// How far a ring flow can run ahead of its predecessor: one chunk M/N.
+    pub slack: f64,
+    /// Bytes delivered in the current iteration.
+    pub sent: f64,
+    /// Last slot: the rate the policy set, the rate achieved, and whether a link (not the
+    /// policy or a dependency) held it below what it tried to send.
+    pub last_rate: f64,
+    pub last_achieved: f64,
+    pub last_link_limited: bool,
+    /// Position in this slot's active list, if active.
+    pub active_idx: Option<u32>,
+}
+
+impl Flow {
+    pub fn remaining(&self) -> f64 {
+        (self.bytes - self.sent).max(0.0)
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.sent + BYTE_EPSILON >= self.bytes
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Queued,
+    /// Computing until (not including) slot `until`.
+    Compute {
+        until: u64,
+    },
+    /// Communicating since slot `since` (the precedence key's iteration start).
+    Comm {
+        since: u64,
+    },
+    Done,
+}
+
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub spec: JobSpec,
+    pub arrival_slot: u64,
+    pub hosts: Vec<NodeId>,
+    pub flows: Vec<Flow>,
+    pub compute_slots: u64,
+    pub iteration: u32,
+    pub phase: Phase,
+    pub start_slot: Option<u64>,
+    pub finish_slot: Option<u64>,
+    /// Slots spent communicating, summed over iterations.
+    pub comm_slots: u64,
+}
+
+/// One active flow: `jobs[job].flows[flow]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowRef {
+    pub job: u32,
+    pub flow: u32,
+}
+
+/// Which flows compete on a link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sharing {
+    /// All flows share the fabric (the real world).
+    Fabric,
+    /// Every job has the whole fabric to itself (the isolated lower bound).
+    PerJob,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobRecord {
+    pub id: String,
+    pub model: &'static str,
+    pub arch: &'static str,
+    pub workers: u32,
+    pub servers: u32,
+    pub iterations: u32,
+    pub completed_iterations: u32,
+    pub arrival_s: f64,
+    pub start_s: Option<f64>,
+    pub finish_s: Option<f64>,
+    /// finish − arrival: queueing + compute + communication.
+    pub jct_s: Option<f64>,
+    pub comm_s: f64,
+    pub hosts: String,
+}
+
+impl JobRecord {
+    pub fn from_job(j: &Job, tau: f64) -> Self {
+        let s = |slot: u64| slot as f64 * tau;
+        JobRecord {
+            id: j.spec.id.clone(),
+            model: j.spec.model.name,
+            arch: if j.spec.arch == Arch::Ps {
+                "ps"
+            } else {
+                "ring"
+            },
+            workers: j.spec.workers,
+            servers: j.spec.servers,
+            iterations: j.spec.iterations,
+            completed_iterations: j.iteration,
+            arrival_s: j.spec.arrival_s,
+            start_s: j.start_slot.map(s),
+            finish_s: j.finish_slot.map(s),
+            jct_s: j.finish_slot.map(|f| s(f) - j.spec.arrival_s),
+            comm_s: s(j.comm_slots),
+            hosts: j
+                .hosts
+                .iter()
+                .map(|h| h.0.to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+        }
+    }
+}
