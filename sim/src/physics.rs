@@ -22,6 +22,7 @@
 
 use mlcc_core::flow::FlowRole;
 use mlcc_core::topology::Topology;
+use mlcc_harness::fluid::{self, Links};
 
 pub use crate::model::Sharing;
 use crate::model::{Flow, FlowRef, Job};
@@ -29,9 +30,7 @@ use crate::model::{Flow, FlowRef, Job};
 /// Buffers reused across slots.
 #[derive(Clone, Debug)]
 pub struct Scratch {
-    load: Vec<f64>,
-    capacity: Vec<f64>,
-    touched: Vec<usize>,
+    links: Links,
     wanted: Vec<f64>,
     moved: Vec<f64>,
     /// Whether a link (not data, not the policy) held the flow below what it tried.
@@ -41,9 +40,7 @@ pub struct Scratch {
 impl Scratch {
     pub fn new(topo: &Topology) -> Self {
         Scratch {
-            load: vec![0.0; topo.links().len()],
-            capacity: topo.links().iter().map(|l| l.capacity.0).collect(),
-            touched: vec![],
+            links: Links::new(topo),
             wanted: vec![],
             moved: vec![],
             scaled: vec![],
@@ -66,7 +63,7 @@ pub fn sendable(topo: &Topology, jobs: &[Job], active: &[FlowRef], tau: f64, out
             FlowRole::Ring => {
                 if let Some(&q) = f.upstream.first() {
                     let q = &j.flows[q];
-                    avail = avail.min(q.sent + f.slack - f.sent);
+                    avail = avail.min(fluid::ring_allows(q.sent, f.slack) - f.sent);
                 }
             }
             FlowRole::Bcast => {
@@ -79,7 +76,7 @@ pub fn sendable(topo: &Topology, jobs: &[Job], active: &[FlowRef], tau: f64, out
                         ((a.sent + bound).min(a.bytes) / a.bytes.max(1.0)).min(1.0)
                     })
                     .fold(1.0, f64::min);
-                avail = avail.min(frac * f.bytes - f.sent);
+                avail = avail.min(fluid::bcast_allows(frac, f.bytes) - f.sent);
             }
         }
         out.push(avail.max(0.0));
@@ -96,8 +93,11 @@ pub fn held(j: &Job, f: &Flow) -> f64 {
         FlowRole::Ring => f
             .upstream
             .first()
-            .map_or(f.bytes, |&q| j.flows[q].sent + f.slack),
-        FlowRole::Bcast => upstream_fraction(j, f.upstream.iter().copied(), |_| 0.0) * f.bytes,
+            .map_or(f.bytes, |&q| fluid::ring_allows(j.flows[q].sent, f.slack)),
+        FlowRole::Bcast => fluid::bcast_allows(
+            upstream_fraction(j, f.upstream.iter().copied(), |_| 0.0),
+            f.bytes,
+        ),
     };
     (have.min(f.bytes) - f.sent).max(0.0)
 }
@@ -128,7 +128,7 @@ pub fn advance(
             FlowRole::Agg => {}
             FlowRole::Ring => {
                 if let Some(&q) = f.upstream.first() {
-                    want = want.min(j.flows[q].sent + f.slack - f.sent);
+                    want = want.min(fluid::ring_allows(j.flows[q].sent, f.slack) - f.sent);
                 }
             }
             FlowRole::Bcast => {
@@ -143,7 +143,7 @@ pub fn advance(
                         (rate * tau).min(j.flows[a].remaining())
                     })
                 });
-                want = want.min(frac * f.bytes - f.sent);
+                want = want.min(fluid::bcast_allows(frac, f.bytes) - f.sent);
             }
         }
         s.wanted.push(want.max(0.0));
@@ -162,33 +162,17 @@ pub fn advance(
                 start + active[start..].iter().take_while(|r| r.job == job).count()
             }
         };
-        for (i, r) in active.iter().enumerate().take(end).skip(start) {
-            let f = &jobs[r.job as usize].flows[r.flow as usize];
-            for &l in &f.path {
-                if s.load[l.index()] == 0.0 {
-                    s.touched.push(l.index());
-                }
-                s.load[l.index()] += s.wanted[i];
-            }
-        }
-        for (i, r) in active.iter().enumerate().take(end).skip(start) {
-            let f = &jobs[r.job as usize].flows[r.flow as usize];
-            let scale = f
-                .path
-                .iter()
-                .map(|l| {
-                    let load = s.load[l.index()];
-                    let cap = s.capacity[l.index()] * tau;
-                    if load > cap { cap / load } else { 1.0 }
-                })
-                .fold(1.0, f64::min);
-            s.moved[i] = s.wanted[i] * scale;
-            s.scaled[i] = scale < 1.0 - 1e-9;
-        }
-        for &l in &s.touched {
-            s.load[l] = 0.0;
-        }
-        s.touched.clear();
+        s.links.share(
+            tau,
+            start..end,
+            |i| {
+                let r = active[i];
+                &jobs[r.job as usize].flows[r.flow as usize].path[..]
+            },
+            &s.wanted,
+            &mut s.moved,
+            &mut s.scaled,
+        );
         start = end;
     }
     // Broadcast never overtakes what its PS has aggregated by the end of the slot.
@@ -199,7 +183,7 @@ pub fn advance(
             let frac = upstream_fraction(j, f.upstream.iter().copied(), |a| {
                 j.flows[a].active_idx.map_or(0.0, |k| s.moved[k as usize])
             });
-            s.moved[i] = s.moved[i].min((frac * f.bytes - f.sent).max(0.0));
+            s.moved[i] = s.moved[i].min((fluid::bcast_allows(frac, f.bytes) - f.sent).max(0.0));
         }
     }
     let mut total = 0.0;

@@ -9,7 +9,7 @@ use mlcc_core::{FeedbackMode, SlotConfig};
 
 use crate::model::Sharing;
 use crate::model::{Flow, FlowRef, Job};
-use mlcc::Visibility;
+use mlcc_harness::cluster::Visibility;
 
 pub mod ccml;
 pub mod fair;

@@ -1,0 +1,292 @@
+//! One targeted test per rule of core's per-host policy (DESIGN.md §11a): each shows the rule's
+//! effect against the same observations with the rule switched off.
+
+use std::sync::Arc;
+
+use mlcc_core::host::{
+    Answer, Booking, Degraded, Enforce, FlowObs, HostPolicy, LinkObs, PeerProgress, PolicyConfig,
+    RankRule,
+};
+use mlcc_core::topology::{LinkId, Topology, TopologyBuilder};
+use mlcc_core::units::BytesPerSec;
+use mlcc_core::{FeedbackMode, FlowId, FlowRole, Slot, SlotConfig};
+
+/// 100 MB/s links: 6 MB per 60 ms slot.
+const CAP: f64 = 100e6;
+const MB: f64 = 1e6;
+const TAU: f64 = 0.06;
+
+fn topo() -> Topology {
+    let mut b = TopologyBuilder::new();
+    b.add_switch("sw", 0, None);
+    for i in 1..=4 {
+        let h = format!("h{i}");
+        b.add_host(&h, None, None);
+        b.add_duplex(&h, "sw", BytesPerSec(CAP));
+    }
+    b.build().unwrap()
+}
+
+fn link(t: &Topology, name: &str) -> LinkId {
+    t.link_by_name(name).unwrap()
+}
+
+fn cfg() -> PolicyConfig {
+    PolicyConfig::new(SlotConfig::paper())
+}
+
+fn without(rule: &str) -> PolicyConfig {
+    cfg().with_rule(rule, false).unwrap()
+}
+
+/// A flow of `job` from `src` to `dst` with `remaining` bytes left, 20 MB waiting in its
+/// sockets, an unbooked downlink and nothing else known.
+fn flow(t: &Topology, job: &str, src: &str, dst: &str, role: FlowRole, remaining: f64) -> FlowObs {
+    let up = LinkObs::unasked(link(t, &format!("{src}->sw")), CAP);
+    let mut down = LinkObs::unasked(link(t, &format!("sw->{dst}")), CAP);
+    down.answer = Answer::Load(vec![0.0; 10]);
+    let mut f = FlowObs::new(
+        FlowId::for_group(job, src, dst, role),
+        Arc::from(job),
+        role,
+        t.node_by_name(dst).unwrap(),
+        vec![up, down],
+    );
+    f.iteration_start = Slot(100);
+    f.job_bytes = 100_000_000;
+    f.remaining_bytes = remaining;
+    f.app_backlog = Some(20.0 * MB);
+    f
+}
+
+fn one(cfg: PolicyConfig, slot: u64, f: &FlowObs) -> mlcc_core::host::FlowOut {
+    HostPolicy::new(cfg)
+        .step(Slot(slot), std::slice::from_ref(f))
+        .flows
+        .remove(0)
+}
+
+fn paced(e: Enforce) -> f64 {
+    match e {
+        Enforce::Pace(r) => r,
+        Enforce::Release => panic!("released"),
+    }
+}
+
+#[test]
+fn an_idle_flow_books_nothing_and_paces_into_what_is_free() {
+    let t = topo();
+    let mut f = flow(&t, "r", "h1", "h2", FlowRole::Ring, 50.0 * MB);
+    f.app_backlog = Some(10_000.0); // waiting for its predecessor
+    let on = one(cfg(), 1, &f);
+    assert!(on.idle);
+    assert!(on.booking.is_withdraw(), "{:?}", on.booking);
+    assert_eq!(paced(on.enforce), CAP);
+    let off = one(without("idle"), 1, &f);
+    assert!(!off.idle);
+    match &off.booking {
+        Booking::Plan { rates, .. } => assert!(rates[0] > 0.0, "{rates:?}"),
+        b => panic!("{b:?}"),
+    }
+}
+
+#[test]
+fn a_sender_that_holds_its_bytes_is_not_held_back_by_stale_upstream_progress() {
+    let t = topo();
+    let mut f = flow(&t, "r", "h1", "h2", FlowRole::Ring, 50.0 * MB);
+    f.slack_bytes = 1.0 * MB;
+    let run = |cfg: PolicyConfig| {
+        let mut p = HostPolicy::new(cfg);
+        let mut f = f.clone();
+        // The predecessor reported F = 0 for this iteration, every slot.
+        f.upstream = vec![PeerProgress {
+            sent: 0.0,
+            finish: 0.0,
+            iteration: 0,
+            seen: Slot(1),
+        }];
+        p.step(Slot(1), std::slice::from_ref(&f));
+        f.sent_bytes = 1.0 * MB;
+        f.upstream[0].seen = Slot(2);
+        p.step(Slot(2), std::slice::from_ref(&f)).flows.remove(0)
+    };
+    let on = run(cfg());
+    assert_eq!(on.decision.reduction, 0.0);
+    assert!(on.degraded.contains(&Degraded::HolderNotHeldBack));
+    assert!(on.decision.rate > 0.9 * CAP, "{}", on.decision.rate);
+    let off = run(without("holder"));
+    assert!(off.decision.reduction > 0.0);
+    assert!(off.decision.rate < 0.5 * CAP, "{}", off.decision.rate);
+}
+
+#[test]
+fn b_f_learns_from_a_slot_where_data_waited_at_both_ends_and_the_path_held_it() {
+    let t = topo();
+    let f = flow(&t, "p", "h1", "h3", FlowRole::Agg, 500.0 * MB);
+    let run = |cfg: PolicyConfig| {
+        let mut p = HostPolicy::new(cfg);
+        p.step(Slot(1), std::slice::from_ref(&f));
+        let mut f = f.clone();
+        f.achieved = Some(0.3 * CAP);
+        p.step(Slot(2), std::slice::from_ref(&f)).flows.remove(0)
+    };
+    // 0.3 × 1.25 is below the floor of half the path.
+    assert_eq!(run(cfg()).decision.achievable, 0.5 * CAP);
+    assert_eq!(run(without("delivery-samples")).decision.achievable, CAP);
+    // Where the data did not wait (under a flow in flight's worth), the application, not the
+    // path, held the flow back: the slot teaches B_f nothing.
+    let mut unknown = f.clone();
+    unknown.app_backlog = Some(0.5 * MB);
+    let mut p = HostPolicy::new(cfg());
+    p.step(Slot(1), std::slice::from_ref(&unknown));
+    unknown.achieved = Some(0.3 * CAP);
+    let d = p
+        .step(Slot(2), std::slice::from_ref(&unknown))
+        .flows
+        .remove(0);
+    assert_eq!(d.decision.achievable, CAP);
+}
+
+#[test]
+fn a_jobs_flows_from_one_host_split_the_uplink_by_what_they_have_left() {
+    let t = topo();
+    let flows = [
+        flow(&t, "p", "h1", "h3", FlowRole::Agg, 30.0 * MB),
+        flow(&t, "p", "h1", "h4", FlowRole::Agg, 10.0 * MB),
+    ];
+    let on = HostPolicy::new(cfg()).step(Slot(1), &flows);
+    let (a, b) = (on.flows[0].decision.rate, on.flows[1].decision.rate);
+    assert!(
+        (a - 0.75 * CAP).abs() < 1.0 && (b - 0.25 * CAP).abs() < 1.0,
+        "{a} {b}"
+    );
+    let off = HostPolicy::new(without("split-uplink")).step(Slot(1), &flows);
+    // One after the other: the first takes the uplink, the second waits a slot.
+    assert_eq!(off.flows[0].decision.rate, CAP);
+    assert_eq!(off.flows[1].decision.rate, 0.0);
+}
+
+#[test]
+fn a_flow_whose_plan_ends_this_slot_paces_into_what_is_free() {
+    let t = topo();
+    let f = flow(&t, "r", "h1", "h2", FlowRole::Ring, 3.0 * MB);
+    let on = one(cfg(), 1, &f);
+    let planned = 3.0 * MB / TAU;
+    assert!((on.decision.rate - planned).abs() < 1.0);
+    assert_eq!(paced(on.enforce), CAP);
+    let off = one(without("pace-free"), 1, &f);
+    assert!((paced(off.enforce) - planned).abs() < 1.0);
+}
+
+#[test]
+fn a_held_back_flow_keeps_the_rate_floor_per_connection() {
+    let t = topo();
+    let mut f = flow(&t, "p", "h3", "h1", FlowRole::Bcast, 50.0 * MB);
+    f.links = vec![
+        LinkObs::unasked(link(&t, "h3->sw"), CAP),
+        LinkObs::unasked(link(&t, "sw->h1"), CAP),
+    ];
+    f.app_backlog = None; // nothing says the server holds the bytes
+    f.connections = 2;
+    f.upstream = vec![PeerProgress {
+        sent: 0.0,
+        finish: 0.0,
+        iteration: 0,
+        seen: Slot(1),
+    }];
+    let on = one(cfg(), 1, &f);
+    assert_eq!(on.decision.rate, 0.0, "nothing aggregated yet");
+    assert_eq!(paced(on.enforce), 2.0 * 125_000.0);
+    assert_eq!(paced(one(without("rate-floor"), 1, &f).enforce), 0.0);
+}
+
+#[test]
+fn peer_progress_counts_only_while_fresh_and_of_the_same_iteration() {
+    let t = topo();
+    let mut f = flow(&t, "p", "h3", "h1", FlowRole::Bcast, 50.0 * MB);
+    f.app_backlog = None;
+    let report = |iteration, seen| PeerProgress {
+        sent: 0.0,
+        finish: 0.0,
+        iteration,
+        seen: Slot(seen),
+    };
+    for (up, held) in [
+        (report(0, 9), true),
+        (report(0, 8), true),
+        (report(0, 7), false), // 3 slots old
+        (report(1, 9), false), // of another iteration
+    ] {
+        f.upstream = vec![up];
+        let d = one(cfg(), 10, &f).decision;
+        assert_eq!(d.reduction > 0.0, held, "{up:?}");
+    }
+}
+
+#[test]
+fn each_rank_rule_decides_which_job_claims_a_shared_uplink_first() {
+    let t = topo();
+    // Job a: a big model, first to start, in its first iteration, many iterations left.
+    let mut a = flow(&t, "a", "h1", "h2", FlowRole::Ring, 30.0 * MB);
+    a.job_bytes = 500_000_000;
+    a.iteration_start = Slot(5);
+    a.job_attained_bytes = Some(0.0);
+    a.job_remaining_bytes = Some(10e9);
+    // Job b: a small model, started later, three iterations done, one left.
+    let mut b = flow(&t, "b", "h1", "h3", FlowRole::Ring, 30.0 * MB);
+    b.job_bytes = 50_000_000;
+    b.iteration_start = Slot(9);
+    b.job_attained_bytes = Some(150e6);
+    b.job_remaining_bytes = Some(50e6);
+    for (rule, first) in [
+        (RankRule::IterationStart, "a"),
+        (RankRule::JobBytes, "b"),
+        (RankRule::AttainedService, "a"),
+        (RankRule::RemainingBytes, "b"),
+    ] {
+        let cfg = PolicyConfig {
+            rank: rule,
+            mode: FeedbackMode::Precedence,
+            ..cfg()
+        };
+        let out = HostPolicy::new(cfg).step(Slot(10), &[a.clone(), b.clone()]);
+        let got: Vec<&str> = out
+            .flows
+            .iter()
+            .filter(|f| f.decision.rate > 0.0)
+            .map(|f| &f.id.as_str()[..1])
+            .collect();
+        assert_eq!(got, vec![first], "{rule}");
+    }
+}
+
+#[test]
+fn slot_n_is_planned_around_what_lower_ranked_flows_committed_in_it() {
+    let t = topo();
+    // More than the horizon carries: Alg. 1 fills every slot with what it may.
+    let mut f = flow(&t, "r", "h1", "h2", FlowRole::Ring, 200.0 * MB);
+    f.links[1].committed_now = Some(0.6 * CAP);
+    let with = PolicyConfig {
+        committed_now: true,
+        mode: FeedbackMode::Precedence,
+        ..cfg()
+    };
+    assert!((one(with, 1, &f).decision.rate - 0.4 * CAP).abs() < 1.0);
+    assert_eq!(one(cfg(), 1, &f).decision.rate, CAP);
+}
+
+#[test]
+fn a_silent_or_skewed_switch_is_reported_and_a_skewed_one_releases_the_flow() {
+    let t = topo();
+    let sw = t.node_by_name("sw").unwrap();
+    let mut f = flow(&t, "r", "h1", "h2", FlowRole::Ring, 50.0 * MB);
+    f.links[1].answer = Answer::Silent { switch: sw };
+    let out = one(cfg(), 1, &f);
+    assert_eq!(out.degraded, vec![Degraded::SwitchSilent { switch: sw }]);
+    assert!(matches!(out.enforce, Enforce::Pace(_)));
+    f.links[1].unsynced_switch = Some(sw);
+    let out = one(cfg(), 1, &f);
+    assert!(out.degraded.contains(&Degraded::ClockSkew { switch: sw }));
+    assert_eq!(out.enforce, Enforce::Release);
+    assert!(out.booking.is_withdraw());
+}

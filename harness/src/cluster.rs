@@ -1,0 +1,364 @@
+//! [`Cluster`]: core's per-host policy on every host of a topology, one load table per link
+//! owner as in DESIGN.md §4 (a switch's table holds the links it transmits onto, a host's table
+//! its uplink), and the peer exchange — all in one process, on a slot clock the caller drives.
+//!
+//! A slot runs as the real system does: every host fetches feedback, plans and publishes, then
+//! reports its flows' progress to their peers (used from the next slot on: one slot stale, as
+//! mlccd sees it). With [`Visibility::Lockstep`] no host sees another host's plan of the same
+//! slot; with [`Visibility::Skewed`] hosts whose clocks run later see the earlier hosts' plans.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use mlcc_core::host::{
+    Answer, Booking, Enforce, FlowObs, HostPolicy, LinkObs, PeerProgress, PolicyConfig, RankBasis,
+};
+use mlcc_core::load_table::{Query, Update};
+use mlcc_core::topology::{LinkId, NodeId, Topology};
+use mlcc_core::{FeedbackMode, FlowId, LoadTable, PrecedenceKey, Slot};
+
+/// When a host's plan becomes visible to the other hosts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Visibility {
+    /// All hosts fetch at the slot boundary and publish after planning: nobody sees a plan
+    /// made in the same slot. The idealized, perfectly synchronized system.
+    Lockstep,
+    /// Hosts' clocks differ (DESIGN.md §3 tolerates skew up to τ/4, more than the ≤ 5 ms a
+    /// slot's planning takes), so a host whose clock runs later fetches after earlier hosts
+    /// published. Each host gets a fixed pseudo-random offset; hosts plan in offset order and
+    /// publish at once.
+    Skewed,
+}
+
+/// One active flow as its sending host observes it this slot. The cluster fills in what the
+/// network tells the host: `obs.links` (capacity and the owner's answer per link of `path`)
+/// and `obs.upstream` (the peers' last reports of the flows named in `upstream`).
+#[derive(Clone, Debug)]
+pub struct Active {
+    pub src: NodeId,
+    pub path: Vec<LinkId>,
+    pub obs: FlowObs,
+    pub upstream: Vec<FlowId>,
+}
+
+/// One host's policy step as the cluster ran it: what it observed and what it decided.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub host: NodeId,
+    pub slot: Slot,
+    pub obs: Vec<FlowObs>,
+    pub enforce: Vec<Enforce>,
+}
+
+/// A flow's slot-n rate published in slot n, with its key and publisher: what the owner of a
+/// link reports as committed for [`PolicyConfig::committed_now`].
+type Committed = (PrecedenceKey, usize, f64);
+
+pub struct Cluster {
+    cfg: PolicyConfig,
+    visibility: Visibility,
+    /// The slot being planned.
+    now: Slot,
+    /// Per link index: the slot-n rates published in slot n so far.
+    fresh: Vec<Vec<Committed>>,
+    fresh_links: Vec<usize>,
+    /// Clock offset rank per node index (Skewed visibility).
+    offset: Vec<u64>,
+    /// Node names (publisher ids in the tables), by node index.
+    names: Vec<String>,
+    /// The policy of each host, by node index.
+    policies: Vec<Option<HostPolicy>>,
+    /// Load table per owner, by node index.
+    tables: Vec<Option<LoadTable>>,
+    /// Owner node index per link index.
+    owner: Vec<usize>,
+    capacity: Vec<f64>,
+    /// Each flow's progress as its daemon last reported it to its peers.
+    progress: HashMap<FlowId, PeerProgress>,
+    next_progress: HashMap<FlowId, PeerProgress>,
+    /// Where each flow's plan is booked, so a withdrawn flow can be removed.
+    booked: HashMap<FlowId, Vec<LinkId>>,
+    planned_last: Vec<NodeId>,
+    latencies_us: Vec<f32>,
+    /// Planned rates that a table refused (should stay 0).
+    pub rejected_updates: u64,
+    recorded: Option<Vec<Recorded>>,
+}
+
+impl Cluster {
+    /// Every host of `topo` runs a policy with `cfg`.
+    pub fn new(topo: &Topology, cfg: PolicyConfig, visibility: Visibility) -> Self {
+        let n = topo.nodes().len();
+        let mut policies: Vec<Option<HostPolicy>> = (0..n).map(|_| None).collect();
+        for h in topo.hosts() {
+            policies[h.index()] = Some(HostPolicy::new(cfg));
+        }
+        let mut owned: Vec<Vec<(LinkId, mlcc_core::BytesPerSec)>> = vec![vec![]; n];
+        let mut owner = vec![0; topo.links().len()];
+        for l in topo.links() {
+            let o = topo.owner(l.id).node().index();
+            owner[l.id.index()] = o;
+            owned[o].push((l.id, l.capacity));
+        }
+        let k = cfg.slots.horizon();
+        let tables = owned
+            .into_iter()
+            .map(|links| (!links.is_empty()).then(|| LoadTable::new(k, Slot(0), links)))
+            .collect();
+        Cluster {
+            cfg,
+            visibility,
+            now: Slot(0),
+            fresh: vec![vec![]; topo.links().len()],
+            fresh_links: vec![],
+            offset: topo
+                .nodes()
+                .iter()
+                .map(|n| mlcc_core::routing::ecmp_hash_str(&n.name))
+                .collect(),
+            names: topo.nodes().iter().map(|n| n.name.clone()).collect(),
+            policies,
+            tables,
+            owner,
+            capacity: topo.links().iter().map(|l| l.capacity.0).collect(),
+            progress: HashMap::new(),
+            next_progress: HashMap::new(),
+            booked: HashMap::new(),
+            planned_last: vec![],
+            latencies_us: vec![],
+            rejected_updates: 0,
+            recorded: None,
+        }
+    }
+
+    pub fn config(&self) -> &PolicyConfig {
+        &self.cfg
+    }
+
+    /// Whether some host planned last slot: it must be stepped even without active flows, to
+    /// withdraw what it booked.
+    pub fn has_plans(&self) -> bool {
+        !self.planned_last.is_empty()
+    }
+
+    /// Wall-clock µs of every host's policy step that had flows.
+    pub fn latencies_us(&self) -> &[f32] {
+        &self.latencies_us
+    }
+
+    /// Records every policy step from now on (see [`Recorded`]).
+    pub fn record(&mut self) {
+        self.recorded = Some(Vec::new());
+    }
+
+    pub fn recorded(&self) -> &[Recorded] {
+        self.recorded.as_deref().unwrap_or_default()
+    }
+
+    /// Bytes/s booked on `link` for `slot` by every flow, as its owner's table holds it.
+    pub fn booked(&mut self, link: LinkId, slot: Slot) -> f64 {
+        let now = self.now;
+        self.tables[self.owner[link.index()]]
+            .as_mut()
+            .map_or(0.0, |t| {
+                t.advance(now);
+                t.load(link, slot).unwrap_or(0.0)
+            })
+    }
+
+    /// Fills in what the network tells `a`'s host: each link's answer from its owner's table
+    /// and the peers' last reports.
+    fn answer(&mut self, a: &mut Active) {
+        let slot = self.now;
+        let h = a.src;
+        let host = self.names[h.index()].as_str();
+        a.obs.upstream = a
+            .upstream
+            .iter()
+            .filter_map(|u| self.progress.get(u).copied())
+            .collect();
+        // The key this flow will carry, for the tables' precedence queries.
+        let key = PrecedenceKey::new(self.cfg.rank.rank(RankBasis::of(&a.obs)), a.obs.id.clone());
+        let k = self.cfg.slots.horizon();
+        let committed = self.cfg.committed_now && self.cfg.mode == FeedbackMode::Precedence;
+        a.obs.links.clear();
+        for &l in &a.path {
+            let mut lo = LinkObs::unasked(l, self.capacity[l.index()]);
+            if let Some(t) = self.tables[self.owner[l.index()]].as_mut() {
+                t.advance(slot);
+                let mut load = vec![0.0; k];
+                let q = Query {
+                    flow: &a.obs.id,
+                    key: &key,
+                    exclude_publisher: Some(host),
+                };
+                if t.feedback(l, &q, self.cfg.mode, slot, &mut load).is_ok() {
+                    lo.answer = Answer::Load(load);
+                }
+                if committed {
+                    lo.committed_now = Some(
+                        self.fresh[l.index()]
+                            .iter()
+                            .filter(|(k, p, _)| *p != h.index() && *k > key)
+                            .map(|x| x.2)
+                            .sum(),
+                    );
+                }
+            }
+            a.obs.links.push(lo);
+        }
+    }
+
+    /// Removes a finished or vanished flow's bookings from every table on its path (the
+    /// daemon publishes `done`; the effect on the tables is the same).
+    fn withdraw(&mut self, id: &FlowId) {
+        if let Some(links) = self.booked.remove(id) {
+            for l in links {
+                if let Some(t) = self.tables[self.owner[l.index()]].as_mut() {
+                    t.advance(self.now);
+                    t.withdraw(id);
+                }
+            }
+        }
+    }
+
+    /// Books a host's decisions in the tables of their paths (DESIGN.md §11 step 4).
+    fn publish(&mut self, h: NodeId, ds: Vec<(FlowId, Vec<LinkId>, Booking)>, gone: &[FlowId]) {
+        let host = self.names[h.index()].clone();
+        for id in gone {
+            self.withdraw(id);
+        }
+        for (id, path, b) in ds {
+            let Booking::Plan {
+                first_slot,
+                rates,
+                key,
+            } = b
+            else {
+                self.withdraw(&id);
+                continue;
+            };
+            if self.cfg.committed_now && rates.first().is_some_and(|&r| r > 0.0) {
+                for &l in &path {
+                    let v = &mut self.fresh[l.index()];
+                    if v.is_empty() {
+                        self.fresh_links.push(l.index());
+                    }
+                    v.push((key.clone(), h.index(), rates[0]));
+                }
+            }
+            for &l in &path {
+                if let Some(t) = self.tables[self.owner[l.index()]].as_mut() {
+                    t.advance(first_slot);
+                    let u = Update {
+                        flow: &id,
+                        publisher: &host,
+                        first_slot,
+                        rates: &rates,
+                        key: &key,
+                        done: false,
+                    };
+                    if t.update(l, &u).is_err() {
+                        self.rejected_updates += 1;
+                    }
+                }
+            }
+            self.booked.entry(id).or_insert(path);
+        }
+    }
+
+    /// Runs slot `slot` for the active flows `flows` (any order): fills in their answers,
+    /// steps every host's policy, publishes and exchanges. Returns each flow's enforcement, in
+    /// the order of `flows`.
+    pub fn step(&mut self, slot: Slot, flows: &mut [Active]) -> Vec<Enforce> {
+        // Tables advance lazily, when first touched in a slot: `advance` to a later slot covers
+        // every slot passed (history, window shift, expiry), and most of a large fabric's
+        // tables are idle in any one slot (paper-fig15 has 2100 owners).
+        self.now = slot;
+        for l in self.fresh_links.drain(..) {
+            self.fresh[l].clear();
+        }
+        let tau = self.cfg.slots.tau_secs();
+        // Active flows grouped by sending host, hosts in id order; plus hosts that planned
+        // last slot and now have nothing (they must withdraw).
+        let mut by_host: Vec<(NodeId, usize)> =
+            flows.iter().enumerate().map(|(i, a)| (a.src, i)).collect();
+        by_host.sort_unstable();
+        let mut hosts: Vec<NodeId> = by_host.iter().map(|x| x.0).collect();
+        hosts.extend(self.planned_last.iter().copied());
+        hosts.sort_unstable();
+        hosts.dedup();
+        if self.visibility == Visibility::Skewed {
+            hosts.sort_by_key(|h| (self.offset[h.index()], *h));
+        }
+
+        type Planned = (NodeId, Vec<(FlowId, Vec<LinkId>, Booking)>, Vec<FlowId>);
+        let mut lockstep: Vec<Planned> = Vec::new();
+        let mut out = vec![Enforce::Release; flows.len()];
+        let mut busy_hosts = Vec::with_capacity(hosts.len());
+        let mut idx_of: Vec<usize> = Vec::new();
+        let mut obs: Vec<FlowObs> = Vec::new();
+        for &h in &hosts {
+            idx_of.clear();
+            obs.clear();
+            // `by_host` is sorted by host; hosts may be visited in another order.
+            let first = by_host.partition_point(|x| x.0 < h);
+            for &(_, i) in by_host[first..].iter().take_while(|x| x.0 == h) {
+                self.answer(&mut flows[i]);
+                obs.push(flows[i].obs.clone());
+                idx_of.push(i);
+            }
+            let Some(policy) = self.policies[h.index()].as_mut() else {
+                continue;
+            };
+            let started = Instant::now();
+            let step = policy.step(slot, &obs);
+            if !obs.is_empty() {
+                self.latencies_us
+                    .push(started.elapsed().as_secs_f64() as f32 * 1e6);
+                busy_hosts.push(h);
+            }
+            let mut mine = Vec::with_capacity(step.flows.len());
+            for (n, fo) in step.flows.into_iter().enumerate() {
+                let i = idx_of[n];
+                out[i] = fo.enforce;
+                self.next_progress.insert(
+                    fo.id.clone(),
+                    PeerProgress {
+                        sent: fo.sent,
+                        finish: fo.sent + fo.decision.rate * tau,
+                        iteration: obs[n].iteration,
+                        seen: slot,
+                    },
+                );
+                mine.push((fo.id, flows[i].path.clone(), fo.booking));
+            }
+            if let Some(r) = &mut self.recorded {
+                r.push(Recorded {
+                    host: h,
+                    slot,
+                    obs: std::mem::take(&mut obs),
+                    enforce: idx_of.iter().map(|&i| out[i]).collect(),
+                });
+            }
+            match self.visibility {
+                Visibility::Lockstep => lockstep.push((h, mine, step.withdrawn)),
+                Visibility::Skewed => self.publish(h, mine, &step.withdrawn),
+            }
+        }
+        // Lockstep: publish only now, so no host saw another's plan for this slot.
+        for (h, ds, gone) in lockstep {
+            self.publish(h, ds, &gone);
+        }
+        self.planned_last = busy_hosts;
+        // The exchange: reports arrive after everyone planned. Older reports stay until the
+        // daemon would have dropped them (the policy judges their freshness).
+        self.progress.extend(self.next_progress.drain());
+        if slot.0.is_multiple_of(64) {
+            let keep = self.cfg.peer_stale_slots.max(1) * 4;
+            self.progress
+                .retain(|_, p| slot.since(p.seen).is_none_or(|d| d <= keep));
+        }
+        out
+    }
+}
