@@ -270,7 +270,7 @@ impl Cluster {
     /// Runs slot `slot` for the active flows `flows` (any order): fills in their answers,
     /// steps every host's policy, publishes and exchanges. Returns each flow's enforcement, in
     /// the order of `flows`.
-    pub fn step(&mut self, slot: Slot, flows: &mut [Active]) -> Vec<Enforce> {
+    pub fn step(&mut self, slot: Slot, flows: Vec<Active>) -> Vec<Enforce> {
         // Tables advance lazily, when first touched in a slot: `advance` to a later slot covers
         // every slot passed (history, window shift, expiry), and most of a large fabric's
         // tables are idle in any one slot (paper-fig15 has 2100 owners).
@@ -283,6 +283,8 @@ impl Cluster {
         // last slot and now have nothing (they must withdraw).
         let mut by_host: Vec<(NodeId, usize)> =
             flows.iter().enumerate().map(|(i, a)| (a.src, i)).collect();
+        let mut flows: Vec<Option<Active>> = flows.into_iter().map(Some).collect();
+        let mut paths: Vec<Vec<LinkId>> = vec![Vec::new(); flows.len()];
         by_host.sort_unstable();
         let mut hosts: Vec<NodeId> = by_host.iter().map(|x| x.0).collect();
         hosts.extend(self.planned_last.iter().copied());
@@ -304,8 +306,12 @@ impl Cluster {
             // `by_host` is sorted by host; hosts may be visited in another order.
             let first = by_host.partition_point(|x| x.0 < h);
             for &(_, i) in by_host[first..].iter().take_while(|x| x.0 == h) {
-                self.answer(&mut flows[i]);
-                obs.push(flows[i].obs.clone());
+                let Some(mut a) = flows[i].take() else {
+                    continue;
+                };
+                self.answer(&mut a);
+                obs.push(a.obs);
+                paths[i] = a.path;
                 idx_of.push(i);
             }
             let Some(policy) = self.policies[h.index()].as_mut() else {
@@ -331,13 +337,13 @@ impl Cluster {
                         seen: slot,
                     },
                 );
-                mine.push((fo.id, flows[i].path.clone(), fo.booking));
+                mine.push((fo.id, std::mem::take(&mut paths[i]), fo.booking));
             }
             if let Some(r) = &mut self.recorded {
                 r.push(Recorded {
                     host: h,
                     slot,
-                    obs: std::mem::take(&mut obs),
+                    obs: obs.clone(),
                     enforce: idx_of.iter().map(|&i| out[i]).collect(),
                 });
             }

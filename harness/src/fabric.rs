@@ -214,7 +214,7 @@ impl Fabric {
             .iter()
             .map(|&i| (self.allowed(&self.flows[i]) - self.flows[i].sent).max(0.0))
             .collect();
-        let mut obs: Vec<Active> = active
+        let obs: Vec<Active> = active
             .iter()
             .zip(&held)
             .map(|(&i, &held)| {
@@ -258,7 +258,7 @@ impl Fabric {
         let enforce = if active.is_empty() && !cluster.has_plans() {
             Vec::new()
         } else {
-            cluster.step(Slot(now), &mut obs)
+            cluster.step(Slot(now), obs)
         };
         let rates: Vec<f64> = active
             .iter()

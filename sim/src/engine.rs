@@ -90,6 +90,7 @@ impl<'t> Engine<'t> {
             let compute = s.model.compute_secs(s.workers);
             jobs.push(Job {
                 spec: s.clone(),
+                name: std::sync::Arc::from(s.id.as_str()),
                 arrival_slot: (s.arrival_s / tau).ceil() as u64,
                 hosts: vec![],
                 flows: vec![],

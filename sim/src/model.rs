@@ -1,6 +1,8 @@
 //! The simulator's model of jobs and flows: what the engine advances, the physics moves and
 //! the policies read. Kept apart so that each of them depends on the model, not on the others.
 
+use std::sync::Arc;
+
 use mlcc_core::FlowId;
 use mlcc_core::flow::FlowRole;
 use mlcc_core::job::Arch;
@@ -65,6 +67,8 @@ pub enum Phase {
 #[derive(Clone, Debug)]
 pub struct Job {
     pub spec: JobSpec,
+    /// The job's id, shared by every observation of its flows.
+    pub name: Arc<str>,
     pub arrival_slot: u64,
     pub hosts: Vec<NodeId>,
     pub flows: Vec<Flow>,

@@ -6,8 +6,6 @@
 //! progress files, feedback from the tables in this process instead of switch sessions, and
 //! peers' progress from the previous slot's exchange (one slot stale, as the daemon sees it).
 
-use std::sync::Arc;
-
 use mlcc_core::Slot;
 use mlcc_core::host::{Enforce, FlowObs, PolicyConfig};
 use mlcc_core::topology::{LinkId, Topology};
@@ -21,7 +19,6 @@ use crate::physics;
 
 pub struct Mlcc {
     cluster: Cluster,
-    actives: Vec<Active>,
 }
 
 /// The rate a flow sends at under `e`: its paced rate, or, released to kernel TCP (unpaced),
@@ -42,7 +39,6 @@ impl Mlcc {
         };
         Mlcc {
             cluster: Cluster::new(c.topo, cfg, visibility),
-            actives: Vec::new(),
         }
     }
 
@@ -76,7 +72,7 @@ impl Mlcc {
         let model = j.spec.model.bytes as f64;
         let mut o = FlowObs::new(
             f.id.clone(),
-            Arc::from(j.spec.id.as_str()),
+            j.name.clone(),
             f.role,
             f.dst,
             Vec::with_capacity(f.path.len()),
@@ -103,12 +99,12 @@ impl Mlcc {
 
 impl Policy for Mlcc {
     fn rates(&mut self, view: &View<'_>, out: &mut [f64]) {
-        self.actives.clear();
-        self.actives
-            .extend((0..view.active.len()).map(|i| Self::observe(view, i)));
-        let enforce = self.cluster.step(Slot(view.slot), &mut self.actives);
-        for (i, (a, e)) in self.actives.iter().zip(enforce).enumerate() {
-            out[i] = offered_rate(e, view.topo, &a.path);
+        let actives = (0..view.active.len())
+            .map(|i| Self::observe(view, i))
+            .collect();
+        let enforce = self.cluster.step(Slot(view.slot), actives);
+        for (i, e) in enforce.into_iter().enumerate() {
+            out[i] = offered_rate(e, view.topo, &view.flow(view.active[i]).path);
         }
     }
 
