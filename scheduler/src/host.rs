@@ -95,6 +95,9 @@ pub enum Source {
 pub struct FlowState {
     pub id: FlowId,
     pub job: String,
+    /// `job`, shared by every slot's observation of the flow.
+    #[serde(skip)]
+    job_name: Arc<str>,
     pub role: FlowRole,
     pub dst_host: String,
     #[serde(skip)]
@@ -702,49 +705,60 @@ impl HostScheduler {
         let tau = self.tau();
         let k = self.cfg.policy.slots.horizon() as f64;
         let topo = self.topo.clone();
-        let path = match self
-            .routes
-            .path(&topo, self.me, spec.dst, ecmp_hash_str(id.as_str()))
-        {
-            Ok(p) => p,
-            Err(e) => {
-                self.notes.insert(id.to_string(), format!("no path: {e}"));
-                return;
-            }
+        // Paths do not change during a flow (DESIGN.md §4; a new topology re-creates every
+        // flow): route only a flow seen for the first time.
+        if !self.flows.contains_key(&id) {
+            let path = match self
+                .routes
+                .path(&topo, self.me, spec.dst, ecmp_hash_str(id.as_str()))
+            {
+                Ok(p) => p,
+                Err(e) => {
+                    self.notes.insert(id.to_string(), format!("no path: {e}"));
+                    return;
+                }
+            };
+            self.flows.insert(
+                id.clone(),
+                FlowState {
+                    id: id.clone(),
+                    job_name: Arc::from(spec.job.as_str()),
+                    job: spec.job.clone(),
+                    role: spec.role,
+                    dst_host: topo.node(spec.dst).name.clone(),
+                    dst: spec.dst,
+                    path_names: path.iter().map(|&l| topo.link(l).name.clone()).collect(),
+                    path,
+                    source: spec.source,
+                    sockets: Vec::new(),
+                    connections: 0,
+                    iteration: spec.iteration.unwrap_or(0),
+                    iteration_start: spec.start,
+                    job_bytes: spec.job_bytes,
+                    expected_bytes: 0.0,
+                    expected_from: "unknown",
+                    sent_bytes: 0.0,
+                    remaining_bytes: 0.0,
+                    slack_bytes: 0.0,
+                    last_iteration_bytes: 0,
+                    app_backlog: None,
+                    idle: false,
+                    rank: Rank::default(),
+                    achieved: None,
+                    last_rate: 0.0,
+                    enforced_rate: 0.0,
+                    baseline: HashMap::new(),
+                    prev_acked: None,
+                    prev_enqueued: None,
+                    decision: None,
+                    last_seen: slot,
+                    degraded: Vec::new(),
+                },
+            );
+        }
+        let Some(f) = self.flows.get_mut(&id) else {
+            return;
         };
-        let f = self.flows.entry(id.clone()).or_insert_with(|| FlowState {
-            id: id.clone(),
-            job: spec.job.clone(),
-            role: spec.role,
-            dst_host: topo.node(spec.dst).name.clone(),
-            dst: spec.dst,
-            path_names: path.iter().map(|&l| topo.link(l).name.clone()).collect(),
-            path: path.clone(),
-            source: spec.source,
-            sockets: Vec::new(),
-            connections: 0,
-            iteration: spec.iteration.unwrap_or(0),
-            iteration_start: spec.start,
-            job_bytes: spec.job_bytes,
-            expected_bytes: 0.0,
-            expected_from: "unknown",
-            sent_bytes: 0.0,
-            remaining_bytes: 0.0,
-            slack_bytes: 0.0,
-            last_iteration_bytes: 0,
-            app_backlog: None,
-            idle: false,
-            rank: Rank::default(),
-            achieved: None,
-            last_rate: 0.0,
-            enforced_rate: 0.0,
-            baseline: HashMap::new(),
-            prev_acked: None,
-            prev_enqueued: None,
-            decision: None,
-            last_seen: slot,
-            degraded: Vec::new(),
-        });
         f.last_seen = slot;
         f.job_bytes = spec.job_bytes;
         f.connections = spec.conns;
@@ -943,13 +957,7 @@ impl HostScheduler {
             .iter()
             .map(|&l| self.link_obs(f, l, answers, loads))
             .collect();
-        let mut o = FlowObs::new(
-            f.id.clone(),
-            Arc::from(f.job.as_str()),
-            f.role,
-            f.dst,
-            links,
-        );
+        let mut o = FlowObs::new(f.id.clone(), f.job_name.clone(), f.role, f.dst, links);
         o.connections = f.sockets.len();
         o.iteration = f.iteration;
         o.iteration_start = f.iteration_start;
