@@ -83,6 +83,16 @@ struct RunArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Per-flow decisions come from core's policy under the `mlcc_plan` target:
+    // RUST_LOG=mlcc_plan=debug prints every host's every flow, every slot (to stderr).
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
