@@ -1,7 +1,11 @@
 use super::*;
 use crate::datapath::SocketStats;
+use mlcc_core::flow::FlowRole;
+use mlcc_core::job::{Arch, Role};
+use mlcc_core::planner::FlowDecision;
 use mlcc_core::topology::TopologyBuilder;
 use mlcc_core::units::parse_rate;
+use std::time::Duration;
 
 const MB: u64 = 1_000_000;
 
@@ -284,7 +288,7 @@ fn a_flow_quiet_for_a_slot_has_all_it_enqueued_acked() {
 
 #[test]
 fn an_iteration_baseline_stays_within_what_was_acked_and_enqueued() {
-    use super::iteration_baseline as b;
+    use super::flows::iteration_baseline as b;
     // The old baseline moved on by the last iteration's bytes.
     assert_eq!(b(10, 50, 36.0, Some(10.0)), 46);
     // Never beyond what is acked now (a short last iteration, headers the library skips).
