@@ -592,6 +592,22 @@ impl LoadTable {
         }
     }
 
+    /// Bytes/s that flows ranked after `q`'s key (and not published by the asking host)
+    /// committed for `slot` in `slot` itself — entries whose plan starts there, i.e. published in
+    /// that slot by hosts that planned before the asker. They are sending at it now and can only
+    /// yield from the next slot on: a flow that plans slot n around them does not overbook it
+    /// (`host::PolicyConfig::committed_now`). Walks the lower-ranked entries of the link.
+    pub fn committed(&self, link: LinkId, q: &Query<'_>, slot: Slot) -> Result<f64, TableError> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let l = self.link(link)?;
+        let excluded = |e: &Entry| q.exclude_publisher == Some(e.publisher.as_str());
+        Ok(l.entries
+            .range((Excluded(q.key), Unbounded))
+            .filter(|(_, e)| e.first_slot == slot && e.key.flow != *q.flow && !excluded(e))
+            .map(|(_, e)| rate_at(e, slot).max(0.0))
+            .sum())
+    }
+
     /// Load on `link` for slots `from..from + out.len()` that `q`'s flow must plan around:
     /// everything booked except its own entry (and its publisher's, if asked), restricted in
     /// `precedence` mode to flows that sort before it.
@@ -865,6 +881,25 @@ mod tests {
         )
         .unwrap();
         out
+    }
+
+    #[test]
+    fn committed_counts_lower_ranked_plans_of_other_hosts_published_for_this_slot() {
+        let mut t = table();
+        put(&mut t, "a", "h1", 1, 100, &[10.0; 4]); // ranked before the query
+        put(&mut t, "c", "h2", 9, 100, &[20.0; 4]); // after it, another host: counts
+        put(&mut t, "d", "h3", 9, 100, &[0.0, 40.0]); // after it, nothing for slot 100
+        put(&mut t, "e", "h4", 9, 99, &[50.0; 4]); // published last slot: not committed now
+        put(&mut t, "f", "h5", 9, 100, &[7.0; 4]); // the asker's own host: left out
+        let (q, key) = (fid("b"), PrecedenceKey::new(Rank(5), fid("b")));
+        let query = Query {
+            flow: &q,
+            key: &key,
+            exclude_publisher: Some("h5"),
+        };
+        assert_eq!(t.committed(LinkId(0), &query, Slot(100)).unwrap(), 20.0);
+        assert_eq!(t.committed(LinkId(0), &query, Slot(101)).unwrap(), 0.0);
+        assert!(t.committed(LinkId(9), &query, Slot(100)).is_err());
     }
 
     #[test]

@@ -50,18 +50,11 @@ pub struct Recorded {
     pub enforce: Vec<Enforce>,
 }
 
-/// A flow's slot-n rate published in slot n, with its key and publisher: what the owner of a
-/// link reports as committed for [`PolicyConfig::committed_now`].
-type Committed = (PrecedenceKey, usize, f64);
-
 pub struct Cluster {
     cfg: PolicyConfig,
     visibility: Visibility,
     /// The slot being planned.
     now: Slot,
-    /// Per link index: the slot-n rates published in slot n so far.
-    fresh: Vec<Vec<Committed>>,
-    fresh_links: Vec<usize>,
     /// Clock offset rank per node index (Skewed visibility).
     offset: Vec<u64>,
     /// Node names (publisher ids in the tables), by node index.
@@ -109,8 +102,6 @@ impl Cluster {
             cfg,
             visibility,
             now: Slot(0),
-            fresh: vec![vec![]; topo.links().len()],
-            fresh_links: vec![],
             offset: topo
                 .nodes()
                 .iter()
@@ -196,13 +187,8 @@ impl Cluster {
                     lo.answer = Answer::Load(load);
                 }
                 if committed {
-                    lo.committed_now = Some(
-                        self.fresh[l.index()]
-                            .iter()
-                            .filter(|(k, p, _)| *p != h.index() && *k > key)
-                            .map(|x| x.2)
-                            .sum(),
-                    );
+                    // What a switch answers a query that asks for it (FeedbackQuery.committed).
+                    lo.committed_now = t.committed(l, &q, slot).ok();
                 }
             }
             a.obs.links.push(lo);
@@ -238,15 +224,6 @@ impl Cluster {
                 self.withdraw(&id);
                 continue;
             };
-            if self.cfg.committed_now && rates.first().is_some_and(|&r| r > 0.0) {
-                for &l in &path {
-                    let v = &mut self.fresh[l.index()];
-                    if v.is_empty() {
-                        self.fresh_links.push(l.index());
-                    }
-                    v.push((key.clone(), h.index(), rates[0]));
-                }
-            }
             for &l in &path {
                 if let Some(t) = self.tables[self.owner[l.index()]].as_mut() {
                     t.advance(first_slot);
@@ -275,9 +252,6 @@ impl Cluster {
         // every slot passed (history, window shift, expiry), and most of a large fabric's
         // tables are idle in any one slot (paper-fig15 has 2100 owners).
         self.now = slot;
-        for l in self.fresh_links.drain(..) {
-            self.fresh[l].clear();
-        }
         let tau = self.cfg.slots.tau_secs();
         // Active flows grouped by sending host, hosts in id order; plus hosts that planned
         // last slot and now have nothing (they must withdraw).

@@ -106,6 +106,7 @@ fn slot(s: &mut Setup, n: u64) -> usize {
                             link: l,
                             capacity_bytes_per_sec: 1.25e9,
                             load_bytes_per_sec: (0..K).map(|t| (t as f64) * 1e8).collect(),
+                            committed_bytes_per_sec: None,
                         })
                         .collect(),
                     flow_id: q.flow_id,

@@ -394,6 +394,7 @@ fn run(f: &Fixture, op: &Op) {
                                         .unwrap_or_else(|| "sw1->h9".into()),
                                     capacity_bytes_per_sec: l.capacity,
                                     load_bytes_per_sec: l.load.clone(),
+                                    committed_bytes_per_sec: Some(l.capacity),
                                 })
                                 .collect(),
                         })

@@ -203,6 +203,7 @@ fn answers(
                     link: l.clone(),
                     capacity_bytes_per_sec: 125e6,
                     load_bytes_per_sec: (0..k).map(|_| rng.unit() * 125e6).collect(),
+                    committed_bytes_per_sec: None,
                 });
             }
             flows.push(pb::FlowFeedback {

@@ -304,6 +304,7 @@ async fn run_host(mut client: SwitchClient<Channel>, mut host: Host, span: Span)
                     flow_id: f.clone(),
                     links: vec![l.clone()],
                     rank: start.0,
+                    committed: false,
                 })
                 .collect(),
         };
@@ -462,6 +463,7 @@ impl Prebuilt {
                     flow_id: f.clone(),
                     links: vec![l.clone()],
                     rank: start.0,
+                    committed: false,
                 })
                 .collect(),
         };

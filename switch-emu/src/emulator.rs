@@ -292,11 +292,21 @@ impl Emulator {
             let mut failed = None;
             for (&l, name) in ids.iter().zip(q.links) {
                 let mut load = vec![0.0; k];
-                match self.table.feedback(l, &query, self.mode, from, &mut load) {
-                    Ok(()) => links.push(pb::LinkLoad {
+                let committed = if q.committed {
+                    self.table.committed(l, &query, from).map(Some)
+                } else {
+                    Ok(None)
+                };
+                match self
+                    .table
+                    .feedback(l, &query, self.mode, from, &mut load)
+                    .and(committed)
+                {
+                    Ok(committed) => links.push(pb::LinkLoad {
                         link: name,
                         capacity_bytes_per_sec: self.table.capacity(l).map(|c| c.0).unwrap_or(0.0),
                         load_bytes_per_sec: load,
+                        committed_bytes_per_sec: committed,
                     }),
                     Err(e) => {
                         failed = Some(reject(

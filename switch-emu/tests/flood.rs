@@ -81,6 +81,7 @@ fn fetch(host: &str, flows: usize) -> pb::FetchFeedbackRequest {
                 flow_id: format!("probe/{host}>h{}/agg", i + 2),
                 links: vec![format!("sw1->h{}", i + 2)],
                 rank: 1,
+                committed: false,
             })
             .collect(),
     }

@@ -254,6 +254,7 @@ impl Frame {
                                 flow_id: format!("j/h1>h{}/agg", i % 3 + 2),
                                 links: links(l.wrapping_add(i)),
                                 rank: START,
+                                committed: false,
                             })
                             .collect(),
                     })),
@@ -453,6 +454,7 @@ fn write_rpc_corpus() {
             flow_id: "k/h2>h3/agg".into(),
             links: vec!["sw1->h3".into()],
             rank: START,
+            committed: false,
         }],
     };
     let table = pb::TableRequest {

@@ -6,8 +6,10 @@ use common::*;
 use mlcc_core::load_table::FeedbackMode;
 use mlcc_core::slot::Slot;
 use mlcc_proto::v1 as pb;
+use mlcc_proto::v1::switch_client::SwitchClient;
 use pb::RejectReason as R;
 use tonic::Code;
+use tonic::transport::Channel;
 
 const L2: &str = "sw1->h2";
 const L3: &str = "sw1->h3";
@@ -112,6 +114,35 @@ async fn precedence_mode_counts_only_earlier_flows() {
         load(&mut c, "h4", query("b-early", &[L2], 6), 0).await,
         vec![20.0; 4]
     );
+    h.running.stop().await.unwrap();
+}
+
+async fn committed_of(c: &mut SwitchClient<Channel>, q: pb::FeedbackQuery) -> Option<f64> {
+    let r = c
+        .fetch_feedback(pb::FetchFeedbackRequest {
+            host: "h1".into(),
+            slot: START,
+            flows: vec![q],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    r.flows[0].links[0].committed_bytes_per_sec
+}
+
+#[tokio::test]
+async fn a_query_that_asks_gets_what_lower_ranked_flows_committed_for_its_slot() {
+    let h = Harness::start(FeedbackMode::Precedence).await;
+    let mut c = h.client().await;
+    let mut low = item("z-low", L2, START, &[30.0; 4]);
+    low.rank = 9;
+    publish(&mut c, "h3", vec![low]).await;
+    let ask = |committed| pb::FeedbackQuery {
+        committed,
+        ..query("a-high", &[L2], 1)
+    };
+    assert_eq!(committed_of(&mut c, ask(true)).await, Some(30.0));
+    assert_eq!(committed_of(&mut c, ask(false)).await, None);
     h.running.stop().await.unwrap();
 }
 

@@ -90,6 +90,7 @@ fn op() -> impl Strategy<Value = Op> {
             flow_id,
             links,
             rank: key,
+            committed: false,
         },
     );
     prop_oneof![

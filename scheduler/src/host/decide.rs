@@ -48,6 +48,7 @@ impl HostScheduler {
                 if ll.capacity_bytes_per_sec.is_finite() && ll.capacity_bytes_per_sec > 0.0 {
                     lo.capacity = ll.capacity_bytes_per_sec;
                 }
+                lo.committed_now = ll.committed_bytes_per_sec;
                 Answer::Load(ll.load_bytes_per_sec.clone())
             } else {
                 Answer::Missing { switch: s }

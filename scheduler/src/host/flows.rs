@@ -433,6 +433,8 @@ impl HostScheduler {
                     flow_id: f.id.to_string(),
                     links,
                     rank: self.cfg.policy.rank.rank(f.rank_basis()).0,
+                    // Only a policy that plans slot n around committed rates needs them.
+                    committed: self.cfg.policy.committed_now,
                 });
             }
         }

@@ -126,6 +126,7 @@ fn answers_empty(req: &FeedbackRequests) -> FeedbackAnswers {
                                     link: l.clone(),
                                     capacity_bytes_per_sec: 0.0,
                                     load_bytes_per_sec: vec![],
+                                    committed_bytes_per_sec: None,
                                 })
                                 .collect(),
                         })
@@ -429,11 +430,42 @@ fn other_hosts_bookings_on_the_switch_link_are_planned_around() {
             link: "sw1->h2".into(),
             capacity_bytes_per_sec: cap,
             load_bytes_per_sec: vec![cap, cap, cap],
+            committed_bytes_per_sec: None,
         });
     s.plan(&ans);
     let d = s.flows().next().unwrap().decision.clone().unwrap();
     assert_eq!(&d.plan[..3], &[0.0, 0.0, 0.0]);
     assert!(d.plan[3] > 0.0);
+}
+
+#[test]
+fn with_the_committed_slot_rule_queries_ask_for_it_and_slot_n_is_planned_around_it() {
+    let mut cfg = HostConfig::new("h1", SlotConfig::paper());
+    cfg.policy.committed_now = true;
+    cfg.policy.mode = mlcc_core::FeedbackMode::Precedence;
+    let mut s = HostScheduler::new(cfg, topo()).unwrap();
+    let (p, out) = ring_h1();
+    let req = s.observe(
+        Slot(5),
+        &Observation {
+            processes: vec![p],
+            stats: stats(&[(key(&out), 0)]),
+        },
+    );
+    assert!(req.per_switch["sw1"].items.iter().all(|q| q.committed));
+    assert!(!sched("h1").config().policy.committed_now);
+    let cap = 125_000_000.0;
+    let mut ans = answers_empty(&req);
+    // A lower-ranked flow of another host is sending at 100 MB/s on the downlink now.
+    ans.get_mut("sw1").unwrap().flows[0].links[0] = pb::LinkLoad {
+        link: "sw1->h2".into(),
+        capacity_bytes_per_sec: cap,
+        load_bytes_per_sec: vec![],
+        committed_bytes_per_sec: Some(100e6),
+    };
+    s.plan(&ans);
+    let d = s.flows().next().unwrap().decision.clone().unwrap();
+    assert!(d.plan[0] <= cap - 100e6 + 1.0, "{:?}", d.plan);
 }
 
 #[test]

@@ -118,6 +118,7 @@ pub fn query(flow: &str, links: &[&str], key: u64) -> pb::FeedbackQuery {
         flow_id: flow.into(),
         links: links.iter().map(|l| l.to_string()).collect(),
         rank: key,
+        committed: false,
     }
 }
 
