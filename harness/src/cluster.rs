@@ -8,6 +8,7 @@
 //! slot; with [`Visibility::Skewed`] hosts whose clocks run later see the earlier hosts' plans.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use mlcc_core::host::{
@@ -15,7 +16,7 @@ use mlcc_core::host::{
 };
 use mlcc_core::load_table::{Query, Update};
 use mlcc_core::topology::{LinkId, NodeId, Topology};
-use mlcc_core::{FeedbackMode, FlowId, LoadTable, PrecedenceKey, Slot};
+use mlcc_core::{FeedbackMode, FlowId, FlowRole, LoadTable, PrecedenceKey, Slot};
 
 /// When a host's plan becomes visible to the other hosts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +40,64 @@ pub struct Active {
     pub path: Vec<LinkId>,
     pub obs: FlowObs,
     pub upstream: Vec<FlowId>,
+}
+
+/// What a fluid model knows of one training flow in one slot: both drivers of the cluster (the
+/// simulator and the harness's fabric) describe their flows so, and [`Training::active`] turns
+/// it into the observation mlccd would make of such a flow.
+#[derive(Clone, Debug)]
+pub struct Training<'a> {
+    pub id: &'a FlowId,
+    pub job: &'a Arc<str>,
+    pub role: FlowRole,
+    pub src: NodeId,
+    pub dst: NodeId,
+    pub path: &'a [LinkId],
+    /// Iterations completed, and how many the job runs.
+    pub iteration: u32,
+    pub iterations: u32,
+    /// The slot the current iteration's communication started in.
+    pub comm_since: u64,
+    pub model_bytes: f64,
+    /// Bytes per iteration, and sent in this one.
+    pub bytes: f64,
+    pub sent: f64,
+    pub slack: f64,
+    /// Bytes the sender's application holds and has not sent (the daemon's backlog).
+    pub held: f64,
+    /// Bytes/s delivered last slot.
+    pub last_achieved: f64,
+    pub upstream: Vec<FlowId>,
+}
+
+impl Training<'_> {
+    pub fn active(self) -> Active {
+        let mut o = FlowObs::new(
+            self.id.clone(),
+            self.job.clone(),
+            self.role,
+            self.dst,
+            Vec::with_capacity(self.path.len()),
+        );
+        o.iteration = u64::from(self.iteration);
+        o.iteration_start = Slot(self.comm_since);
+        o.job_bytes = self.model_bytes as u64;
+        // As mlccd counts them: whole iterations times the model's bytes.
+        o.job_attained_bytes = Some(f64::from(self.iteration) * self.model_bytes);
+        o.job_remaining_bytes =
+            Some(f64::from(self.iterations.saturating_sub(self.iteration)) * self.model_bytes);
+        o.sent_bytes = self.sent;
+        o.remaining_bytes = (self.bytes - self.sent).max(0.0);
+        o.slack_bytes = self.slack;
+        o.app_backlog = Some(self.held);
+        o.achieved = Some(self.last_achieved);
+        Active {
+            src: self.src,
+            path: self.path.to_vec(),
+            obs: o,
+            upstream: self.upstream,
+        }
+    }
 }
 
 /// One host's policy step as the cluster ran it: what it observed and what it decided.

@@ -8,13 +8,13 @@
 
 use std::sync::Arc;
 
-use mlcc_core::host::{Enforce, FlowObs};
+use mlcc_core::host::Enforce;
 use mlcc_core::job::Job;
 use mlcc_core::routing::{Routes, ecmp_hash_str};
 use mlcc_core::topology::{LinkId, NodeId, Topology};
 use mlcc_core::{FlowId, FlowRole, Slot, SlotConfig};
 
-use crate::cluster::{Active, Cluster};
+use crate::cluster::{Active, Cluster, Training};
 use crate::fluid::{self, Links};
 
 /// Bytes a flow may have left and still count as delivered (float crumbs of rate × τ).
@@ -224,35 +224,29 @@ impl Fabric {
                     Phase::Comm { since } => since,
                     _ => now,
                 };
-                let model = j.spec.job.model_bytes.as_f64();
-                let mut o = FlowObs::new(
-                    f.id.clone(),
-                    j.name.clone(),
-                    f.role,
-                    f.path.last().map_or(f.src, |l| self.topo.link(*l).to),
-                    Vec::new(),
-                );
-                o.iteration = u64::from(j.iteration);
-                o.iteration_start = Slot(since);
-                o.job_bytes = model as u64;
-                o.job_attained_bytes = Some(f64::from(j.iteration) * model);
-                o.job_remaining_bytes =
-                    Some(f64::from(j.spec.iterations.saturating_sub(j.iteration)) * model);
-                o.sent_bytes = f.sent;
-                o.remaining_bytes = f.remaining();
-                o.slack_bytes = f.slack;
-                o.app_backlog = Some(held);
-                o.achieved = Some(f.last_achieved);
-                Active {
+                Training {
+                    id: &f.id,
+                    job: &j.name,
+                    role: f.role,
                     src: f.src,
-                    path: f.path.clone(),
-                    obs: o,
+                    dst: f.path.last().map_or(f.src, |l| self.topo.link(*l).to),
+                    path: &f.path,
+                    iteration: j.iteration,
+                    iterations: j.spec.iterations,
+                    comm_since: since,
+                    model_bytes: j.spec.job.model_bytes.as_f64(),
+                    bytes: f.bytes,
+                    sent: f.sent,
+                    slack: f.slack,
+                    held,
+                    last_achieved: f.last_achieved,
                     upstream: f
                         .upstream
                         .iter()
                         .map(|&u| self.flows[u].id.clone())
                         .collect(),
                 }
+                .active()
             })
             .collect();
         let enforce = if active.is_empty() && !cluster.has_plans() {

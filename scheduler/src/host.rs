@@ -124,6 +124,20 @@ pub struct SlotPlan {
     pub feedback_missing: usize,
 }
 
+impl SlotPlan {
+    /// Adds `item` to the batch for switch `sw` (at `address`).
+    fn schedule(&mut self, sw: String, address: String, item: pb::ScheduleItem) {
+        self.schedules
+            .entry(sw)
+            .or_insert_with(|| SwitchBatch {
+                address,
+                items: Vec::new(),
+            })
+            .items
+            .push(item);
+    }
+}
+
 /// The pure per-host scheduler.
 pub struct HostScheduler {
     cfg: HostConfig,

@@ -181,21 +181,18 @@ impl HostScheduler {
                 }
             }
             for (sw, addr, links) in sw_links {
-                plan.schedules
-                    .entry(sw)
-                    .or_insert_with(|| SwitchBatch {
-                        address: addr,
-                        items: Vec::new(),
-                    })
-                    .items
-                    .push(pb::ScheduleItem {
+                plan.schedule(
+                    sw,
+                    addr,
+                    pb::ScheduleItem {
                         flow_id: d.id.to_string(),
                         links,
                         first_slot: slot.0,
                         rates_bytes_per_sec: if withdraw { Vec::new() } else { d.plan.clone() },
                         rank: key.rank.0,
                         done: withdraw,
-                    });
+                    },
+                );
             }
             plan.peers
                 .entry(f.dst_host.clone())
@@ -214,21 +211,18 @@ impl HostScheduler {
             plan.clear.extend(f.sockets.iter().copied());
             self.table.withdraw(&f.id);
             for (sw, addr, links) in self.switch_links(&f.path) {
-                plan.schedules
-                    .entry(sw)
-                    .or_insert_with(|| SwitchBatch {
-                        address: addr,
-                        items: Vec::new(),
-                    })
-                    .items
-                    .push(pb::ScheduleItem {
+                plan.schedule(
+                    sw,
+                    addr,
+                    pb::ScheduleItem {
                         flow_id: f.id.to_string(),
                         links,
                         first_slot: slot.0,
                         rates_bytes_per_sec: Vec::new(),
                         rank: f.rank.0,
                         done: true,
-                    });
+                    },
+                );
             }
         }
         for s in &silent {

@@ -7,9 +7,9 @@
 //! peers' progress from the previous slot's exchange (one slot stale, as the daemon sees it).
 
 use mlcc_core::Slot;
-use mlcc_core::host::{Enforce, FlowObs, PolicyConfig};
+use mlcc_core::host::{Enforce, PolicyConfig};
 use mlcc_core::topology::{LinkId, Topology};
-use mlcc_harness::cluster::{Active, Cluster, Recorded};
+use mlcc_harness::cluster::{Active, Cluster, Recorded, Training};
 
 pub use mlcc_harness::cluster::Visibility;
 
@@ -69,31 +69,25 @@ impl Mlcc {
             Phase::Comm { since } => since,
             _ => view.slot,
         };
-        let model = j.spec.model.bytes as f64;
-        let mut o = FlowObs::new(
-            f.id.clone(),
-            j.name.clone(),
-            f.role,
-            f.dst,
-            Vec::with_capacity(f.path.len()),
-        );
-        o.iteration = u64::from(j.iteration);
-        o.iteration_start = Slot(since);
-        o.job_bytes = j.spec.model.bytes;
-        o.job_attained_bytes = Some(f64::from(j.iteration) * model);
-        o.job_remaining_bytes =
-            Some(f64::from(j.spec.iterations.saturating_sub(j.iteration)) * model);
-        o.sent_bytes = f.sent;
-        o.remaining_bytes = f.remaining();
-        o.slack_bytes = f.slack;
-        o.app_backlog = Some(physics::held(j, f));
-        o.achieved = Some(f.last_achieved);
-        Active {
+        Training {
+            id: &f.id,
+            job: &j.name,
+            role: f.role,
             src: f.src,
-            path: f.path.clone(),
-            obs: o,
+            dst: f.dst,
+            path: &f.path,
+            iteration: j.iteration,
+            iterations: j.spec.iterations,
+            comm_since: since,
+            model_bytes: j.spec.model.bytes as f64,
+            bytes: f.bytes,
+            sent: f.sent,
+            slack: f.slack,
+            held: physics::held(j, f),
+            last_achieved: f.last_achieved,
             upstream: f.upstream.iter().map(|&u| j.flows[u].id.clone()).collect(),
         }
+        .active()
     }
 }
 
