@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod clock;
 pub mod tls;
 pub mod unix;
 

@@ -4,9 +4,10 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use mlcc_core::Slot;
+use mlcc_daemon::clock::{Clock, SystemClock};
 use mlcc_proto::v1 as pb;
 
 use crate::host::{FeedbackAnswers, HostScheduler, SlotPlan};
@@ -21,11 +22,10 @@ pub fn set_clock_offset(ns: i64) {
     CLOCK_OFFSET_NS.store(ns, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Realtime nanoseconds: slots are absolute (DESIGN.md §3).
+/// Realtime nanoseconds, shifted by the rehearsal offset: slots are absolute (DESIGN.md §3).
 pub fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
+    SystemClock
+        .now_ns()
         .saturating_add_signed(CLOCK_OFFSET_NS.load(std::sync::atomic::Ordering::Relaxed))
 }
 

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use mlcc_core::slot::{Slot, SlotConfig};
+use mlcc_daemon::clock::{Clock, SystemClock};
 use mlcc_proto::MAX_MESSAGE_BYTES;
 use mlcc_proto::v1 as pb;
 use mlcc_proto::v1::switch_client::SwitchClient;
@@ -25,8 +26,6 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::transport::{Channel, Endpoint};
-
-use crate::clock::{Clock, SystemClock};
 
 /// gRPC frames each message with 1 flag byte and a 4-byte length.
 const GRPC_FRAME_BYTES: usize = 5;

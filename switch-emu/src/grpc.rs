@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Once};
 use std::time::Instant;
 
 use mlcc_core::slot::Slot;
+use mlcc_daemon::clock::Clock;
 use mlcc_proto::v1 as pb;
 use mlcc_proto::v1::switch_server::Switch;
 use prometheus_client::metrics::counter::Counter;
@@ -15,7 +16,6 @@ use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::clock::Clock;
 use crate::emulator::{Emulator, RequestError};
 use crate::metrics::{
     LinkLabels, MethodLabels, Metrics, RejectLabels, RpcLabels, SessionEndLabels,

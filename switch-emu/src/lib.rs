@@ -5,12 +5,11 @@
 //! and `metrics` are the thin async shell; `bench` is the load generator.
 
 pub mod bench;
-pub mod clock;
 pub mod config;
 pub mod emulator;
 pub mod grpc;
 pub mod metrics;
 pub mod server;
 
-pub use clock::{Clock, ManualClock, SystemClock};
 pub use emulator::Emulator;
+pub use mlcc_daemon::clock::{Clock, ManualClock, SystemClock};

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use mlcc_daemon::clock::Clock;
 use mlcc_proto::MAX_MESSAGE_BYTES;
 use mlcc_proto::v1 as pb;
 use mlcc_proto::v1::switch_server::SwitchServer;
@@ -13,7 +14,6 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tonic::transport::server::TcpIncoming;
 
-use crate::clock::Clock;
 use crate::emulator::Emulator;
 use crate::grpc::{Shared, SwitchService};
 use crate::metrics::Metrics;

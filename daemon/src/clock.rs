@@ -1,6 +1,7 @@
-//! Where the async shell gets the time. Only the shell reads a clock; the emulator is told the
-//! slot. Tests swap in a [`ManualClock`] so expiry and restarts can be exercised slot by slot
-//! without sleeping.
+//! Where the daemons' async shells get the realtime clock: the one place mlcc reads it (slots
+//! are absolute, DESIGN.md §3). The sans-IO parts are told the slot and never read a clock.
+//! Tests swap in a [`ManualClock`] so expiry and restarts can be exercised slot by slot
+//! without sleeping; mlccd adds its rehearsal offset to [`SystemClock`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
