@@ -43,6 +43,18 @@ fn parse_rank(s: &str) -> Result<RankRule, String> {
     s.parse()
 }
 
+fn parse_rule(s: &str) -> Result<(String, bool), String> {
+    let (name, on) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected RULE=on or RULE=off"))?;
+    let on = match on {
+        "on" | "true" => true,
+        "off" | "false" => false,
+        _ => return Err(format!("{s:?}: expected RULE=on or RULE=off")),
+    };
+    Ok((name.to_string(), on))
+}
+
 fn parse_dur(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
@@ -171,6 +183,17 @@ pub struct DaemonArgs {
     /// served) [default: job-bytes; job-size is accepted for it]. Every host must use the same.
     #[arg(long, value_name = "RULE", value_parser = parse_rank)]
     pub precedence: Option<RankRule>,
+    /// Starting point of the per-host policy: mlccd (every rule on; the default) or paper
+    /// (the paper as published: Alg. 1 and Alg. 2 alone, all-others feedback, iteration-start
+    /// rank; give every mlcc-switchd feedback_mode = "all-others" too, or --feedback-mode
+    /// precedence here). --feedback-mode, --precedence, --eta and --rule apply on top.
+    #[arg(long, value_name = "PRESET")]
+    pub policy: Option<String>,
+    /// Switches one rule of the per-host policy, RULE=on|off (repeatable): idle,
+    /// holder, delivery-samples, split-uplink, pace-free, rate-floor, committed-now. The
+    /// README's "One scheduler" table says what each does. Every host should run the same.
+    #[arg(long = "rule", value_name = "RULE=on|off", value_parser = parse_rule)]
+    pub rules: Vec<(String, bool)>,
     /// Log format [default: human]. The level comes from RUST_LOG (default "info").
     #[arg(long, value_enum)]
     pub log_format: Option<LogFormat>,
@@ -218,6 +241,9 @@ struct FileConfig {
     tcp_tso_rtt_log: Option<TsoRttLog>,
     ps_scheduler_port: Option<u16>,
     precedence: Option<RankRule>,
+    policy: Option<String>,
+    #[serde(default)]
+    rules: BTreeMap<String, bool>,
     log_format: Option<LogFormat>,
     admin_group: Option<String>,
     #[serde(default)]
@@ -308,7 +334,37 @@ impl DaemonArgs {
             .unwrap_or(SlotConfig::paper().horizon());
         let slots =
             SlotConfig::new(tau, horizon).map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        let defaults = PolicyConfig::new(slots);
+        let preset = self
+            .policy
+            .clone()
+            .or(file.policy)
+            .unwrap_or_else(|| "mlccd".into());
+        let mut defaults = PolicyConfig::preset(&preset, slots).ok_or_else(|| {
+            invalid(
+                "policy",
+                format!(
+                    "unknown preset {preset:?} (one of: {})",
+                    PolicyConfig::PRESETS.join(", ")
+                ),
+            )
+        })?;
+        // The file's rules, then the flags' (a flag wins over the file for the same rule).
+        for (name, on) in file
+            .rules
+            .iter()
+            .map(|(n, o)| (n.as_str(), *o))
+            .chain(self.rules.iter().map(|(n, o)| (n.as_str(), *o)))
+        {
+            defaults = defaults.with_rule(name, on).ok_or_else(|| {
+                invalid(
+                    "rule",
+                    format!(
+                        "unknown rule {name:?} (one of: {})",
+                        PolicyConfig::RULES.join(", ")
+                    ),
+                )
+            })?;
+        }
         let eta = self.eta.or(file.eta).unwrap_or(defaults.eta);
         if !eta.is_finite() || eta < 0.0 {
             return Err(invalid("eta", format!("{eta} must be finite and >= 0")));
@@ -429,6 +485,60 @@ mod tests {
         assert_eq!(c.peer_port, 7000);
         assert_eq!(c.peers.len(), 2);
         assert_eq!(c.datapath, DatapathKind::DryRun);
+    }
+
+    #[test]
+    fn the_policy_is_a_preset_with_rules_from_the_file_and_then_the_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("mlccd.toml");
+        std::fs::write(
+            &p,
+            "host = \"h1\"\ntopology = \"t.toml\"\npolicy = \"paper\"\n[rules]\ncommitted-now = true\nidle = true\n",
+        )
+        .unwrap();
+        let args = |rules: Vec<(String, bool)>| DaemonArgs {
+            config: Some(p.clone()),
+            rules,
+            ..Default::default()
+        };
+        let c = args(vec![("idle".into(), false)]).resolve().unwrap();
+        let paper = PolicyConfig::paper(c.policy.slots, FeedbackMode::AllOthers);
+        assert_eq!(
+            c.policy,
+            PolicyConfig {
+                committed_now: true,
+                ..paper
+            }
+        );
+        let c = args(vec![]).resolve().unwrap();
+        assert!(c.policy.idle_books_nothing && c.policy.committed_now);
+        // Without a preset or rules: mlccd's defaults, which are core's.
+        let c = DaemonArgs {
+            host: Some("h1".into()),
+            topology: Some("t".into()),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(c.policy, PolicyConfig::new(c.policy.slots));
+        let e = args(vec![("fast".into(), true)])
+            .resolve()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown rule \"fast\"") && e.contains("split-uplink"),
+            "{e}"
+        );
+        let e = DaemonArgs {
+            policy: Some("best".into()),
+            ..args(vec![])
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("unknown preset") && e.contains("paper"), "{e}");
+        assert!(parse_rule("idle=maybe").is_err() && parse_rule("idle").is_err());
+        assert_eq!(parse_rule("pace-free=off"), Ok(("pace-free".into(), false)));
     }
 
     #[test]

@@ -159,6 +159,19 @@ impl PolicyConfig {
             && app_backlog.is_some_and(|b| b < self.idle_backlog_bytes)
     }
 
+    /// The named starting points of a configuration: `mlccd` (the defaults, [`Self::new`]) and
+    /// `paper` (the paper as published, [`Self::paper`], with its all-others feedback).
+    pub const PRESETS: [&'static str; 2] = ["mlccd", "paper"];
+
+    /// The preset `name` (one of [`Self::PRESETS`]).
+    pub fn preset(name: &str, slots: SlotConfig) -> Option<Self> {
+        match name {
+            "mlccd" => Some(PolicyConfig::new(slots)),
+            "paper" => Some(PolicyConfig::paper(slots, FeedbackMode::AllOthers)),
+            _ => None,
+        }
+    }
+
     /// The rules that can be switched off, by name, for ablations (`mlcc-sim --policies
     /// mlcc-no-<rule>`).
     pub const RULES: [&'static str; 7] = [
@@ -210,6 +223,19 @@ mod tests {
         }
         assert_eq!("job-size".parse::<RankRule>(), Ok(RankRule::JobBytes));
         assert!("fifo".parse::<RankRule>().unwrap_err().contains("one of"));
+    }
+
+    #[test]
+    fn presets_are_the_defaults_and_the_paper() {
+        let slots = SlotConfig::paper();
+        assert_eq!(
+            PolicyConfig::preset("mlccd", slots),
+            Some(PolicyConfig::new(slots))
+        );
+        let paper = PolicyConfig::preset("paper", slots).unwrap();
+        assert_eq!(paper, PolicyConfig::paper(slots, FeedbackMode::AllOthers));
+        assert_eq!(paper.rank, RankRule::IterationStart);
+        assert!(PolicyConfig::preset("fast", slots).is_none());
     }
 
     #[test]
