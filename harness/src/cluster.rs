@@ -181,10 +181,6 @@ impl Cluster {
         }
     }
 
-    pub fn config(&self) -> &PolicyConfig {
-        &self.cfg
-    }
-
     /// Whether some host planned last slot: it must be stepped even without active flows, to
     /// withdraw what it booked.
     pub fn has_plans(&self) -> bool {

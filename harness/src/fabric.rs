@@ -267,7 +267,12 @@ impl Fabric {
         // What each flow offers: its rate, limited by what it holds (a broadcast may forward
         // what arrives at its server during the slot).
         let mut wanted = vec![0.0; active.len()];
-        let pos = |f: usize| active.iter().position(|&a| a == f);
+        // Position in `active` of each of the fabric's flows.
+        let mut slot_of = vec![None; self.flows.len()];
+        for (n, &i) in active.iter().enumerate() {
+            slot_of[i] = Some(n);
+        }
+        let pos = |f: usize| slot_of[f];
         for (n, &i) in active.iter().enumerate() {
             let f = &self.flows[i];
             if f.role != FlowRole::Bcast {

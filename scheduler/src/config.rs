@@ -190,7 +190,8 @@ pub struct DaemonArgs {
     #[arg(long, value_name = "PRESET")]
     pub policy: Option<String>,
     /// Switches one rule of the per-host policy, RULE=on|off (repeatable): idle,
-    /// holder, delivery-samples, split-uplink, pace-free, rate-floor, committed-now. The
+    /// holder, delivery-samples, split-uplink, pace-free, rate-floor (the datapath keeps its
+    /// per-socket floor regardless: a lower rate freezes Linux pacing), committed-now. The
     /// README's "One scheduler" table says what each does. Every host should run the same.
     #[arg(long = "rule", value_name = "RULE=on|off", value_parser = parse_rule)]
     pub rules: Vec<(String, bool)>,

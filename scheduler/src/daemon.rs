@@ -720,7 +720,7 @@ fn record(
         let labels = crate::metrics::FlowLabels {
             flow: f.id.to_string(),
         };
-        m.planned.get_or_create(&labels).set(f.last_rate);
+        m.planned.get_or_create(&labels).set(f.last_rate());
         if let Some(a) = f.achieved {
             m.achieved.get_or_create(&labels).set(a);
         }

@@ -83,15 +83,10 @@ impl std::fmt::Debug for DatapathPort {
     }
 }
 
-/// The lowest rate an order carries (1 Mbit/s). Not 0: a zero rate would freeze the socket for
-/// good if mlccd died. And not much lower: the kernel's internal pacing stamps every packet
-/// with its earliest departure time, `previous + len / rate`, and a later, higher rate does not
-/// move a stamp already taken — at 1 B/s the first 2-segment burst of a held-back flow would
-/// push its next departure ~3000 s out, and the flow would stay frozen long after its plan
-/// resumed it (the testbed's first mlcc runs hung exactly so). At 125 kB/s a minimum TSO burst
-/// (2 segments, ~2.9 kB) waits at most ~23 ms, under half a slot, while a held-back flow takes
-/// 0.1 % of a 1 Gbit/s link. Withdrawing a flow clears its orders instead.
-pub const RATE_FLOOR_BYTES_PER_SEC: u64 = 125_000;
+/// The lowest rate an order carries: core's (see its doc for why 125 kB/s). Enforced here too,
+/// whatever the policy's `rate_floor_per_connection`, because the datapath must never hand the
+/// kernel a rate that freezes a socket.
+pub use mlcc_core::host::RATE_FLOOR_BYTES_PER_SEC;
 
 fn to_bpf_key(k: &SocketKey) -> mlcc_bpf::SocketKey {
     mlcc_bpf::SocketKey::new(k.netns_cookie, k.src, k.dst)

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use mlcc_core::host::{FlowObs, HostPolicy, PolicyConfig};
 use mlcc_core::job::Job;
 use mlcc_core::routing::Routes;
-use mlcc_core::topology::{LinkId, NodeId, NodeKind, Owner, Topology};
+use mlcc_core::topology::{LinkId, Node, NodeId, NodeKind, Owner, Topology};
 use mlcc_core::{FlowId, LoadTable, Slot, SlotConfig};
 
 pub use mlcc_core::host::{PeerProgress, RankRule};
@@ -278,22 +278,32 @@ impl HostScheduler {
     fn switch_links(&self, path: &[LinkId]) -> Vec<(String, String, Vec<String>)> {
         let mut out: Vec<(String, String, Vec<String>)> = Vec::new();
         for &l in path {
-            if let Owner::Switch(s) = self.topo.owner(l) {
-                let node = self.topo.node(s);
-                if let NodeKind::Switch {
-                    emulator: Some(addr),
-                    ..
-                } = &node.kind
-                {
-                    let name = self.topo.link(l).name.clone();
-                    match out.iter_mut().find(|(n, _, _)| *n == node.name) {
-                        Some(e) => e.2.push(name),
-                        None => out.push((node.name.clone(), addr.clone(), vec![name])),
-                    }
+            if let Some((_, node, addr)) = self.emulated_owner(l) {
+                let name = self.topo.link(l).name.clone();
+                match out.iter_mut().find(|(n, _, _)| *n == node.name) {
+                    Some(e) => e.2.push(name),
+                    None => out.push((node.name.clone(), addr.to_string(), vec![name])),
                 }
             }
         }
         out
+    }
+
+    /// The switch that owns link `l`, if an emulator speaks for it: the switch, its node and
+    /// the emulator's address. Host-owned links and links of switches without one are
+    /// nobody's to ask.
+    fn emulated_owner(&self, l: LinkId) -> Option<(NodeId, &Node, &str)> {
+        let Owner::Switch(s) = self.topo.owner(l) else {
+            return None;
+        };
+        let node = self.topo.node(s);
+        match &node.kind {
+            NodeKind::Switch {
+                emulator: Some(addr),
+                ..
+            } => Some((s, node, addr.as_str())),
+            _ => None,
+        }
     }
 
     /// The switches whose clock is off ours by more than τ/4, as the daemon last measured.

@@ -730,7 +730,7 @@ async fn a_slowed_predecessor_slows_its_successor() {
         .host()
         .flows()
         .find(|f| f.id.as_str() == "ring/h2>h3/ring")
-        .map(|f| f.last_rate)
+        .map(|f| f.last_rate())
         .unwrap();
     physics.abort();
     for n in nodes {

@@ -49,23 +49,16 @@ impl Scratch {
 }
 
 /// Bytes an active flow has available to send during this slot if the network allowed it:
-/// its remaining bytes, limited by its data dependency. For a broadcast flow the aggregation
-/// flows are assumed to run at their path's bottleneck during the slot (an upper bound; the
-/// exact limit is applied in [`advance`]).
+/// what its sender [`held`] at the start of the slot, except that a broadcast may forward
+/// aggregation arriving during the slot, assumed to run at its path's bottleneck (an upper
+/// bound; the exact limit is applied in [`advance`]).
 pub fn sendable(topo: &Topology, jobs: &[Job], active: &[FlowRef], tau: f64, out: &mut Vec<f64>) {
     out.clear();
     for r in active {
         let j = &jobs[r.job as usize];
         let f = &j.flows[r.flow as usize];
-        let mut avail = f.remaining();
-        match f.role {
-            FlowRole::Agg => {}
-            FlowRole::Ring => {
-                if let Some(&q) = f.upstream.first() {
-                    let q = &j.flows[q];
-                    avail = avail.min(fluid::ring_allows(q.sent, f.slack) - f.sent);
-                }
-            }
+        let avail = match f.role {
+            FlowRole::Agg | FlowRole::Ring => held(j, f),
             FlowRole::Bcast => {
                 let frac = f
                     .upstream
@@ -76,10 +69,12 @@ pub fn sendable(topo: &Topology, jobs: &[Job], active: &[FlowRef], tau: f64, out
                         ((a.sent + bound).min(a.bytes) / a.bytes.max(1.0)).min(1.0)
                     })
                     .fold(1.0, f64::min);
-                avail = avail.min(fluid::bcast_allows(frac, f.bytes) - f.sent);
+                (f.remaining()
+                    .min(fluid::bcast_allows(frac, f.bytes) - f.sent))
+                .max(0.0)
             }
-        }
-        out.push(avail.max(0.0));
+        };
+        out.push(avail);
     }
 }
 

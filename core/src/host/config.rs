@@ -77,6 +77,16 @@ impl FromStr for RankRule {
     }
 }
 
+/// The lowest rate mlccd orders per connection (1 Mbit/s). Not 0: a zero rate would freeze the
+/// socket for good if mlccd died. And not much lower: the kernel's internal pacing stamps every
+/// packet with its earliest departure time, `previous + len / rate`, and a later, higher rate
+/// does not move a stamp already taken — at 1 B/s the first 2-segment burst of a held-back flow
+/// would push its next departure ~3000 s out. At 125 kB/s a minimum TSO burst (2 segments,
+/// ~2.9 kB) waits at most ~23 ms, under half a slot, while a held-back flow takes 0.1 % of a
+/// 1 Gbit/s link. The policy plans with it ([`PolicyConfig::rate_floor_per_connection`]) and
+/// mlccd's datapath port enforces it whatever the policy says.
+pub const RATE_FLOOR_BYTES_PER_SEC: u64 = 125_000;
+
 /// Knobs of the per-host policy. `Default` is what mlccd runs.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PolicyConfig {
@@ -130,7 +140,7 @@ impl PolicyConfig {
             path_limited_share: 0.9,
             split_uplink: true,
             pace_free_capacity: true,
-            rate_floor_per_connection: 125_000.0,
+            rate_floor_per_connection: RATE_FLOOR_BYTES_PER_SEC as f64,
             peer_stale_slots: 2,
             committed_now: false,
         }
@@ -194,7 +204,7 @@ impl PolicyConfig {
             "pace-free" => self.pace_free_capacity = on,
             "rate-floor" => {
                 self.rate_floor_per_connection = if on {
-                    PolicyConfig::new(self.slots).rate_floor_per_connection
+                    RATE_FLOOR_BYTES_PER_SEC as f64
                 } else {
                     0.0
                 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::alg2::Dependency;
 use crate::estimator::Delivery;
-use crate::flow::{FlowId, FlowRole, PrecedenceKey, Rank};
+use crate::flow::{FlowId, FlowRole, PrecedenceKey};
 use crate::load_table::FeedbackMode;
 use crate::planner::{FlowDecision, FlowInput, LinkFeedback, Planner, PlannerConfig};
 use crate::slot::Slot;
@@ -116,15 +116,6 @@ impl HostPolicy {
             cfg,
             memory: HashMap::new(),
         }
-    }
-
-    pub fn config(&self) -> &PolicyConfig {
-        &self.cfg
-    }
-
-    /// The rank of `f` under this policy's rank rule.
-    pub fn rank(&self, f: &FlowObs) -> Rank {
-        rank_of(self.cfg.rank, f)
     }
 
     /// Whether `f` is idle: its application has handed over (almost) nothing that is still

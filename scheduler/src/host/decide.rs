@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use mlcc_core::host::{Answer, Degraded, Enforce, FlowObs, LinkObs};
 use mlcc_core::load_table::Update;
-use mlcc_core::topology::{LinkId, NodeId, NodeKind, Owner};
+use mlcc_core::topology::{LinkId, NodeId};
 use mlcc_proto::v1 as pb;
 
 use super::*;
@@ -25,19 +25,9 @@ impl HostScheduler {
     ) -> LinkObs {
         let link = self.topo.link(l);
         let mut lo = LinkObs::unasked(l, link.capacity.0);
-        let Owner::Switch(s) = self.topo.owner(l) else {
+        let Some((s, node, _)) = self.emulated_owner(l) else {
             return lo;
         };
-        let node = self.topo.node(s);
-        if !matches!(
-            node.kind,
-            NodeKind::Switch {
-                emulator: Some(_),
-                ..
-            }
-        ) {
-            return lo;
-        }
         if self.unsynced.contains(&node.name) {
             lo.unsynced_switch = Some(s);
         }
@@ -159,10 +149,7 @@ impl HostScheduler {
                 Enforce::Pace(_) => {}
             }
             let d = fo.decision;
-            f.last_rate = d.rate;
-            f.idle = fo.idle;
             let key = fo.booking.key().clone();
-            f.rank = key.rank;
             let withdraw = fo.booking.is_withdraw();
             for &l in &f.path {
                 if self.table.contains(l) {
@@ -219,7 +206,7 @@ impl HostScheduler {
                         links,
                         first_slot: slot.0,
                         rates_bytes_per_sec: Vec::new(),
-                        rank: f.rank.0,
+                        rank: f.rank().0,
                         done: true,
                     },
                 );

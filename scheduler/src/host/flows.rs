@@ -57,14 +57,8 @@ pub struct FlowState {
     /// cannot be ahead of its upstream, and if it under-delivers, the path (not the
     /// application) held it back.
     pub app_backlog: Option<f64>,
-    /// Whether the policy found the flow idle last slot (it booked nothing).
-    pub idle: bool,
-    /// The first component of its precedence key, as last decided.
-    pub rank: Rank,
     /// Achieved rate over the last slot (bytes/s), `None` without datapath counters.
     pub achieved: Option<f64>,
-    /// This slot's rate in the plan (bytes/s).
-    pub last_rate: f64,
     /// The rate ordered to the datapath for this slot: the plan's, or more where the flow
     /// paces into free capacity (an idle flow, a plan's last slot); 0 when its sockets' orders
     /// were cleared.
@@ -85,6 +79,18 @@ pub struct FlowState {
 impl FlowState {
     /// Bytes the job has sent over its past iterations, as this host can tell: iterations
     /// completed times the model bytes (the same on every host of the job).
+    /// This slot's rate in the plan (bytes/s), 0 before the first decision.
+    pub fn last_rate(&self) -> f64 {
+        self.decision.as_ref().map_or(0.0, |d| d.rate)
+    }
+
+    /// The first component of its precedence key, as last decided.
+    pub fn rank(&self) -> Rank {
+        self.decision
+            .as_ref()
+            .map_or(Rank::default(), |d| d.key.rank)
+    }
+
     pub fn attained_bytes(&self) -> Option<f64> {
         (self.job_bytes > 0).then_some(self.iteration as f64 * self.job_bytes as f64)
     }
@@ -488,10 +494,7 @@ impl HostScheduler {
                     slack_bytes: 0.0,
                     last_iteration_bytes: 0,
                     app_backlog: None,
-                    idle: false,
-                    rank: Rank::default(),
                     achieved: None,
-                    last_rate: 0.0,
                     enforced_rate: 0.0,
                     baseline: HashMap::new(),
                     prev_acked: None,

@@ -42,10 +42,6 @@ impl Mlcc {
         }
     }
 
-    pub fn config(&self) -> &PolicyConfig {
-        self.cluster.config()
-    }
-
     /// Records every host's policy step from now on.
     pub fn record(&mut self) {
         self.cluster.record();
@@ -53,11 +49,6 @@ impl Mlcc {
 
     pub fn recorded(&self) -> &[Recorded] {
         self.cluster.recorded()
-    }
-
-    /// Planned rates that a table refused (should stay 0).
-    pub fn rejected_updates(&self) -> u64 {
-        self.cluster.rejected_updates
     }
 
     /// What active flow `i`'s host observes of it this slot, before the network's answers.

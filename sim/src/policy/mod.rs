@@ -70,15 +70,11 @@ pub struct Context<'a> {
 }
 
 /// How a policy is built: the baselines each by their own constructor, mlcc variants as a core
-/// [`PolicyConfig`] (the daemon's by default) and a clock model.
+/// [`PolicyConfig`] (its `slots` replaced by the run's) and a clock model.
 #[derive(Clone, Copy)]
 enum Build {
     Fixed(fn(&Context<'_>) -> Box<dyn Policy>),
-    Mlcc(fn(SlotConfig) -> PolicyConfig, Visibility),
-    /// The daemon's config with one rule (a name of [`PolicyConfig::RULES`]) switched off.
-    MlccWithout(&'static str),
-    /// The daemon's config with another rank rule.
-    MlccRank(RankRule),
+    Mlcc(PolicyConfig, Visibility),
 }
 
 pub struct Entry {
@@ -89,15 +85,17 @@ pub struct Entry {
 
 impl Entry {
     pub fn build(&self, c: &Context<'_>) -> Box<dyn Policy> {
-        match (self.build, self.mlcc_config(c.slots)) {
-            (Build::Fixed(f), _) => f(c),
-            (_, Some((cfg, vis))) => Box::new(mlcc::Mlcc::new(c, cfg, vis)),
-            // Only a rule name outside PolicyConfig::RULES; the registry lists none.
-            (_, None) => Box::new(mlcc::Mlcc::new(
-                c,
-                PolicyConfig::new(c.slots),
-                Visibility::Skewed,
-            )),
+        match self.build {
+            Build::Fixed(f) => f(c),
+            Build::Mlcc(cfg, vis) => Box::new(mlcc::Mlcc::new(c, cfg, vis)),
+        }
+    }
+
+    /// The core policy config and clock model of an mlcc variant; `None` for the baselines.
+    pub fn mlcc_config(&self, slots: SlotConfig) -> Option<(PolicyConfig, Visibility)> {
+        match self.build {
+            Build::Fixed(_) => None,
+            Build::Mlcc(cfg, vis) => Some((PolicyConfig { slots, ..cfg }, vis)),
         }
     }
 }
@@ -111,9 +109,9 @@ fn fixed(name: &str, about: &str, build: fn(&Context<'_>) -> Box<dyn Policy>) ->
 }
 
 fn mlcc_entry(
-    name: &str,
-    about: &str,
-    cfg: fn(SlotConfig) -> PolicyConfig,
+    name: impl Into<String>,
+    about: impl Into<String>,
+    cfg: PolicyConfig,
     vis: Visibility,
 ) -> Entry {
     Entry {
@@ -124,86 +122,87 @@ fn mlcc_entry(
 }
 
 /// Every policy by name. `mlcc` is mlccd's default config by construction
-/// (`PolicyConfig::new`); `mlcc-no-<rule>` switches one of its rules off and
+/// (`PolicyConfig::default`); `mlcc-no-<rule>` switches one of its rules off and
 /// `mlcc-rank-<rule>` changes its rank rule, for ablations.
 pub fn registry() -> Vec<Entry> {
     use FeedbackMode::{AllOthers, Precedence};
+    let mlccd = PolicyConfig::default();
+    let paper = |mode| PolicyConfig::paper(SlotConfig::paper(), mode);
     let mut v = vec![
         mlcc_entry(
             "mlcc",
             "mlccd's own policy (core's HostPolicy with its default config), per-owner load tables, skewed host clocks",
-            PolicyConfig::new,
+            mlccd,
             Visibility::Skewed,
         ),
         mlcc_entry(
             "mlcc-paper",
             "the paper as published: Alg. 1 + Alg. 2 alone, all-others feedback, iteration-start ranks",
-            |s| PolicyConfig::paper(s, AllOthers),
+            paper(AllOthers),
             Visibility::Skewed,
         ),
         mlcc_entry(
             "mlcc-paper-precedence",
             "mlcc-paper with precedence feedback (only earlier flows' bookings)",
-            |s| PolicyConfig::paper(s, Precedence),
+            paper(Precedence),
             Visibility::Skewed,
         ),
         mlcc_entry(
             "mlcc-paper-precedence-lockstep",
             "mlcc-paper-precedence with perfectly synchronized hosts (no host sees a same-slot plan)",
-            |s| PolicyConfig::paper(s, Precedence),
+            paper(Precedence),
             Visibility::Lockstep,
         ),
         mlcc_entry(
             "mlcc-paper-lockstep",
             "mlcc-paper with perfectly synchronized hosts (livelocks: see README)",
-            |s| PolicyConfig::paper(s, AllOthers),
+            paper(AllOthers),
             Visibility::Lockstep,
         ),
         mlcc_entry(
             "mlcc-srpt",
             "mlcc-paper-precedence ranked by the job's remaining bytes, slot n planned around every committed booking",
-            |s| PolicyConfig {
+            PolicyConfig {
                 rank: RankRule::RemainingBytes,
                 committed_now: true,
-                ..PolicyConfig::paper(s, Precedence)
+                ..paper(Precedence)
             },
             Visibility::Skewed,
         ),
         mlcc_entry(
             "mlcc-lockstep",
             "mlcc with perfectly synchronized hosts",
-            PolicyConfig::new,
+            mlccd,
             Visibility::Lockstep,
         ),
         mlcc_entry(
             "mlcc-committed",
             "mlcc with slot n planned around the slot-n rates lower-ranked flows already committed",
-            |s| PolicyConfig {
+            PolicyConfig {
                 committed_now: true,
-                ..PolicyConfig::new(s)
+                ..mlccd
             },
             Visibility::Skewed,
         ),
     ];
     for rule in PolicyConfig::RULES {
-        if PolicyConfig::default().with_rule(rule, false) == Some(PolicyConfig::default()) {
-            continue; // off by default: nothing to switch off
+        // A rule off by default has nothing to switch off.
+        if let Some(off) = mlccd.with_rule(rule, false).filter(|off| *off != mlccd) {
+            v.push(mlcc_entry(
+                format!("mlcc-no-{rule}"),
+                format!("mlcc with its {rule} rule switched off"),
+                off,
+                Visibility::Skewed,
+            ));
         }
-        v.push(Entry {
-            name: format!("mlcc-no-{rule}"),
-            about: format!("mlcc with its {rule} rule switched off"),
-            build: Build::MlccWithout(rule),
-        });
     }
-    for rank in RankRule::ALL {
-        if rank == PolicyConfig::default().rank {
-            continue;
-        }
-        v.push(Entry {
-            name: format!("mlcc-rank-{rank}"),
-            about: format!("mlcc with the {rank} rank rule"),
-            build: Build::MlccRank(rank),
-        });
+    for rank in RankRule::ALL.into_iter().filter(|&r| r != mlccd.rank) {
+        v.push(mlcc_entry(
+            format!("mlcc-rank-{rank}"),
+            format!("mlcc with the {rank} rank rule"),
+            PolicyConfig { rank, ..mlccd },
+            Visibility::Skewed,
+        ));
     }
     v.extend([
         fixed(
@@ -228,27 +227,6 @@ pub fn registry() -> Vec<Entry> {
         ),
     ]);
     v
-}
-
-impl Entry {
-    /// The core policy config and clock model of an mlcc variant; `None` for the baselines.
-    pub fn mlcc_config(&self, slots: SlotConfig) -> Option<(PolicyConfig, Visibility)> {
-        match self.build {
-            Build::Fixed(_) => None,
-            Build::Mlcc(cfg, vis) => Some((cfg(slots), vis)),
-            Build::MlccWithout(rule) => Some((
-                PolicyConfig::new(slots).with_rule(rule, false)?,
-                Visibility::Skewed,
-            )),
-            Build::MlccRank(rank) => Some((
-                PolicyConfig {
-                    rank,
-                    ..PolicyConfig::new(slots)
-                },
-                Visibility::Skewed,
-            )),
-        }
-    }
 }
 
 pub fn by_name(name: &str) -> Option<Entry> {
