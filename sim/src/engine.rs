@@ -45,6 +45,12 @@ pub struct RunStats {
     pub busy_slots: u64,
     pub bytes_delivered: f64,
     pub bytes_expected: f64,
+    /// Bytes flows held (could have sent) but were not given while every link of their path
+    /// had room left after the slot: capacity a policy left idle. Near 0 for a
+    /// work-conserving policy (a broadcast's sendable is an upper bound, so not exactly 0).
+    pub idle_capacity_bytes: f64,
+    /// Bytes that flows tried to send beyond what an overbooked link carried.
+    pub overbooked_bytes: f64,
     pub wall_secs: f64,
     /// Whether the run hit `max_slots` before every job finished.
     pub truncated: bool,
@@ -61,6 +67,7 @@ pub struct Engine<'t> {
     now: u64,
     active: Vec<FlowRef>,
     sendable: Vec<f64>,
+    link_load: Vec<f64>,
     rates: Vec<f64>,
     scratch: physics::Scratch,
     pub stats: RunStats,
@@ -113,6 +120,7 @@ impl<'t> Engine<'t> {
             now: 0,
             active: vec![],
             sendable: vec![],
+            link_load: vec![],
             rates: vec![],
             scratch: physics::Scratch::new(topo),
             stats: RunStats::default(),
@@ -238,6 +246,40 @@ impl<'t> Engine<'t> {
         next.max(self.now + 1)
     }
 
+    /// Adds this slot's idle capacity and overbooked bytes to the stats (see [`RunStats`]).
+    fn account_idle(&mut self, tau: f64) {
+        self.link_load.clear();
+        self.link_load.resize(self.topo.links().len(), 0.0);
+        for r in &self.active {
+            let f = &self.jobs[r.job as usize].flows[r.flow as usize];
+            for l in &f.path {
+                self.link_load[l.index()] += f.last_achieved * tau;
+            }
+        }
+        for (i, r) in self.active.iter().enumerate() {
+            let f = &self.jobs[r.job as usize].flows[r.flow as usize];
+            let moved = f.last_achieved * tau;
+            if f.last_link_limited {
+                let wanted = (f.last_rate.max(0.0) * tau).min(self.sendable[i]);
+                self.stats.overbooked_bytes += (wanted - moved).max(0.0);
+                continue;
+            }
+            let short = self.sendable[i] - moved;
+            if short <= crate::model::BYTE_EPSILON {
+                continue;
+            }
+            let room = f
+                .path
+                .iter()
+                .map(|l| {
+                    let c = self.topo.links()[l.index()].capacity.0 * tau;
+                    (c - self.link_load[l.index()]).max(0.0)
+                })
+                .fold(f64::INFINITY, f64::min);
+            self.stats.idle_capacity_bytes += short.min(room);
+        }
+    }
+
     /// Runs one slot (or skips to the next event if nothing communicates). Returns whether
     /// flows were active.
     pub fn step(&mut self, policy: &mut dyn Policy) -> Result<bool, EngineError> {
@@ -295,6 +337,7 @@ impl<'t> Engine<'t> {
                 sharing,
                 &mut self.scratch,
             );
+            self.account_idle(tau);
         }
         // Iterations that completed in this slot.
         for j in &mut self.jobs {

@@ -137,9 +137,9 @@ fn find_scenario(name: &str, quick: bool) -> Result<scenario::Scenario, String> 
 fn run_cmd(a: RunArgs) -> Result<(), String> {
     let s = find_scenario(&a.scenario, a.quick)?;
     for p in &a.policies {
-        if policy::by_name(p).is_none() {
+        if let Err(e) = policy::parse(p) {
             return Err(format!(
-                "unknown policy {p:?} (known: {})",
+                "{e} (known: {}; an mlcc variant takes /key=value overrides)",
                 policy::names().join(", ")
             ));
         }

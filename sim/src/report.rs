@@ -59,6 +59,9 @@ pub struct PolicySummary {
     pub ratio_to_mlcc: Option<f64>,
     pub bytes_expected: f64,
     pub bytes_delivered: f64,
+    /// Bytes held back while their whole path had room (see `RunStats::idle_capacity_bytes`).
+    pub idle_capacity_bytes: f64,
+    pub overbooked_bytes: f64,
     pub slots: u64,
     pub busy_slots: u64,
     pub wall_s: f64,
@@ -135,6 +138,8 @@ pub fn summarize(scenario: &str, topology: &str, seed: u64, runs: &[PolicyRun]) 
                 ratio_to_mlcc: ref_mean.map(|rm| m / rm),
                 bytes_expected: r.stats.bytes_expected,
                 bytes_delivered: r.stats.bytes_delivered,
+                idle_capacity_bytes: r.stats.idle_capacity_bytes,
+                overbooked_bytes: r.stats.overbooked_bytes,
                 slots: r.stats.slots,
                 busy_slots: r.stats.busy_slots,
                 wall_s: r.stats.wall_secs,

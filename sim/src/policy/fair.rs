@@ -27,6 +27,20 @@ impl Fair {
         if self.capacity.len() != view.topo.links().len() {
             self.capacity = view.topo.links().iter().map(|l| l.capacity.0).collect();
         }
+        let capacity = std::mem::take(&mut self.capacity);
+        self.solve_within(view, cap, &capacity, out);
+        self.capacity = capacity;
+    }
+
+    /// [`Self::solve_capped`] on links of the given capacities (bytes/s, by link index): what
+    /// is left of the fabric after flows solved before.
+    pub fn solve_within(
+        &mut self,
+        view: &View<'_>,
+        cap: Option<&[f64]>,
+        capacity: &[f64],
+        out: &mut [f64],
+    ) {
         let paths: Vec<&[LinkId]> = view
             .active
             .iter()
@@ -39,7 +53,7 @@ impl Fair {
                 cap.map_or(d, |c| d.min(c[i]))
             }));
         self.solver
-            .solve(&paths, &self.demand, &self.capacity, &mut self.rates);
+            .solve(&paths, &self.demand, capacity, &mut self.rates);
         // Second pass: broadcast demand from the aggregation rates just found.
         // Upstream flows are found by their index in the full active list; a sub-view (one
         // job, for `isolated`) starts at `base` in it.
@@ -76,7 +90,7 @@ impl Fair {
         }
         if changed {
             self.solver
-                .solve(&paths, &self.demand, &self.capacity, &mut self.rates);
+                .solve(&paths, &self.demand, capacity, &mut self.rates);
         }
         out.copy_from_slice(&self.rates);
     }

@@ -3,9 +3,10 @@
 //! Adding a policy = one module + one registry line; the engine, physics and reports only
 //! see the trait.
 
+use mlcc_core::FeedbackMode::{AllOthers, Precedence};
+use mlcc_core::SlotConfig;
 use mlcc_core::host::{PolicyConfig, RankRule};
 use mlcc_core::topology::Topology;
-use mlcc_core::{FeedbackMode, SlotConfig};
 
 use crate::model::Sharing;
 use crate::model::{Flow, FlowRef, Job};
@@ -17,6 +18,7 @@ pub mod isolated;
 pub mod maxmin;
 pub mod mcs;
 pub mod mlcc;
+pub mod priority;
 
 /// What a policy sees at the start of a slot.
 pub struct View<'a> {
@@ -125,7 +127,6 @@ fn mlcc_entry(
 /// (`PolicyConfig::default`); `mlcc-no-<rule>` switches one of its rules off and
 /// `mlcc-rank-<rule>` changes its rank rule, for ablations.
 pub fn registry() -> Vec<Entry> {
-    use FeedbackMode::{AllOthers, Precedence};
     let mlccd = PolicyConfig::default();
     let paper = |mode| PolicyConfig::paper(SlotConfig::paper(), mode);
     let mut v = vec![
@@ -221,6 +222,11 @@ pub fn registry() -> Vec<Entry> {
             |c| Box::new(ccml::Ccml::new(c)),
         ),
         fixed(
+            "priority",
+            "strict priority by the job's remaining bytes, max-min within a job, exact and instant: the ideal of a rank-ordered scheduler (not deployable)",
+            |_| Box::new(priority::Priority::default()),
+        ),
+        fixed(
             "isolated",
             "every job alone on the fabric (max-min within the job): the lower bound",
             |_| Box::new(isolated::Isolated::default()),
@@ -229,8 +235,70 @@ pub fn registry() -> Vec<Entry> {
     v
 }
 
+/// The policy `name`: a registry entry, or an mlcc entry followed by `/key=value` overrides
+/// of its [`PolicyConfig`] (`mlcc/eta=0/split-uplink=off/rank=remaining-bytes`), so an
+/// experiment needs no registry line. Keys: `eta`, `rank`, `mode` (`precedence` |
+/// `all-others`) and every rule of [`PolicyConfig::RULES`] (`on` | `off`).
 pub fn by_name(name: &str) -> Option<Entry> {
-    registry().into_iter().find(|e| e.name == name)
+    parse(name).ok()
+}
+
+/// [`by_name`] with the reason a name is refused.
+pub fn parse(name: &str) -> Result<Entry, String> {
+    let mut parts = name.split('/');
+    let base = parts.next().unwrap_or_default();
+    let mut entry = registry()
+        .into_iter()
+        .find(|e| e.name == base)
+        .ok_or_else(|| format!("unknown policy {base:?}"))?;
+    for kv in parts {
+        let Build::Mlcc(cfg, vis) = entry.build else {
+            return Err(format!(
+                "{base} is not an mlcc variant: it takes no overrides"
+            ));
+        };
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("override {kv:?} is not key=value"))?;
+        let cfg = match k {
+            "eta" => PolicyConfig {
+                eta: v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|e| e.is_finite() && *e >= 0.0)
+                    .ok_or_else(|| format!("eta {v:?} is not a number ≥ 0"))?,
+                ..cfg
+            },
+            "rank" => PolicyConfig {
+                rank: v.parse()?,
+                ..cfg
+            },
+            "mode" => PolicyConfig {
+                mode: match v {
+                    "precedence" => Precedence,
+                    "all-others" => AllOthers,
+                    _ => return Err(format!("mode {v:?} is not precedence or all-others")),
+                },
+                ..cfg
+            },
+            rule => {
+                let on = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(format!("rule {rule}={v:?}: say on or off")),
+                };
+                cfg.with_rule(rule, on).ok_or_else(|| {
+                    format!(
+                        "unknown key {rule:?} (eta, rank, mode, or a rule: {})",
+                        PolicyConfig::RULES.join(", ")
+                    )
+                })?
+            }
+        };
+        entry.build = Build::Mlcc(cfg, vis);
+    }
+    entry.name = name.to_string();
+    Ok(entry)
 }
 
 pub fn names() -> Vec<String> {
