@@ -76,7 +76,8 @@ struct mlcc_progress_header {
     uint32_t file_size;           /* 108 */
     uint64_t start_time_ns;       /* 112: CLOCK_REALTIME at open */
     char cc_name[MLCC_CC_NAME_MAX]; /* 120: CC for data sockets; "" = leave the default */
-    uint8_t reserved[MLCC_PROGRESS_HEADER_SIZE - 136]; /* 136: zero */
+    uint64_t total_iterations;    /* 136: iterations the job runs (MLCC_TOTAL_ITERATIONS); 0 = unknown */
+    uint8_t reserved[MLCC_PROGRESS_HEADER_SIZE - 144]; /* 144: zero */
 };
 
 /* Updated while the job runs. Every field is read and written with 64-bit atomics. */
@@ -226,6 +227,9 @@ static inline int mlcc_progress_open(const char *dir, const char *job_id, int ar
     h->start_time_ns = mlcc_now_ns_();
     const char *cc = getenv("MLCC_CC");
     if (cc) strncpy(h->cc_name, cc, MLCC_CC_NAME_MAX - 1);
+    /* How long the job runs lets mlccd rank it by the bytes it has left (shortest first). */
+    const char *iters = getenv("MLCC_TOTAL_ITERATIONS");
+    if (iters) h->total_iterations = (uint64_t)strtoull(iters, NULL, 10);
     st->header = h;
     st->counters =
         (volatile struct mlcc_progress_counters *)((char *)map + MLCC_PROGRESS_HEADER_SIZE);
@@ -239,7 +243,8 @@ static inline int mlcc_progress_open(const char *dir, const char *job_id, int ar
 
 /*
  * Opens the progress file from the environment: MLCC_JOB_ID (required, else a no-op returning
- * 1), MLCC_JOB_ARCH ("allreduce" or "ps"), MLCC_MODEL_BYTES, MLCC_WORLD_SIZE, MLCC_SHM_DIR.
+ * 1), MLCC_JOB_ARCH ("allreduce" or "ps"), MLCC_MODEL_BYTES, MLCC_WORLD_SIZE, MLCC_SHM_DIR
+ * (and, read by mlcc_progress_open itself, MLCC_CC and MLCC_TOTAL_ITERATIONS).
  */
 static inline int mlcc_progress_open_env(int role, uint32_t rank) {
     const char *job = getenv("MLCC_JOB_ID");

@@ -38,7 +38,8 @@ pub mod abi {
         pub file_size: u32,
         pub start_time_ns: u64,
         pub cc_name: [u8; CC_NAME_MAX],
-        pub reserved: [u8; HEADER_SIZE - 136],
+        pub total_iterations: u64,
+        pub reserved: [u8; HEADER_SIZE - 144],
     }
 
     /// Each field is a 64-bit atomic in the file.
@@ -55,7 +56,7 @@ pub mod abi {
     }
 
     /// Names of the values `mlcc_shim_layout` reports, in its order (for the agreement test).
-    pub const FIELD_NAMES: [&str; 25] = [
+    pub const FIELD_NAMES: [&str; 26] = [
         "sizeof header",
         "sizeof counters",
         "magic",
@@ -71,6 +72,7 @@ pub mod abi {
         "file_size",
         "start_time_ns",
         "cc_name",
+        "total_iterations",
         "seq",
         "bytes_sent",
         "bytes_received",
@@ -84,7 +86,7 @@ pub mod abi {
     ];
 
     /// The same values from the Rust side.
-    pub fn layout() -> [u64; 25] {
+    pub fn layout() -> [u64; 26] {
         use std::mem::{offset_of, size_of};
         [
             size_of::<Header>(),
@@ -102,6 +104,7 @@ pub mod abi {
             offset_of!(Header, file_size),
             offset_of!(Header, start_time_ns),
             offset_of!(Header, cc_name),
+            offset_of!(Header, total_iterations),
             offset_of!(Counters, seq),
             offset_of!(Counters, bytes_sent),
             offset_of!(Counters, bytes_received),
@@ -248,6 +251,8 @@ pub struct ProgressHeader {
     pub pid: u32,
     pub start_time_ns: u64,
     pub cc_name: String,
+    /// Iterations the job runs (`MLCC_TOTAL_ITERATIONS`); 0 when it did not say.
+    pub total_iterations: u64,
 }
 
 /// One consistent reading of a file's counters.
@@ -460,6 +465,7 @@ impl ProgressReader {
             pid: h.pid,
             start_time_ns: h.start_time_ns,
             cc_name,
+            total_iterations: h.total_iterations,
         };
         if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
             let parsed = parse_file_name(name).ok_or_else(|| ProgressError::NameMismatch {

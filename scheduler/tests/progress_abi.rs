@@ -50,7 +50,7 @@ fn open(dir: &Path, job: &str, arch: c_int, role: c_int, rank: u32) -> c_int {
 
 #[test]
 fn c_and_rust_agree_on_every_offset() {
-    let mut c = [0u64; 25];
+    let mut c = [0u64; 26];
     // SAFETY: the shim writes exactly 25 values.
     unsafe { mlcc_shim_layout(c.as_mut_ptr()) };
     let rust = abi::layout();

@@ -23,7 +23,8 @@ pub struct Progress {
 
 impl Progress {
     /// Opens from the environment (`MLCC_JOB_ID`, `MLCC_JOB_ARCH`, `MLCC_MODEL_BYTES`,
-    /// `MLCC_WORLD_SIZE`, `MLCC_SHM_DIR`, `MLCC_CC`), as patched libraries do.
+    /// `MLCC_WORLD_SIZE`, `MLCC_SHM_DIR`, `MLCC_CC`, `MLCC_TOTAL_ITERATIONS`), as patched
+    /// libraries do.
     pub fn open_env(role: Role, rank: u32) -> Result<Self, String> {
         // SAFETY: the header's functions take plain values and keep their own global state.
         match unsafe { mlcc_tb_open_env(role as i32, rank) } {

@@ -65,6 +65,7 @@ impl HostScheduler {
         o.iteration_start = f.iteration_start;
         o.job_bytes = f.job_bytes;
         o.job_attained_bytes = f.attained_bytes();
+        o.job_remaining_bytes = f.remaining_job_bytes();
         o.sent_bytes = f.sent_bytes;
         o.remaining_bytes = f.remaining_bytes;
         o.slack_bytes = f.slack_bytes;

@@ -42,6 +42,8 @@ pub struct FlowState {
     /// The job's model bytes (progress header) or bytes per iteration (`mlccctl job add`);
     /// 0 when unknown.
     pub job_bytes: u64,
+    /// Iterations the job runs (progress header's `total_iterations`); 0 when unknown.
+    pub job_total_iterations: u64,
     /// Expected bytes of the current iteration and how that was estimated.
     pub expected_bytes: f64,
     pub expected_from: &'static str,
@@ -95,12 +97,21 @@ impl FlowState {
         (self.job_bytes > 0).then_some(self.iteration as f64 * self.job_bytes as f64)
     }
 
+    /// Bytes the job still moves, this iteration included, where it said how many iterations
+    /// it runs. The progress file counts iterations from 1 (0 before the first begins).
+    pub fn remaining_job_bytes(&self) -> Option<f64> {
+        (self.job_bytes > 0 && self.job_total_iterations > 0).then(|| {
+            let done = self.iteration.saturating_sub(1);
+            self.job_total_iterations.saturating_sub(done) as f64 * self.job_bytes as f64
+        })
+    }
+
     fn rank_basis(&self) -> RankBasis {
         RankBasis {
             iteration_start: self.iteration_start,
             job_bytes: self.job_bytes,
             job_attained_bytes: self.attained_bytes(),
-            job_remaining_bytes: None,
+            job_remaining_bytes: self.remaining_job_bytes(),
         }
     }
 }
@@ -139,6 +150,7 @@ struct Contribution {
     iteration: u64,
     iteration_start_ns: u64,
     model_bytes: u64,
+    total_iterations: u64,
     slack: f64,
     last_iteration_bytes: f64,
 }
@@ -159,6 +171,7 @@ struct FlowSpec {
     slack: f64,
     last_iteration_bytes: u64,
     job_bytes: u64,
+    job_total_iterations: u64,
 }
 
 impl HostScheduler {
@@ -287,6 +300,7 @@ impl HostScheduler {
                         iteration: s.iteration,
                         iteration_start_ns: s.iteration_start_ns,
                         model_bytes: h.model_bytes,
+                        total_iterations: h.total_iterations,
                         slack,
                         last_iteration_bytes: s.last_iteration_bytes as f64 / n,
                     });
@@ -350,6 +364,7 @@ impl HostScheduler {
             let last_iteration: f64 = cs.iter().map(|c| c.last_iteration_bytes).sum();
             let conns = cs.iter().map(|c| c.conns).sum();
             let job_bytes = cs.iter().map(|c| c.model_bytes).max().unwrap_or(0);
+            let job_total_iterations = cs.iter().map(|c| c.total_iterations).max().unwrap_or(0);
             let start = if start_ns > 0 {
                 Slot(start_ns / tau_ns.max(1))
             } else {
@@ -373,6 +388,7 @@ impl HostScheduler {
                     slack,
                     last_iteration_bytes: last_iteration as u64,
                     job_bytes,
+                    job_total_iterations,
                 },
                 &acked,
             );
@@ -405,6 +421,7 @@ impl HostScheduler {
                     slack: g.slack_bytes.as_f64(),
                     last_iteration_bytes: 0,
                     job_bytes: g.bytes_per_iteration.as_f64() as u64,
+                    job_total_iterations: 0,
                 },
                 &acked,
             );
@@ -487,6 +504,7 @@ impl HostScheduler {
                     iteration: spec.iteration.unwrap_or(0),
                     iteration_start: spec.start,
                     job_bytes: spec.job_bytes,
+                    job_total_iterations: spec.job_total_iterations,
                     expected_bytes: 0.0,
                     expected_from: "unknown",
                     sent_bytes: 0.0,
@@ -510,6 +528,7 @@ impl HostScheduler {
         };
         f.last_seen = slot;
         f.job_bytes = spec.job_bytes;
+        f.job_total_iterations = spec.job_total_iterations;
         f.connections = spec.conns;
         f.slack_bytes = spec.slack;
         if spec.last_iteration_bytes > 0 {

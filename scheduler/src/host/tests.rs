@@ -37,6 +37,7 @@ fn header(job: &str, arch: Arch, role: Role, rank: u32, world: u32, model: u64) 
         pid: 100 + rank,
         start_time_ns: 0,
         cc_name: String::new(),
+        total_iterations: 0,
     }
 }
 

@@ -14,7 +14,7 @@ void mlcc_shim_layout(uint64_t *out) {
         OFF(mlcc_progress_header, rank), OFF(mlcc_progress_header, world_size),
         OFF(mlcc_progress_header, model_bytes), OFF(mlcc_progress_header, pid),
         OFF(mlcc_progress_header, file_size), OFF(mlcc_progress_header, start_time_ns),
-        OFF(mlcc_progress_header, cc_name),
+        OFF(mlcc_progress_header, cc_name), OFF(mlcc_progress_header, total_iterations),
         OFF(mlcc_progress_counters, seq), OFF(mlcc_progress_counters, bytes_sent),
         OFF(mlcc_progress_counters, bytes_received), OFF(mlcc_progress_counters, iteration),
         OFF(mlcc_progress_counters, iteration_start_ns),
