@@ -89,19 +89,53 @@ impl Binaries {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Cc {
     Kernel(String),
-    Mlcc,
+    /// mlcc (switch emulators, one mlccd per host, the BPF datapath). `name` is what the user
+    /// wrote: `mlcc`, or `mlcc/key=value/...` with mlccd options in mlcc-sim's variant syntax
+    /// (`eta`, `rank`, `mode`, `policy`, and any rule `NAME=on|off`), so one sitting can compare
+    /// policies on real TCP; `args` are those options as mlccd flags.
+    Mlcc {
+        name: String,
+        args: Vec<String>,
+    },
+    /// Each job of the scenario alone on its hosts, arriving at time 0, under this kernel CC
+    /// and without cross traffic or faults: the lower bound on what contention leaves.
+    Isolated(String),
 }
 
 impl Cc {
     pub fn parse(s: &str) -> Result<Cc, String> {
-        match s {
-            "mlcc" => Ok(Cc::Mlcc),
-            k if !k.is_empty()
+        let kernel = |k: &str| {
+            !k.is_empty()
                 && k.len() < 16
-                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
-            {
-                Ok(Cc::Kernel(k.to_string()))
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        let mut parts = s.split('/');
+        match parts.next().unwrap_or_default() {
+            "mlcc" => {
+                let mut args = Vec::new();
+                for kv in parts {
+                    let (k, v) = kv
+                        .split_once('=')
+                        .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+                        .ok_or_else(|| format!("{s:?}: {kv:?} is not key=value"))?;
+                    match k {
+                        "eta" | "policy" => args.extend([format!("--{k}"), v.to_string()]),
+                        "mode" => args.extend(["--feedback-mode".to_string(), v.to_string()]),
+                        "rank" => args.extend(["--precedence".to_string(), v.to_string()]),
+                        rule => args.extend(["--rule".to_string(), format!("{rule}={v}")]),
+                    }
+                }
+                Ok(Cc::Mlcc {
+                    name: s.to_string(),
+                    args,
+                })
             }
+            "isolated" => match parts.next() {
+                None => Ok(Cc::Isolated("cubic".into())),
+                Some(k) if kernel(k) && parts.next().is_none() => Ok(Cc::Isolated(k.into())),
+                Some(_) => Err(format!("{s:?}: say isolated or isolated/<kernel CC>")),
+            },
+            k if kernel(k) && !s.contains('/') => Ok(Cc::Kernel(k.to_string())),
             _ => Err(format!("{s:?} is not a congestion control name")),
         }
     }
@@ -109,8 +143,18 @@ impl Cc {
     pub fn name(&self) -> &str {
         match self {
             Cc::Kernel(k) => k,
-            Cc::Mlcc => "mlcc",
+            Cc::Mlcc { name, .. } => name,
+            Cc::Isolated(_) => "isolated",
         }
+    }
+
+    /// [`Self::name`] as a file or directory name (`mlcc/eta=1` → `mlcc+eta=1`).
+    pub fn file_name(&self) -> String {
+        self.name().replace('/', "+")
+    }
+
+    pub fn is_mlcc(&self) -> bool {
+        matches!(self, Cc::Mlcc { .. })
     }
 }
 
@@ -228,13 +272,20 @@ impl Cluster {
             let d = c.shm_root.join(&h.name);
             fs::create_dir_all(&d).map_err(io_err(format!("creating {}", d.display())))?;
         }
-        if cc == Cc::Mlcc {
-            c.start_mlcc(scn, bins, run)?;
+        if let Cc::Mlcc { args, .. } = &cc {
+            let args = args.clone();
+            c.start_mlcc(scn, bins, run, &args)?;
         }
         Ok(c)
     }
 
-    fn start_mlcc(&mut self, scn: &Scenario, bins: &Binaries, run: &str) -> Result<(), RunError> {
+    fn start_mlcc(
+        &mut self,
+        scn: &Scenario,
+        bins: &Binaries,
+        run: &str,
+        policy_args: &[String],
+    ) -> Result<(), RunError> {
         let name = format!("mlcc_tb{run}");
         let pin = PathBuf::from(format!("/sys/fs/bpf/{PREFIX}{run}"));
         // cwnd may run 2x the rate over max(min RTT, floor) ahead of the pacer. The floor must
@@ -262,7 +313,12 @@ impl Cluster {
         fs::write(&topo, self.topology_toml(scn)).map_err(io_err("writing the topology"))?;
         let tau = format!("{}ms", scn.tau.as_millis());
         let horizon = scn.horizon.to_string();
-        for sw in self.plan.switches.clone() {
+        let emulated = if scn.switch_emulators {
+            self.plan.switches.clone()
+        } else {
+            Vec::new()
+        };
+        for sw in emulated.clone() {
             let mut args: Vec<std::ffi::OsString> = vec!["--topology".into(), topo.clone().into()];
             args.extend(
                 [
@@ -284,7 +340,7 @@ impl Cluster {
                 (sw.ns.clone(), bins.switchd.clone(), args),
             )?;
         }
-        for sw in &self.plan.switches {
+        for sw in &emulated {
             wait_listening(
                 &sw.ns,
                 std::net::SocketAddr::new(sw.ip.into(), SWITCHD_PORT),
@@ -321,6 +377,7 @@ impl Cluster {
             );
             args.push(pin.clone().into());
             args.extend(["--tau", &tau, "--horizon", &horizon].map(Into::into));
+            args.extend(policy_args.iter().map(Into::into));
             self.spawn_daemon(
                 &format!("mlccd-{}", h.name),
                 (h.ns.clone(), bins.mlccd.clone(), args),
@@ -348,10 +405,10 @@ impl Cluster {
     pub fn topology_toml(&self, scn: &Scenario) -> String {
         let mut t = String::from("# Written by mlcc-testbed for one run.\n");
         for sw in &self.plan.switches {
-            t += &format!(
-                "[[switch]]\nname = \"{}\"\ntier = 0\nemulator = \"{}:{SWITCHD_PORT}\"\n",
-                sw.name, sw.ip
-            );
+            t += &format!("[[switch]]\nname = \"{}\"\ntier = 0\n", sw.name);
+            if scn.switch_emulators {
+                t += &format!("emulator = \"{}:{SWITCHD_PORT}\"\n", sw.ip);
+            }
         }
         for h in &self.plan.hosts {
             t += &format!(
@@ -686,7 +743,7 @@ impl Faults {
     }
 
     fn tick(&mut self, c: &mut Cluster, t: Duration) -> Result<(), RunError> {
-        let mlcc = c.cc == Cc::Mlcc;
+        let mlcc = c.cc.is_mlcc();
         for e in &mut self.events {
             let f = &e.fault;
             let daemon = match f.kind {
@@ -955,11 +1012,12 @@ fn launch(c: &Cluster, bins: &Binaries, idx: usize, spec: JobSpec) -> Result<Run
             ])
             .args(["--compute", &format!("{}us", spec.compute.as_micros())]);
         match (&c.cc, &c.mlcc_name) {
-            (Cc::Mlcc, Some(name)) => {
+            (Cc::Mlcc { .. }, Some(name)) => {
                 cmd.env("MLCC_JOB_ID", &spec.name)
                     .env("MLCC_JOB_ARCH", arch)
                     .env("MLCC_MODEL_BYTES", spec.model_bytes.to_string())
                     .env("MLCC_WORLD_SIZE", world.to_string())
+                    .env("MLCC_TOTAL_ITERATIONS", spec.iterations.to_string())
                     .env("MLCC_SHM_DIR", c.shm_dir(&host))
                     .env("MLCC_CC", name);
             }
@@ -1202,8 +1260,12 @@ pub fn run_scenario(
 ) -> Result<Vec<CcRun>, RunError> {
     let mut runs = Vec::new();
     for cc in ccs {
+        if let Cc::Isolated(k) = cc {
+            runs.push(run_isolated(scn, k, bins, out, &mut tick)?);
+            continue;
+        }
         let run = run_id();
-        let dir = out.join(cc.name());
+        let dir = out.join(cc.file_name());
         let _ = fs::remove_dir_all(&dir);
         let mut c = Cluster::up(scn, cc.clone(), bins, &dir, &run)?;
         let r = run_jobs(&mut c, scn, bins, &mut tick);
@@ -1211,6 +1273,56 @@ pub fn run_scenario(
         runs.push(r?);
     }
     Ok(runs)
+}
+
+/// [`Cc::Isolated`]: every job alone, one after the other, each on a cluster of its own.
+fn run_isolated(
+    scn: &Scenario,
+    kernel: &str,
+    bins: &Binaries,
+    out: &Path,
+    tick: &mut impl FnMut(usize, usize, &str),
+) -> Result<CcRun, RunError> {
+    let start = Instant::now();
+    let mut jobs = Vec::new();
+    let mut pids = Vec::new();
+    let dir = out.join("isolated");
+    let _ = fs::remove_dir_all(&dir);
+    for (i, spec) in scn.jobs.iter().enumerate() {
+        let mut one = scn.clone();
+        one.jobs = vec![JobSpec {
+            arrival: Duration::ZERO,
+            ..spec.clone()
+        }];
+        one.cross = None;
+        one.faults.clear();
+        let mut c = Cluster::up(
+            &one,
+            Cc::Kernel(kernel.to_string()),
+            bins,
+            &dir.join(&spec.name),
+            &run_id(),
+        )?;
+        let r = run_jobs(&mut c, &one, bins, |done, _, _| {
+            tick(i + done, scn.jobs.len(), "isolated")
+        });
+        c.down();
+        let r = r?;
+        pids.extend(r.pids);
+        for mut j in r.jobs {
+            j.arrival_s = spec.arrival.as_secs_f64();
+            jobs.push(j);
+        }
+    }
+    Ok(CcRun {
+        cc: "isolated".into(),
+        jobs,
+        wall_s: start.elapsed().as_secs_f64(),
+        cross_flows: 0,
+        bandwidth: Vec::new(),
+        faults: Vec::new(),
+        pids,
+    })
 }
 
 /// Objects a finished run might have left: `ip netns`, bpffs pins, shm dirs, and any of the

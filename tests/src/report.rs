@@ -24,10 +24,15 @@ pub struct CcSummary {
     pub stddev_of_repetition_means_s: f64,
     /// Per job, mean iteration time averaged over repetitions.
     pub mean_iteration_s: BTreeMap<String, f64>,
+    /// Per job, JCT averaged over repetitions.
+    pub jct_per_job_s: BTreeMap<String, f64>,
     pub jobs_failed: usize,
     pub bytes_verified: u64,
     /// mean JCT / the best TCP's mean JCT (absent for TCP rows when there is no mlcc).
     pub ratio_to_best_tcp: Option<f64>,
+    /// (best TCP − this) / (best TCP − isolated): the share of what contention costs under the
+    /// best TCP that this CC wins back (1: as if every job ran alone). Where `isolated` ran.
+    pub contention_recovered: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -39,7 +44,14 @@ pub struct Summary {
     pub best_tcp: Option<String>,
     /// 1 - mlcc mean JCT / best TCP mean JCT (the paper claims >= 0.15).
     pub mlcc_reduction_vs_best_tcp: Option<f64>,
+    /// Mean JCT with every job alone (`--cc isolated`), if it ran.
+    pub isolated_mean_jct_s: Option<f64>,
     pub runs: Vec<CcRun>,
+}
+
+/// Whether a row is a kernel TCP (not mlcc or one of its variants, not the isolated bound).
+pub fn is_tcp(cc: &str) -> bool {
+    cc != "isolated" && cc != "mlcc" && !cc.starts_with("mlcc/")
 }
 
 fn pct(v: &mut [f64], q: f64) -> f64 {
@@ -75,13 +87,22 @@ pub fn summarize(scenario: &str, quick: bool, runs: Vec<CcRun>) -> Summary {
                 / per_rep.len().max(1) as f64)
                 .sqrt();
             let mut iters: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+            let mut per_job: BTreeMap<String, (f64, usize)> = BTreeMap::new();
             for r in &mine {
                 for j in &r.jobs {
                     let e = iters.entry(j.job.clone()).or_default();
                     e.0 += j.mean_iteration_s;
                     e.1 += 1;
+                    let e = per_job.entry(j.job.clone()).or_default();
+                    e.0 += j.jct_s;
+                    e.1 += 1;
                 }
             }
+            let avg = |m: BTreeMap<String, (f64, usize)>| -> BTreeMap<String, f64> {
+                m.into_iter()
+                    .map(|(k, (s, n))| (k, s / n.max(1) as f64))
+                    .collect()
+            };
             CcSummary {
                 cc: cc.clone(),
                 repetitions: mine.len(),
@@ -91,10 +112,8 @@ pub fn summarize(scenario: &str, quick: bool, runs: Vec<CcRun>) -> Summary {
                 max_jct_s: jcts.iter().copied().fold(0.0, f64::max),
                 mean_jct_per_repetition_s: per_rep,
                 stddev_of_repetition_means_s: sd,
-                mean_iteration_s: iters
-                    .into_iter()
-                    .map(|(k, (s, n))| (k, s / n.max(1) as f64))
-                    .collect(),
+                mean_iteration_s: avg(iters),
+                jct_per_job_s: avg(per_job),
                 jobs_failed: mine.iter().flat_map(|r| &r.jobs).filter(|j| !j.ok).count(),
                 bytes_verified: mine
                     .iter()
@@ -102,17 +121,25 @@ pub fn summarize(scenario: &str, quick: bool, runs: Vec<CcRun>) -> Summary {
                     .map(|j| j.bytes_verified)
                     .sum(),
                 ratio_to_best_tcp: None,
+                contention_recovered: None,
             }
         })
         .collect();
     let best = ccs
         .iter()
-        .filter(|c| c.cc != "mlcc")
+        .filter(|c| is_tcp(&c.cc))
         .min_by(|a, b| a.mean_jct_s.total_cmp(&b.mean_jct_s))
         .map(|c| (c.cc.clone(), c.mean_jct_s));
+    let isolated = ccs
+        .iter()
+        .find(|c| c.cc == "isolated")
+        .map(|c| c.mean_jct_s);
     if let Some((_, b)) = &best {
         for c in &mut ccs {
             c.ratio_to_best_tcp = Some(c.mean_jct_s / b);
+            c.contention_recovered = isolated
+                .filter(|i| b - i > 1e-9 && c.cc != "isolated")
+                .map(|i| (b - c.mean_jct_s) / (b - i));
         }
     }
     let reduction = best.as_ref().and_then(|(_, b)| {
@@ -126,6 +153,7 @@ pub fn summarize(scenario: &str, quick: bool, runs: Vec<CcRun>) -> Summary {
         repetitions: ccs.iter().map(|c| c.repetitions).max().unwrap_or(0),
         best_tcp: best.map(|b| b.0),
         mlcc_reduction_vs_best_tcp: reduction,
+        isolated_mean_jct_s: isolated,
         ccs,
         runs,
     }
@@ -138,8 +166,8 @@ pub fn markdown(s: &Summary) -> String {
         if s.quick { " (quick)" } else { "" },
         s.repetitions
     );
-    t += "| CC | mean JCT (s) | p50 | p99 | max | spread of repetition means (s) | vs best TCP | failed jobs |\n";
-    t += "|---|---|---|---|---|---|---|---|\n";
+    t += "| CC | mean JCT (s) | p50 | p99 | max | spread of repetition means (s) | vs best TCP | contention recovered | failed jobs |\n";
+    t += "|---|---|---|---|---|---|---|---|---|\n";
     for c in &s.ccs {
         let lo = c
             .mean_jct_per_repetition_s
@@ -152,7 +180,7 @@ pub fn markdown(s: &Summary) -> String {
             .copied()
             .fold(0.0, f64::max);
         t += &format!(
-            "| {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2}–{:.2} (sd {:.2}) | {} | {} |\n",
+            "| {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2}–{:.2} (sd {:.2}) | {} | {} | {} |\n",
             c.cc,
             c.mean_jct_s,
             c.p50_jct_s,
@@ -163,6 +191,8 @@ pub fn markdown(s: &Summary) -> String {
             c.stddev_of_repetition_means_s,
             c.ratio_to_best_tcp
                 .map_or("–".into(), |r| format!("{:.3}", r)),
+            c.contention_recovered
+                .map_or("–".into(), |r| format!("{:.0} %", r * 100.0)),
             c.jobs_failed
         );
     }
@@ -172,6 +202,28 @@ pub fn markdown(s: &Summary) -> String {
             r.abs() * 100.0,
             if r >= 0.0 { "below" } else { "above" }
         );
+    }
+    if s.isolated_mean_jct_s.is_some() {
+        t += "\n`isolated`: every job alone on its hosts (kernel TCP, no cross traffic); \
+              contention recovered = (best TCP − CC) / (best TCP − isolated), in mean JCT.\n";
+    }
+    t += "\nJCT per job (s):\n\n| job |";
+    for c in &s.ccs {
+        t += &format!(" {} |", c.cc);
+    }
+    t += "\n|---|";
+    for _ in &s.ccs {
+        t += "---|";
+    }
+    t += "\n";
+    if let Some(first) = s.ccs.first() {
+        for job in first.jct_per_job_s.keys() {
+            t += &format!("| {job} |");
+            for c in &s.ccs {
+                t += &format!(" {:.2} |", c.jct_per_job_s.get(job).copied().unwrap_or(0.0));
+            }
+            t += "\n";
+        }
     }
     t += "\nMean iteration time per job (s):\n\n| job |";
     for c in &s.ccs {

@@ -33,6 +33,10 @@ struct RawScenario {
     #[serde(default = "gbit")]
     host_link: String,
     inter_switch_link: Option<String>,
+    /// Whether mlcc runs a switch emulator per switch. Without (cloud mode, paper §VI-H), the
+    /// switches are unknown to mlccd: each host schedules what it owns, its uplink.
+    #[serde(default = "yes")]
+    switch_emulators: bool,
     /// Model bytes × this: the paper's models on faster hosts scaled to these links.
     #[serde(default = "one_f")]
     bytes_scale: f64,
@@ -77,6 +81,9 @@ struct RawCross {
 
 fn one() -> u32 {
     1
+}
+fn yes() -> bool {
+    true
 }
 fn one_f() -> f64 {
     1.0
@@ -177,6 +184,8 @@ pub struct Scenario {
     /// Bits per second.
     pub host_link_bits: u64,
     pub inter_switch_bits: Option<u64>,
+    /// mlcc starts `mlcc-switchd` per switch (false: cloud mode, host-owned links only).
+    pub switch_emulators: bool,
     pub tau: Duration,
     pub horizon: u32,
     pub timeout: Duration,
@@ -325,6 +334,7 @@ impl Scenario {
                 .as_deref()
                 .map(|s| bits(path, "inter_switch_link", s))
                 .transpose()?,
+            switch_emulators: raw.switch_emulators,
             tau: dur(path, "tau", &raw.tau)?,
             horizon: raw.horizon,
             timeout: dur(path, "timeout", &raw.timeout)?,

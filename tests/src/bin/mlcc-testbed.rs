@@ -47,7 +47,10 @@ enum Cmd {
     Run {
         #[arg(long)]
         scenario: String,
-        /// Comma-separated congestion controls; "mlcc" is mlcc, any other a kernel CC.
+        /// Comma-separated congestion controls: a kernel CC (cubic, reno, bbr), `mlcc`, an mlcc
+        /// variant `mlcc/key=value/...` (mlccd options as in mlcc-sim's variants: eta, rank,
+        /// mode, policy, or a rule NAME=on|off), or `isolated[/<kernel CC>]` (every job alone
+        /// on its hosts under cubic or the CC named, no cross traffic: the lower bound).
         #[arg(long, value_delimiter = ',', default_value = "cubic,reno,bbr,mlcc")]
         cc: Vec<String>,
         /// Repetitions of the whole set (CCs interleaved, so drift hits all alike).
@@ -101,6 +104,9 @@ fn real_main(a: Args) -> Result<(), String> {
         } => {
             let scn = Scenario::find(&scenario).map_err(|e| e.to_string())?;
             let cc = Cc::parse(&cc)?;
+            if matches!(cc, Cc::Isolated(_)) {
+                return Err("`isolated` runs jobs one by one; `up` takes a CC or mlcc".into());
+            }
             let b = bins(bin_dir).map_err(|e| e.to_string())?;
             let run = cluster::run_id();
             let c = Cluster::up(&scn, cc, &b, &out, &run).map_err(|e| e.to_string())?;
@@ -190,12 +196,12 @@ fn real_main(a: Args) -> Result<(), String> {
             }
             bar.finish_and_clear();
             let link_mbit = scn.host_link_bits as f64 / 1e6;
-            for cc in &ccs {
+            for cc in ccs.iter().filter(|c| !matches!(c, Cc::Isolated(_))) {
                 if let Some(r) = runs.iter().find(|r| r.cc == cc.name()) {
                     report::bandwidth(
                         r,
                         link_mbit,
-                        &out.join(format!("bandwidth-{}.svg", cc.name())),
+                        &out.join(format!("bandwidth-{}.svg", cc.file_name())),
                     )?;
                 }
             }
