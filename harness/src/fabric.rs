@@ -295,6 +295,7 @@ impl Fabric {
             0..active.len(),
             |n| paths[n],
             &wanted,
+            &rates,
             &mut moved,
             &mut scaled,
         );

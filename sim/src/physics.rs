@@ -1,10 +1,10 @@
 //! What the network and the training frameworks allow, whatever a policy decides.
 //!
-//! Links: where the rates flows try to send add up to more than a link's capacity, the link
-//! delivers in proportion (every flow on it scaled by capacity / offered load; a flow gets
-//! the smallest scale along its path). That is a fluid model of a drop-tail queue shared by
-//! paced senders; it is not work-conserving, exactly like a real overbooked link whose senders
-//! do not re-probe within the slot.
+//! Links: where the rates flows send at add up to more than a link's capacity, the link serves
+//! them in proportion to their rates until one has sent what it offered, then shares what it
+//! leaves among the rest (never above their rates); a flow gets the smallest share along its
+//! path (`mlcc_harness::fluid`). A fluid model of a drop-tail queue fed by paced senders: not
+//! work-conserving beyond the senders' rates.
 //!
 //! Data: a flow cannot send bytes it does not have yet.
 //! - A PS broadcast flow can have sent at most the fraction of the model its PS has
@@ -32,6 +32,8 @@ use crate::model::{Flow, FlowRef, Job};
 pub struct Scratch {
     links: Links,
     wanted: Vec<f64>,
+    /// The rate each flow sends its `wanted` bytes at (see `mlcc_harness::fluid`).
+    pace: Vec<f64>,
     moved: Vec<f64>,
     /// Whether a link (not data, not the policy) held the flow below what it tried.
     scaled: Vec<bool>,
@@ -42,6 +44,7 @@ impl Scratch {
         Scratch {
             links: Links::new(topo),
             wanted: vec![],
+            pace: vec![],
             moved: vec![],
             scaled: vec![],
         }
@@ -110,6 +113,7 @@ pub fn advance(
     // What each flow tries to send: its rate, limited by what it has (aggregation progress
     // assumed as the aggregation flows themselves try).
     s.wanted.clear();
+    s.pace.clear();
     for (i, r) in active.iter().enumerate() {
         let j = &jobs[r.job as usize];
         let f = &j.flows[r.flow as usize];
@@ -142,6 +146,12 @@ pub fn advance(
             }
         }
         s.wanted.push(want.max(0.0));
+        // What a broadcast forwards arrives with the aggregation during the slot: it cannot
+        // run ahead of it, whatever its pace. Everything else holds its bytes from the start.
+        s.pace.push(match f.role {
+            FlowRole::Bcast => want.max(0.0) / tau,
+            FlowRole::Agg | FlowRole::Ring => rate,
+        });
     }
     // Proportional sharing, over all flows or job by job (`active` is ordered by job).
     s.moved.clear();
@@ -165,6 +175,7 @@ pub fn advance(
                 &jobs[r.job as usize].flows[r.flow as usize].path[..]
             },
             &s.wanted,
+            &s.pace,
             &mut s.moved,
             &mut s.scaled,
         );
@@ -185,11 +196,13 @@ pub fn advance(
     for (i, r) in active.iter().enumerate() {
         let f = &mut jobs[r.job as usize].flows[r.flow as usize];
         let moved = s.moved[i];
+        let before = f.sent;
         f.sent = (f.sent + moved).min(f.bytes);
         if f.bytes - f.sent < crate::model::BYTE_EPSILON {
             f.sent = f.bytes;
         }
-        total += moved;
+        // What counts as delivered includes the sub-byte crumb a finished flow is rounded up by.
+        total += f.sent - before;
         f.last_rate = rates[i];
         f.last_achieved = moved / tau;
         f.last_link_limited = s.scaled[i];

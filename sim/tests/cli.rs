@@ -14,7 +14,7 @@ fn run_tiny(out: &std::path::Path, seed: u64) -> serde_json::Value {
             "--scenario",
             "tiny",
             "--policies",
-            "mlcc,mlcc-paper,mlcc-srpt,mlcc-committed,fair,mcs,ccml,isolated",
+            "mlcc,mlcc-paper,mlcc-srpt,mlcc-no-committed-now,fair,mcs,ccml,isolated",
             "--seed",
             &seed.to_string(),
             "--quiet",

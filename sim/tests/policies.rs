@@ -49,7 +49,12 @@ fn run(name: &str, specs: &[JobSpec]) -> Vec<u64> {
         assert!(e.now() < 10_000, "{name}: did not finish");
         e.step(p.as_mut()).unwrap();
     }
-    assert!((e.stats.bytes_delivered - e.stats.bytes_expected).abs() < 1.0);
+    assert!(
+        (e.stats.bytes_delivered - e.stats.bytes_expected).abs() < 1.0,
+        "{name}: delivered {} of {}",
+        e.stats.bytes_delivered,
+        e.stats.bytes_expected
+    );
     e.jobs.iter().map(|j| j.finish_slot.unwrap()).collect()
 }
 
@@ -137,7 +142,7 @@ fn isolated_is_a_lower_bound_and_mlcc_staggers() {
         "mlcc",
         "mlcc-paper",
         "mlcc-srpt",
-        "mlcc-committed",
+        "mlcc-no-committed-now",
         "fair",
         "mcs",
         "ccml",
