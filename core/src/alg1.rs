@@ -86,8 +86,15 @@ pub fn schedule(
             cost: Some(0.0),
         };
     }
+    // Cheapest first; where prices do not count (η = 0) or tie, earliest first: of two plans
+    // that finish together, the one that sends sooner lets what depends on its bytes (a PS
+    // broadcast, the next ring step) start sooner and leaves the later slots to others.
     let mut order: Vec<usize> = (0..k).collect();
-    order.sort_by(|&a, &b| slots[a].price.total_cmp(&slots[b].price).then(a.cmp(&b)));
+    order.sort_by(|&a, &b| {
+        (eta * slots[a].price)
+            .total_cmp(&(eta * slots[b].price))
+            .then(a.cmp(&b))
+    });
 
     let mut best: Option<(f64, usize, Vec<f64>)> = None;
     let mut rates = vec![0.0; k];

@@ -19,7 +19,7 @@ mod peers;
 mod policy;
 mod rank;
 
-pub use config::{PolicyConfig, RATE_FLOOR_BYTES_PER_SEC, RankRule};
+pub use config::{FLUSH_TAIL_SHARE, PolicyConfig, RATE_FLOOR_BYTES_PER_SEC, RankRule};
 pub use degraded::Degraded;
 pub use obs::{Answer, FlowObs, LinkObs};
 pub use peers::PeerProgress;

@@ -133,6 +133,15 @@ impl HostPolicy {
         backlog.is_some_and(|b| b >= 256.0 * 1024.0 + last_rate * 0.004)
     }
 
+    /// Whether `f` holds all it has left and that is a tail ([`super::FLUSH_TAIL_SHARE`] of
+    /// what `rate` moves in a slot of `tau`).
+    fn is_tail(f: &FlowObs, rate: f64, tau: f64) -> bool {
+        let held = f.app_backlog.unwrap_or(f.remaining_bytes);
+        f.remaining_bytes > 0.0
+            && held + 0.5 >= f.remaining_bytes
+            && f.remaining_bytes <= super::FLUSH_TAIL_SHARE * rate * tau
+    }
+
     /// Plans slot `slot` for every flow in `flows` (one host's).
     pub fn step(&mut self, slot: Slot, flows: &[FlowObs]) -> StepOut {
         let cfg = self.cfg;
@@ -336,7 +345,11 @@ impl HostPolicy {
                 Enforce::Release
             } else {
                 let floor = cfg.rate_floor_per_connection.max(0.0) * f.connections.max(1) as f64;
-                Enforce::Pace(pace.unwrap_or(d.rate).max(floor))
+                let mut rate = pace.unwrap_or(d.rate).max(floor);
+                if cfg.flush_tail && Self::is_tail(f, d.achievable, tau) {
+                    rate = rate.max(d.achievable);
+                }
+                Enforce::Pace(rate)
             };
             let key = d.key.clone();
             let booking = if withdraw {

@@ -53,9 +53,12 @@ impl RankRule {
                 Some(x) => size_class_rank(x, since),
                 None => UNKNOWN_SIZE,
             },
+            // A job that did not say how long it runs is ranked by what it has sent so far
+            // (least attained service), on the same scale: its rank grows as it runs, as its
+            // remaining bytes would shrink if it had said.
             RankRule::RemainingBytes => match b.job_remaining_bytes {
                 Some(x) => size_class_rank(x, since),
-                None => RankRule::JobBytes.rank(b),
+                None => RankRule::AttainedService.rank(b),
             },
         }
     }

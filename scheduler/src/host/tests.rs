@@ -454,7 +454,20 @@ fn with_the_committed_slot_rule_queries_ask_for_it_and_slot_n_is_planned_around_
         },
     );
     assert!(req.per_switch["sw1"].items.iter().all(|q| q.committed));
-    assert!(!sched("h1").config().policy.committed_now);
+    // The default asks too; with the rule off, queries do not.
+    assert!(sched("h1").config().policy.committed_now);
+    let mut off = HostConfig::new("h1", SlotConfig::paper());
+    off.policy.committed_now = false;
+    let mut o = HostScheduler::new(off, topo()).unwrap();
+    let (p2, out2) = ring_h1();
+    let req_off = o.observe(
+        Slot(5),
+        &Observation {
+            processes: vec![p2],
+            stats: stats(&[(key(&out2), 0)]),
+        },
+    );
+    assert!(req_off.per_switch["sw1"].items.iter().all(|q| !q.committed));
     let cap = 125_000_000.0;
     let mut ans = answers_empty(&req);
     // A lower-ranked flow of another host is sending at 100 MB/s on the downlink now.

@@ -176,15 +176,6 @@ pub fn registry() -> Vec<Entry> {
             mlccd,
             Visibility::Lockstep,
         ),
-        mlcc_entry(
-            "mlcc-committed",
-            "mlcc with slot n planned around the slot-n rates lower-ranked flows already committed",
-            PolicyConfig {
-                committed_now: true,
-                ..mlccd
-            },
-            Visibility::Skewed,
-        ),
     ];
     for rule in PolicyConfig::RULES {
         // A rule off by default has nothing to switch off.
@@ -238,7 +229,8 @@ pub fn registry() -> Vec<Entry> {
 /// The policy `name`: a registry entry, or an mlcc entry followed by `/key=value` overrides
 /// of its [`PolicyConfig`] (`mlcc/eta=0/split-uplink=off/rank=remaining-bytes`), so an
 /// experiment needs no registry line. Keys: `eta`, `rank`, `mode` (`precedence` |
-/// `all-others`) and every rule of [`PolicyConfig::RULES`] (`on` | `off`).
+/// `all-others`), `peer-stale-slots`, `idle-backlog` (bytes) and every rule of
+/// [`PolicyConfig::RULES`] (`on` | `off`).
 pub fn by_name(name: &str) -> Option<Entry> {
     parse(name).ok()
 }
@@ -269,6 +261,20 @@ pub fn parse(name: &str) -> Result<Entry, String> {
                     .ok_or_else(|| format!("eta {v:?} is not a number ≥ 0"))?,
                 ..cfg
             },
+            "peer-stale-slots" => PolicyConfig {
+                peer_stale_slots: v
+                    .parse()
+                    .map_err(|_| format!("peer-stale-slots {v:?} is not a slot count"))?,
+                ..cfg
+            },
+            "idle-backlog" => PolicyConfig {
+                idle_backlog_bytes: v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|b| b.is_finite() && *b >= 0.0)
+                    .ok_or_else(|| format!("idle-backlog {v:?} is not a byte count"))?,
+                ..cfg
+            },
             "rank" => PolicyConfig {
                 rank: v.parse()?,
                 ..cfg
@@ -289,7 +295,7 @@ pub fn parse(name: &str) -> Result<Entry, String> {
                 };
                 cfg.with_rule(rule, on).ok_or_else(|| {
                     format!(
-                        "unknown key {rule:?} (eta, rank, mode, or a rule: {})",
+                        "unknown key {rule:?} (eta, rank, mode, peer-stale-slots, idle-backlog, or a rule: {})",
                         PolicyConfig::RULES.join(", ")
                     )
                 })?
