@@ -210,6 +210,32 @@ mod tests {
     }
 
     #[test]
+    fn without_a_price_weight_the_earliest_slots_fill_first() {
+        // Slot 0 is half booked (cap 50), slot 1 free: 8 bytes finish in 2 slots either way.
+        // Priced (η = 1), the cheap slot 1 fills first and slot 0 takes the rest; at η = 0 the
+        // price does not count, and sending sooner lets what depends on the bytes start sooner.
+        let slots = [
+            SlotPrice {
+                price: 0.5,
+                cap: 50.0,
+            },
+            SlotPrice {
+                price: 0.0,
+                cap: 100.0,
+            },
+            SlotPrice {
+                price: 0.0,
+                cap: 100.0,
+            },
+        ];
+        let s = schedule(8.0, TAU, &slots, 100.0, 1.0);
+        assert_eq!(s.rates, vec![0.0, 80.0, 0.0]);
+        let s = schedule(8.0, TAU, &slots, 100.0, 0.0);
+        assert_eq!(s.rates, vec![50.0, 30.0, 0.0]);
+        assert_eq!(s.completion, Some(2));
+    }
+
+    #[test]
     fn cannot_finish_takes_everything_offered() {
         let s = schedule(1000.0, TAU, &free(3, 100.0), 100.0, 1.0);
         assert_eq!(s.completion, None);

@@ -294,3 +294,50 @@ fn a_silent_or_skewed_switch_is_reported_and_a_skewed_one_releases_the_flow() {
     assert_eq!(out.enforce, Enforce::Release);
     assert!(out.booking.is_withdraw());
 }
+
+#[test]
+fn a_tail_the_sender_holds_is_flushed_at_the_path_rate() {
+    let t = topo();
+    // 200 kB left, all of it handed over; the downlink is booked to 70 % by others now.
+    let mut f = flow(&t, "r", "h1", "h2", FlowRole::Ring, 0.2 * MB);
+    f.app_backlog = Some(0.2 * MB);
+    let mut load = vec![0.0; 10];
+    load[0] = 0.7 * CAP;
+    f.links[1].answer = Answer::Load(load);
+    // Planned to spread the 200 kB over the slot (3.3 MB/s); flushed, it leaves at the
+    // path's rate and is done 2 ms into the slot.
+    let on = one(cfg(), 1, &f);
+    assert_eq!(paced(on.enforce), on.decision.achievable);
+    let off = one(without("flush-tail"), 1, &f);
+    assert!(paced(off.enforce) < 0.35 * CAP, "{:?}", off.enforce);
+    // Not a tail: more than 5 % of a slot's bytes, or bytes the sender does not hold yet.
+    let mut big = f.clone();
+    big.remaining_bytes = 2.0 * MB;
+    big.app_backlog = Some(2.0 * MB);
+    assert!(paced(one(cfg(), 1, &big).enforce) < 0.35 * CAP);
+    let mut waiting = f.clone();
+    waiting.app_backlog = Some(0.1 * MB);
+    assert!(paced(one(cfg(), 1, &waiting).enforce) < 0.35 * CAP);
+}
+
+#[test]
+fn remaining_bytes_rank_falls_back_to_attained_service_on_the_same_scale() {
+    use mlcc_core::host::RankBasis;
+    let basis = |remaining: Option<f64>, attained: Option<f64>| RankBasis {
+        iteration_start: Slot(7),
+        job_bytes: 100_000_000,
+        job_attained_bytes: attained,
+        job_remaining_bytes: remaining,
+    };
+    let r = RankRule::RemainingBytes;
+    // A job that said it has 1 GB left goes before one that has sent 10 GB and did not say,
+    // and after one that has sent only 100 MB: all three on the size-class scale.
+    let said = r.rank(basis(Some(1e9), Some(5e9)));
+    let old_unsaid = r.rank(basis(None, Some(10e9)));
+    let young_unsaid = r.rank(basis(None, Some(1e8)));
+    assert!(young_unsaid < said && said < old_unsaid);
+    assert_eq!(
+        old_unsaid,
+        RankRule::AttainedService.rank(basis(None, Some(10e9)))
+    );
+}

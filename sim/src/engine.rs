@@ -19,6 +19,8 @@ use crate::workload::JobSpec;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
+    #[error("job {job}: host {host:?} is not in the topology")]
+    UnknownHost { job: String, host: String },
     #[error("job {job}: {source}")]
     Job {
         job: String,
@@ -94,7 +96,10 @@ impl<'t> Engine<'t> {
                     have: hosts.len(),
                 });
             }
-            let compute = s.model.compute_secs(s.workers);
+            let compute = s
+                .pinned
+                .as_ref()
+                .map_or_else(|| s.model.compute_secs(s.workers), |p| p.compute_s);
             jobs.push(Job {
                 spec: s.clone(),
                 name: std::sync::Arc::from(s.id.as_str()),
@@ -162,7 +167,12 @@ impl<'t> Engine<'t> {
             id: j.spec.id.clone(),
             arch: j.spec.arch,
             members,
-            model_bytes: mlcc_core::Bytes(j.spec.model.bytes),
+            model_bytes: mlcc_core::Bytes(
+                j.spec
+                    .pinned
+                    .as_ref()
+                    .map_or(j.spec.model.bytes, |p| p.model_bytes),
+            ),
         };
         let groups = cj.flow_groups().map_err(|source| EngineError::Job {
             job: j.spec.id.clone(),
@@ -217,9 +227,26 @@ impl<'t> Engine<'t> {
             self.next_arrival += 1;
         }
         while let Some(&ji) = self.queue.front() {
-            let need = self.jobs[ji].spec.gpus();
-            let Some(hosts) = self.cluster.place(ji as u64, need) else {
-                break;
+            let hosts = if let Some(p) = &self.jobs[ji].spec.pinned {
+                // A testbed's job runs where its scenario puts it, beside whatever else runs there.
+                p.workers
+                    .iter()
+                    .chain(&p.servers)
+                    .map(|h| {
+                        self.topo
+                            .node_by_name(h)
+                            .ok_or_else(|| EngineError::UnknownHost {
+                                job: self.jobs[ji].spec.id.clone(),
+                                host: h.clone(),
+                            })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?
+            } else {
+                let need = self.jobs[ji].spec.gpus();
+                let Some(hosts) = self.cluster.place(ji as u64, need) else {
+                    break;
+                };
+                hosts
             };
             self.queue.pop_front();
             self.materialize(ji, hosts)?;
@@ -348,7 +375,9 @@ impl<'t> Engine<'t> {
             if j.iteration >= j.spec.iterations {
                 j.phase = Phase::Done;
                 j.finish_slot = Some(now + 1);
-                self.cluster.release(&j.hosts);
+                if j.spec.pinned.is_none() {
+                    self.cluster.release(&j.hosts);
+                }
             } else {
                 j.phase = Phase::Compute {
                     until: now + 1 + j.compute_slots,

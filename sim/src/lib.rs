@@ -14,4 +14,5 @@ pub mod report;
 pub mod rng;
 pub mod run;
 pub mod scenario;
+pub mod testbed;
 pub mod workload;

@@ -10,7 +10,7 @@ use mlcc_core::routing::Routes;
 
 use mlcc_sim::placement::Placement;
 use mlcc_sim::run::{RunConfig, run_policy};
-use mlcc_sim::{plot, policy, report, scenario, workload};
+use mlcc_sim::{plot, policy, report, scenario, testbed, workload};
 
 #[derive(Parser)]
 #[command(
@@ -70,6 +70,11 @@ struct RunArgs {
     /// scenario's generator; the scenario still gives the topology and placement.
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// Simulate a testbed scenario (`tests/scenarios/<name>.toml`, or a path) instead: its
+    /// hosts and links, its jobs on their hosts with their bytes and compute times, its slots
+    /// (`--quick`: its short version). Cross traffic is not simulated.
+    #[arg(long, value_name = "NAME|PATH", conflicts_with_all = ["trace", "placement"])]
+    testbed: Option<String>,
     /// Override the scenario's placement rule.
     #[arg(long, value_enum)]
     placement: Option<Placement>,
@@ -135,7 +140,6 @@ fn find_scenario(name: &str, quick: bool) -> Result<scenario::Scenario, String> 
 }
 
 fn run_cmd(a: RunArgs) -> Result<(), String> {
-    let s = find_scenario(&a.scenario, a.quick)?;
     for p in &a.policies {
         if let Err(e) = policy::parse(p) {
             return Err(format!(
@@ -144,17 +148,67 @@ fn run_cmd(a: RunArgs) -> Result<(), String> {
             ));
         }
     }
-    let jobs = match &a.trace {
-        Some(path) => workload::read_trace(path).map_err(|e| e.to_string())?,
-        None => s.jobs(a.seed),
+    // The cluster, the jobs and the slots: a simulator scenario, or a testbed's.
+    let (name, topo, topo_desc, jobs, slots, placement) = match &a.testbed {
+        Some(t) => {
+            let mut tb = testbed::Scenario::find(t).map_err(|e| e.to_string())?;
+            if a.quick {
+                tb = tb.quick();
+            }
+            let topo = tb.topology().map_err(|e| format!("topology: {e}"))?;
+            let desc = format!(
+                "testbed: {} rack(s) x {} hosts, {} Mbit/s host links{}{}",
+                tb.racks,
+                tb.hosts_per_rack,
+                tb.host_link_bits / 1_000_000,
+                tb.inter_switch_bits.map_or(String::new(), |b| format!(
+                    ", {} Mbit/s between racks",
+                    b / 1_000_000
+                )),
+                if tb.cross.is_some() {
+                    " (its cross traffic not simulated)"
+                } else {
+                    ""
+                }
+            );
+            let name = if a.quick {
+                format!("{} (quick)", tb.name)
+            } else {
+                tb.name.clone()
+            };
+            (
+                name,
+                topo,
+                desc,
+                tb.sim_jobs(),
+                tb.slots()?,
+                Placement::Packed,
+            )
+        }
+        None => {
+            let s = find_scenario(&a.scenario, a.quick)?;
+            let jobs = match &a.trace {
+                Some(path) => workload::read_trace(path).map_err(|e| e.to_string())?,
+                None => s.jobs(a.seed),
+            };
+            let topo = s.topology.build().map_err(|e| format!("topology: {e}"))?;
+            let placement = a.placement.unwrap_or(s.placement);
+            (
+                s.name.clone(),
+                topo,
+                s.topology.describe(),
+                jobs,
+                SlotConfig::paper(),
+                placement,
+            )
+        }
     };
-    let topo = s.topology.build().map_err(|e| format!("topology: {e}"))?;
     let routes = Routes::new(&topo);
     let cfg = RunConfig {
         topo: &topo,
         routes: &routes,
-        slots: SlotConfig::paper(),
-        placement: a.placement.unwrap_or(s.placement),
+        slots,
+        placement,
         seed: a.seed,
         max_slots: a.max_slots,
         progress: !a.quiet,
@@ -162,8 +216,8 @@ fn run_cmd(a: RunArgs) -> Result<(), String> {
     std::fs::create_dir_all(&a.out).map_err(|e| format!("creating {}: {e}", a.out.display()))?;
     eprintln!(
         "mlcc-sim: {} — {}; {} jobs; policies {}",
-        s.name,
-        s.topology.describe(),
+        name,
+        topo_desc,
         jobs.len(),
         a.policies.join(",")
     );
@@ -183,8 +237,7 @@ fn run_cmd(a: RunArgs) -> Result<(), String> {
         );
         runs.push(r);
     }
-    let topo_desc = s.topology.describe();
-    let summary = report::summarize(&s.name, &topo_desc, a.seed, &runs);
+    let summary = report::summarize(&name, &topo_desc, a.seed, &runs);
     let write = |name: &str, body: String| {
         let p = a.out.join(name);
         std::fs::write(&p, body).map_err(|e| format!("writing {}: {e}", p.display()))

@@ -30,6 +30,19 @@ pub struct JobSpec {
     pub workers: u32,
     pub servers: u32,
     pub iterations: u32,
+    /// Hosts, model bytes and compute time fixed by a testbed scenario
+    /// ([`crate::testbed`]) instead of the placement rule and the model table.
+    pub pinned: Option<Pinned>,
+}
+
+/// A job exactly as a testbed scenario runs it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pinned {
+    /// Host names, in rank order.
+    pub workers: Vec<String>,
+    pub servers: Vec<String>,
+    pub model_bytes: u64,
+    pub compute_s: f64,
 }
 
 impl JobSpec {
@@ -115,6 +128,7 @@ impl ArrivalModel {
                 workers: model.workers,
                 servers: model.servers,
                 iterations: iterations.max(1),
+                pinned: None,
             });
         }
         jobs
@@ -211,6 +225,7 @@ pub fn parse_trace(text: &str) -> Result<Vec<JobSpec>, TraceError> {
             workers,
             servers: if arch == Arch::Ps { servers } else { 0 },
             iterations,
+            pinned: None,
         });
     }
     if jobs.is_empty() {

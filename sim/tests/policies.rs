@@ -29,6 +29,7 @@ fn job(id: &str, arch: Arch, workers: u32, servers: u32, iterations: u32) -> Job
         workers,
         servers,
         iterations,
+        pinned: None,
     }
 }
 

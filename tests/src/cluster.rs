@@ -233,8 +233,7 @@ pub struct Cluster {
 }
 
 pub const SWITCHD_PORT: u16 = 50061;
-/// TCP payload per Ethernet frame of a full segment: (1448, 1514) at MTU 1500 with timestamps.
-pub const PAYLOAD_PER_FRAME: (u64, u64) = (1448, 1514);
+pub use crate::scenario::PAYLOAD_PER_FRAME;
 pub const PEER_PORT: u16 = 50071;
 
 impl Cluster {
@@ -1357,6 +1356,56 @@ impl Cluster {
         self.removed = true;
         for d in std::mem::take(&mut self.daemons) {
             std::mem::forget(d.child);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ccs_parse_kernel_mlcc_variants_and_isolated() {
+        assert_eq!(Cc::parse("bbr"), Ok(Cc::Kernel("bbr".into())));
+        let m = Cc::parse("mlcc/eta=1/rank=job-bytes/mode=all-others/policy=paper/flush-tail=off")
+            .unwrap();
+        assert_eq!(
+            m,
+            Cc::Mlcc {
+                name: "mlcc/eta=1/rank=job-bytes/mode=all-others/policy=paper/flush-tail=off"
+                    .into(),
+                args: [
+                    "--eta",
+                    "1",
+                    "--precedence",
+                    "job-bytes",
+                    "--feedback-mode",
+                    "all-others",
+                    "--policy",
+                    "paper",
+                    "--rule",
+                    "flush-tail=off"
+                ]
+                .map(String::from)
+                .to_vec(),
+            }
+        );
+        assert_eq!(
+            m.file_name(),
+            "mlcc+eta=1+rank=job-bytes+mode=all-others+policy=paper+flush-tail=off"
+        );
+        assert!(m.is_mlcc() && Cc::parse("mlcc").unwrap().is_mlcc());
+        assert_eq!(Cc::parse("isolated"), Ok(Cc::Isolated("cubic".into())));
+        assert_eq!(Cc::parse("isolated/bbr").unwrap().name(), "isolated");
+        for bad in [
+            "mlcc/eta",
+            "mlcc/=1",
+            "isolated/bbr/x",
+            "cubic/x",
+            "",
+            "a b",
+        ] {
+            assert!(Cc::parse(bad).is_err(), "{bad:?}");
         }
     }
 }

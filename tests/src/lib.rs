@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod net;
+pub mod predict;
 pub mod progress;
 pub mod report;
 pub mod scenario;

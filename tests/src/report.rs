@@ -370,3 +370,68 @@ pub fn bandwidth(run: &CcRun, link_mbit: f64, path: &Path) -> Result<(), String>
         .map_err(err)?;
     root.present().map_err(err)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::JobResult;
+
+    fn run(cc: &str, jcts: &[f64]) -> CcRun {
+        CcRun {
+            cc: cc.into(),
+            jobs: jcts
+                .iter()
+                .enumerate()
+                .map(|(i, &jct_s)| JobResult {
+                    job: format!("j{i}"),
+                    model: "vgg19".into(),
+                    arch: "ring".into(),
+                    arrival_s: 0.0,
+                    iterations: 1,
+                    jct_s,
+                    mean_iteration_s: jct_s,
+                    bytes_verified: 1,
+                    bytes_sent: 1,
+                    socket_cc: cc.into(),
+                    progress_files: true,
+                    ok: true,
+                    error: None,
+                })
+                .collect(),
+            wall_s: 1.0,
+            cross_flows: 0,
+            bandwidth: vec![],
+            faults: vec![],
+            pids: vec![],
+        }
+    }
+
+    #[test]
+    fn best_tcp_leaves_out_mlcc_variants_and_isolated_and_contention_is_measured_against_it() {
+        let s = summarize(
+            "t",
+            true,
+            vec![
+                run("cubic", &[12.0, 14.0]),
+                run("bbr", &[10.0, 12.0]),
+                run("mlcc/eta=1", &[8.0, 8.0]),
+                run("mlcc", &[9.0, 10.0]),
+                run("isolated", &[6.0, 8.0]),
+            ],
+        );
+        assert_eq!(s.best_tcp.as_deref(), Some("bbr"));
+        assert_eq!(s.isolated_mean_jct_s, Some(7.0));
+        let row = |cc: &str| s.ccs.iter().find(|c| c.cc == cc).unwrap();
+        // bbr 11, mlcc 9.5, isolated 7: mlcc wins back (11 - 9.5) / (11 - 7) of contention.
+        assert!((row("mlcc").contention_recovered.unwrap() - 0.375).abs() < 1e-12);
+        assert_eq!(row("bbr").contention_recovered, Some(0.0));
+        assert_eq!(row("isolated").contention_recovered, None);
+        assert!((s.mlcc_reduction_vs_best_tcp.unwrap() - (1.0 - 9.5 / 11.0)).abs() < 1e-12);
+        assert_eq!(row("isolated").jct_per_job_s["j1"], 8.0);
+        let md = markdown(&s);
+        assert!(
+            md.contains("contention recovered") && md.contains("| j0 |"),
+            "{md}"
+        );
+    }
+}

@@ -42,6 +42,20 @@ enum Cmd {
     /// Remove every testbed object on the machine: namespaces with their processes, BPF pins,
     /// shared-memory directories.
     Down,
+    /// Simulate scenarios with mlcc-sim (mlcc, fair, isolated on the same hosts, bytes and
+    /// compute times) and put the simulator's ratios beside the testbed's results
+    /// (`<results>/<scenario>/summary.json`); writes `<results>/predict.md` and `predict.json`.
+    Predict {
+        /// Comma-separated scenario names or paths.
+        #[arg(long, value_delimiter = ',', required = true)]
+        scenario: Vec<String>,
+        /// The short versions (as `run --quick`).
+        #[arg(long)]
+        quick: bool,
+        /// Where `run` wrote its results.
+        #[arg(long, default_value = "results")]
+        results: PathBuf,
+    },
     /// Run the scenario's jobs once per congestion control and write results/<scenario>/
     /// (summary.json, summary.md, jct.svg, bandwidth-<cc>.svg).
     Run {
@@ -94,6 +108,30 @@ fn real_main(a: Args) -> Result<(), String> {
             for g in gone {
                 println!("removed {g}");
             }
+            Ok(())
+        }
+        Cmd::Predict {
+            scenario,
+            quick,
+            results,
+        } => {
+            let mut rows = Vec::new();
+            for name in &scenario {
+                let mut scn = Scenario::find(name).map_err(|e| e.to_string())?;
+                if quick {
+                    scn = scn.quick();
+                }
+                rows.push(mlcc_testbed::predict::predict(&scn, quick, &results)?);
+            }
+            let md = mlcc_testbed::predict::markdown(&rows);
+            std::fs::create_dir_all(&results).map_err(|e| e.to_string())?;
+            std::fs::write(results.join("predict.md"), &md).map_err(|e| e.to_string())?;
+            std::fs::write(
+                results.join("predict.json"),
+                serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?,
+            )
+            .map_err(|e| e.to_string())?;
+            print!("{md}");
             Ok(())
         }
         Cmd::Up {

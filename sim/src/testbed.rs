@@ -1,0 +1,633 @@
+//! Scenario files of the testbed (`tests/scenarios/*.toml`): the cluster, the jobs (a trace
+//! file), cross traffic and the slot parameters. `mlcc-testbed` runs one once per congestion
+//! control on real TCP; `mlcc-sim run --testbed <name>` simulates the same jobs on the same hosts.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mlcc_core::job::Arch;
+use mlcc_core::units::{parse_duration, parse_rate};
+use serde::Deserialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("{path}: {reason}")]
+    Bad { path: PathBuf, reason: String },
+}
+
+fn bad(path: &Path, reason: impl Into<String>) -> ScenarioError {
+    ScenarioError::Bad {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default = "one")]
+    racks: u32,
+    hosts_per_rack: u32,
+    #[serde(default = "gbit")]
+    host_link: String,
+    inter_switch_link: Option<String>,
+    /// Whether mlcc runs a switch emulator per switch. Without (cloud mode, paper §VI-H), the
+    /// switches are unknown to mlccd: each host schedules what it owns, its uplink.
+    #[serde(default = "yes")]
+    switch_emulators: bool,
+    /// Model bytes × this: the paper's models on faster hosts scaled to these links.
+    #[serde(default = "one_f")]
+    bytes_scale: f64,
+    #[serde(default = "one_f")]
+    compute_scale: f64,
+    /// Iterations × this for `--quick` (the README's short demo and the CI test).
+    #[serde(default = "quick")]
+    quick_scale: f64,
+    #[serde(default = "tau")]
+    tau: String,
+    #[serde(default = "horizon")]
+    horizon: u32,
+    #[serde(default = "timeout")]
+    timeout: String,
+    trace: String,
+    cross_traffic: Option<RawCross>,
+    #[serde(default)]
+    fault: Vec<RawFault>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFault {
+    at: String,
+    kind: String,
+    target: String,
+    #[serde(rename = "for")]
+    lasts: String,
+    /// skew-mlccd only: how far the daemon's clock is set off (ms, negative: behind).
+    offset_ms: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCross {
+    every: String,
+    min: String,
+    max: String,
+    #[serde(default = "seed")]
+    seed: u64,
+}
+
+fn one() -> u32 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+fn one_f() -> f64 {
+    1.0
+}
+fn quick() -> f64 {
+    0.3
+}
+fn gbit() -> String {
+    "1Gbit".into()
+}
+fn tau() -> String {
+    "60ms".into()
+}
+fn horizon() -> u32 {
+    10
+}
+fn timeout() -> String {
+    "15m".into()
+}
+fn seed() -> u64 {
+    1
+}
+
+/// What a scheduled fault does (DESIGN.md §11's degraded modes, tried for real).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    /// SIGKILL a switch's mlcc-switchd; started again (empty tables) after `for`. mlcc only.
+    KillSwitchd,
+    /// SIGKILL a host's mlccd; started again after `for` (it re-adopts the pinned datapath and
+    /// the sockets, which meanwhile ran on their expired orders' fallback). mlcc only.
+    KillMlccd,
+    /// SIGSTOP a host's mlccd for `for`, then SIGCONT: a hung peer, unreachable to the others
+    /// while its host's traffic goes on under the datapath's expired orders. mlcc only.
+    StopMlccd,
+    /// The host's link down for `for`, then up (a flap every CC sees alike).
+    LinkDown,
+    /// SIGKILL a host's mlccd and start it again with its clock `offset_ms` off
+    /// (`--clock-offset-ms`); after `for`, again with the true clock. mlcc only.
+    SkewMlccd,
+}
+
+impl FaultKind {
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "kill-switchd" => FaultKind::KillSwitchd,
+            "kill-mlccd" => FaultKind::KillMlccd,
+            "stop-mlccd" => FaultKind::StopMlccd,
+            "link-down" => FaultKind::LinkDown,
+            "skew-mlccd" => FaultKind::SkewMlccd,
+            _ => return None,
+        })
+    }
+}
+
+/// `[[fault]]`: at `at` after the run starts, `kind` hits `target` (a switch `tor<rack>` or a
+/// host `h<n>`) for `for`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Fault {
+    pub at: Duration,
+    pub kind: FaultKind,
+    pub target: String,
+    pub lasts: Duration,
+    /// skew-mlccd: the clock offset (ms); 0 otherwise.
+    pub offset_ms: i64,
+}
+
+#[derive(Clone, Debug)]
+pub struct CrossTraffic {
+    /// Each host starts one flow this often, to a random other host...
+    pub every: Duration,
+    /// ...carrying what the host link sends in a duration uniform in [min, max].
+    pub min: Duration,
+    pub max: Duration,
+    pub seed: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct JobSpec {
+    pub name: String,
+    pub model: String,
+    pub arch: Arch,
+    pub arrival: Duration,
+    pub iterations: u32,
+    pub model_bytes: u64,
+    pub compute: Duration,
+    /// PS servers' hosts (empty for ring jobs) and workers' hosts, in rank order.
+    pub servers: Vec<String>,
+    pub workers: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    pub racks: u32,
+    pub hosts_per_rack: u32,
+    /// Bits per second.
+    pub host_link_bits: u64,
+    pub inter_switch_bits: Option<u64>,
+    /// mlcc starts `mlcc-switchd` per switch (false: cloud mode, host-owned links only).
+    pub switch_emulators: bool,
+    pub tau: Duration,
+    pub horizon: u32,
+    pub timeout: Duration,
+    pub quick_scale: f64,
+    pub jobs: Vec<JobSpec>,
+    pub cross: Option<CrossTraffic>,
+    pub faults: Vec<Fault>,
+}
+
+fn dur(path: &Path, what: &str, s: &str) -> Result<Duration, ScenarioError> {
+    parse_duration(s).map_err(|e| bad(path, format!("{what}: {e}")))
+}
+
+fn bits(path: &Path, what: &str, s: &str) -> Result<u64, ScenarioError> {
+    let r = parse_rate(s).map_err(|e| bad(path, format!("{what}: {e}")))?;
+    Ok((r.0 * 8.0).round() as u64)
+}
+
+impl Scenario {
+    /// A scenario by name (`tests/scenarios/<name>.toml`) or by path.
+    pub fn find(name_or_path: &str) -> Result<Scenario, ScenarioError> {
+        let p = Path::new(name_or_path);
+        let path = if p.exists() {
+            p.to_path_buf()
+        } else {
+            scenarios_dir().join(format!("{name_or_path}.toml"))
+        };
+        Self::load(&path)
+    }
+
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|e| bad(path, e.to_string()))?;
+        let raw: RawScenario = toml::from_str(&text).map_err(|e| bad(path, e.to_string()))?;
+        if raw.racks == 0 || raw.racks > 2 {
+            return Err(bad(path, "racks must be 1 or 2"));
+        }
+        if raw.hosts_per_rack == 0 || raw.racks * raw.hosts_per_rack > 64 {
+            return Err(bad(path, "1..=64 hosts in all"));
+        }
+        if raw.racks == 2 && raw.inter_switch_link.is_none() {
+            return Err(bad(path, "two racks need inter_switch_link"));
+        }
+        if !(raw.bytes_scale > 0.0 && raw.compute_scale >= 0.0 && raw.quick_scale > 0.0) {
+            return Err(bad(
+                path,
+                "bytes_scale and quick_scale must be > 0, compute_scale >= 0",
+            ));
+        }
+        let cross = match &raw.cross_traffic {
+            None => None,
+            Some(c) => {
+                let c = CrossTraffic {
+                    every: dur(path, "cross_traffic.every", &c.every)?,
+                    min: dur(path, "cross_traffic.min", &c.min)?,
+                    max: dur(path, "cross_traffic.max", &c.max)?,
+                    seed: c.seed,
+                };
+                if c.every.is_zero() || c.min > c.max {
+                    return Err(bad(path, "cross_traffic: every > 0 and min <= max"));
+                }
+                Some(c)
+            }
+        };
+        let hosts = raw.racks * raw.hosts_per_rack;
+        let mut faults = Vec::new();
+        for (i, f) in raw.fault.iter().enumerate() {
+            let what = |field: &str| format!("fault {}: {field}", i + 1);
+            let kind = FaultKind::parse(&f.kind).ok_or_else(|| {
+                bad(
+                    path,
+                    format!(
+                        "{}: {:?}, expected kill-switchd, kill-mlccd, stop-mlccd, skew-mlccd or link-down",
+                        what("kind"),
+                        f.kind
+                    ),
+                )
+            })?;
+            let target_ok = match kind {
+                FaultKind::KillSwitchd => f
+                    .target
+                    .strip_prefix("tor")
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .is_some_and(|n| (1..=raw.racks).contains(&n)),
+                FaultKind::KillMlccd
+                | FaultKind::StopMlccd
+                | FaultKind::SkewMlccd
+                | FaultKind::LinkDown => f
+                    .target
+                    .strip_prefix('h')
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .is_some_and(|n| (1..=hosts).contains(&n)),
+            };
+            if !target_ok {
+                return Err(bad(
+                    path,
+                    format!(
+                        "{}: {:?} is not a {} of this scenario",
+                        what("target"),
+                        f.target,
+                        if kind == FaultKind::KillSwitchd {
+                            "switch (tor<rack>)"
+                        } else {
+                            "host (h<n>)"
+                        }
+                    ),
+                ));
+            }
+            let offset_ms = match (kind, f.offset_ms) {
+                (FaultKind::SkewMlccd, Some(ms)) if ms != 0 && ms.abs() <= 3_600_000 => ms,
+                (FaultKind::SkewMlccd, _) => {
+                    return Err(bad(
+                        path,
+                        format!(
+                            "{}: skew-mlccd needs a non-zero offset_ms within an hour",
+                            what("offset_ms")
+                        ),
+                    ));
+                }
+                (_, None) => 0,
+                (_, Some(_)) => {
+                    return Err(bad(
+                        path,
+                        format!("{}: only skew-mlccd takes one", what("offset_ms")),
+                    ));
+                }
+            };
+            faults.push(Fault {
+                at: dur(path, &what("at"), &f.at)?,
+                kind,
+                target: f.target.clone(),
+                lasts: dur(path, &what("for"), &f.lasts)?,
+                offset_ms,
+            });
+        }
+        faults.sort_by_key(|f| f.at);
+        let trace_path = path.parent().unwrap_or(Path::new(".")).join(&raw.trace);
+        let jobs = load_trace(&trace_path, raw.bytes_scale, raw.compute_scale, hosts)?;
+        Ok(Scenario {
+            name: raw.name,
+            description: raw.description,
+            racks: raw.racks,
+            hosts_per_rack: raw.hosts_per_rack,
+            host_link_bits: bits(path, "host_link", &raw.host_link)?,
+            inter_switch_bits: raw
+                .inter_switch_link
+                .as_deref()
+                .map(|s| bits(path, "inter_switch_link", s))
+                .transpose()?,
+            switch_emulators: raw.switch_emulators,
+            tau: dur(path, "tau", &raw.tau)?,
+            horizon: raw.horizon,
+            timeout: dur(path, "timeout", &raw.timeout)?,
+            quick_scale: raw.quick_scale,
+            jobs,
+            cross,
+            faults,
+        })
+    }
+
+    pub fn hosts(&self) -> u32 {
+        self.racks * self.hosts_per_rack
+    }
+
+    /// The `--quick` version: fewer iterations, same arrivals and placement.
+    pub fn quick(mut self) -> Self {
+        for j in &mut self.jobs {
+            j.iterations = ((f64::from(j.iterations) * self.quick_scale).round() as u32).max(2);
+        }
+        self
+    }
+}
+
+/// TCP payload per Ethernet frame of a full segment: (1448, 1514) at MTU 1500 with timestamps.
+/// The testbed shapes frames; flows move payload, so links carry this share of their rate.
+pub const PAYLOAD_PER_FRAME: (u64, u64) = (1448, 1514);
+
+/// Payload bytes/s of a link shaped to `bits` per second.
+pub fn payload_rate(bits: u64) -> mlcc_core::BytesPerSec {
+    mlcc_core::BytesPerSec((bits * PAYLOAD_PER_FRAME.0 / PAYLOAD_PER_FRAME.1) as f64 / 8.0)
+}
+
+impl Scenario {
+    /// The cluster as mlccd sees it: hosts `h1..` under switches `tor1..` (one per rack), host
+    /// links and the inter-switch link at their payload rates.
+    pub fn topology(&self) -> Result<mlcc_core::topology::Topology, String> {
+        let mut b = mlcc_core::topology::TopologyBuilder::new();
+        for r in 1..=self.racks {
+            b.add_switch(format!("tor{r}"), 0, None);
+        }
+        for h in 1..=self.hosts() {
+            let rack = (h - 1) / self.hosts_per_rack + 1;
+            b.add_host(format!("h{h}"), None, Some(format!("tor{rack}")));
+            b.add_duplex(
+                format!("h{h}"),
+                format!("tor{rack}"),
+                payload_rate(self.host_link_bits),
+            );
+        }
+        if let (2, Some(bits)) = (self.racks, self.inter_switch_bits) {
+            b.add_duplex("tor1", "tor2", payload_rate(bits));
+        }
+        b.build().map_err(|e| e.to_string())
+    }
+
+    /// The slots mlccd runs the scenario with.
+    pub fn slots(&self) -> Result<mlcc_core::SlotConfig, String> {
+        mlcc_core::SlotConfig::new(self.tau, self.horizon as usize).map_err(|e| e.to_string())
+    }
+
+    /// The scenario's jobs for the simulator: same arrivals, hosts, bytes and compute times.
+    /// Cross traffic is not simulated.
+    pub fn sim_jobs(&self) -> Vec<crate::workload::JobSpec> {
+        self.jobs
+            .iter()
+            .filter_map(|j| {
+                let model = crate::models::by_name(&j.model)?;
+                Some(crate::workload::JobSpec {
+                    id: j.name.clone(),
+                    arrival_s: j.arrival.as_secs_f64(),
+                    model,
+                    arch: j.arch,
+                    workers: j.workers.len() as u32,
+                    servers: j.servers.len() as u32,
+                    iterations: j.iterations,
+                    pinned: Some(crate::workload::Pinned {
+                        workers: j.workers.clone(),
+                        servers: j.servers.clone(),
+                        model_bytes: j.model_bytes,
+                        compute_s: j.compute.as_secs_f64(),
+                    }),
+                })
+            })
+            .collect()
+    }
+}
+
+pub fn scenarios_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios")
+}
+
+/// `arrival_s,name,model,iterations,servers,workers` with host lists joined by `|`; lines
+/// starting with `#` are comments. Model bytes and compute time come from the simulator's
+/// table (mlcc-sim's `models`, sources cited there), scaled by the scenario.
+fn load_trace(
+    path: &Path,
+    bytes_scale: f64,
+    compute_scale: f64,
+    hosts: u32,
+) -> Result<Vec<JobSpec>, ScenarioError> {
+    let text = std::fs::read_to_string(path).map_err(|e| bad(path, e.to_string()))?;
+    let mut jobs: Vec<JobSpec> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with("arrival_s") {
+            continue;
+        }
+        let at = |r: String| bad(path, format!("line {}: {r}", i + 1));
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        if f.len() != 6 {
+            return Err(at(format!("expected 6 fields, got {}", f.len())));
+        }
+        let arrival: f64 = f[0].parse().map_err(|e| at(format!("arrival_s: {e}")))?;
+        if !(arrival.is_finite() && arrival >= 0.0) {
+            return Err(at("arrival_s must be >= 0".into()));
+        }
+        let name = f[1].to_string();
+        if name.is_empty()
+            || name.len() > 32
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(at(format!("job name {name:?}: 1-32 of [A-Za-z0-9_-]")));
+        }
+        if jobs.iter().any(|j| j.name == name) {
+            return Err(at(format!("job {name:?} twice")));
+        }
+        let model = crate::models::by_name(f[2]).ok_or_else(|| {
+            at(format!(
+                "unknown model {:?} (vgg19, vgg16, resnet50, gpt2)",
+                f[2]
+            ))
+        })?;
+        let iterations: u32 = f[3].parse().map_err(|e| at(format!("iterations: {e}")))?;
+        if iterations == 0 {
+            return Err(at("iterations must be > 0".into()));
+        }
+        let list = |s: &str| -> Result<Vec<String>, ScenarioError> {
+            if s.is_empty() {
+                return Ok(Vec::new());
+            }
+            s.split('|')
+                .map(|h| {
+                    let n: u32 = h
+                        .strip_prefix('h')
+                        .and_then(|n| n.parse().ok())
+                        .ok_or_else(|| at(format!("host {h:?}: expected h1..h{hosts}")))?;
+                    if n == 0 || n > hosts {
+                        return Err(at(format!("host {h:?}: the scenario has h1..h{hosts}")));
+                    }
+                    Ok(h.to_string())
+                })
+                .collect()
+        };
+        let servers = list(f[4])?;
+        let workers = list(f[5])?;
+        match model.arch {
+            Arch::Allreduce if !servers.is_empty() || workers.len() < 2 => {
+                return Err(at("a ring job has no servers and at least 2 workers".into()));
+            }
+            Arch::Ps if servers.is_empty() || workers.is_empty() => {
+                return Err(at("a PS job needs servers and workers".into()));
+            }
+            _ => {}
+        }
+        let per_iter = model.global_batch / (workers.len() as f64 * model.samples_per_sec);
+        jobs.push(JobSpec {
+            name,
+            model: model.name.to_string(),
+            arch: model.arch,
+            arrival: Duration::from_secs_f64(arrival),
+            iterations,
+            model_bytes: ((model.bytes as f64) * bytes_scale).round().max(1.0) as u64,
+            compute: Duration::from_secs_f64(per_iter * compute_scale),
+            servers,
+            workers,
+        });
+    }
+    if jobs.is_empty() {
+        return Err(bad(path, "no jobs"));
+    }
+    jobs.sort_by_key(|j| j.arrival);
+    Ok(jobs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shipped_scenario_loads() {
+        let mut n = 0;
+        for e in std::fs::read_dir(scenarios_dir()).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                let s = Scenario::load(&p).unwrap_or_else(|e| panic!("{e}"));
+                assert!(!s.jobs.is_empty());
+                n += 1;
+            }
+        }
+        assert!(n >= 4, "expected the shipped scenarios, found {n}");
+    }
+
+    #[test]
+    fn bad_traces_are_refused_with_the_line() {
+        let dir = std::env::temp_dir().join(format!("mlcc-tb-scn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cases = [
+            ("0,a,vgg19,5,,h1", "at least 2 workers"),
+            ("0,a,nope,5,,h1|h2", "unknown model"),
+            ("0,a,vgg16,5,h1|h9,h2", "h1..h6"),
+            ("x,a,vgg16,5,h1,h2", "arrival_s"),
+            ("0,a,vgg16,5,h1,h2\n1,a,vgg16,5,h1,h2", "twice"),
+        ];
+        for (trace, want) in cases {
+            std::fs::write(dir.join("t.csv"), trace).unwrap();
+            std::fs::write(
+                dir.join("s.toml"),
+                "name = \"t\"\nhosts_per_rack = 6\ntrace = \"t.csv\"\n",
+            )
+            .unwrap();
+            let e = Scenario::load(&dir.join("s.toml")).unwrap_err().to_string();
+            assert!(e.contains(want), "{trace:?}: {e}");
+            assert!(e.contains("line") || e.contains("no jobs"), "{e}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bad_faults_are_refused_by_what_is_wrong() {
+        let dir = std::env::temp_dir().join(format!("mlcc-tb-flt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("t.csv"),
+            "arrival_s,name,model,iterations,servers,workers\n0,a,vgg19,5,,h1|h2\n",
+        )
+        .unwrap();
+        let fault = |at: &str, kind: &str, target: &str, lasts: &str| {
+            format!(
+                "[[fault]]\nat = \"{at}\"\nkind = \"{kind}\"\ntarget = \"{target}\"\nfor = \"{lasts}\"\n"
+            )
+        };
+        let cases = [
+            (fault("1s", "explode", "h1", "1s"), "expected kill-switchd"),
+            (fault("1s", "kill-mlccd", "h3", "1s"), "not a host"),
+            (fault("1s", "kill-switchd", "h1", "1s"), "not a switch"),
+            (fault("1s", "link-down", "tor1", "1s"), "not a host"),
+            (fault("soon", "link-down", "h1", "1s"), "fault 1: at"),
+            (fault("1s", "stop-mlccd", "h2", "-1s"), "fault 1: for"),
+            (fault("1s", "skew-mlccd", "h2", "1s"), "fault 1: offset_ms"),
+            (
+                fault("1s", "kill-mlccd", "h2", "1s") + "offset_ms = 5\n",
+                "only skew-mlccd",
+            ),
+            (
+                fault("1s", "skew-mlccd", "h2", "1s") + "offset_ms = 0\n",
+                "non-zero",
+            ),
+        ];
+        for (f, want) in cases {
+            std::fs::write(
+                dir.join("s.toml"),
+                format!("name = \"t\"\nhosts_per_rack = 2\ntrace = \"t.csv\"\n{f}"),
+            )
+            .unwrap();
+            let e = Scenario::load(&dir.join("s.toml")).unwrap_err().to_string();
+            assert!(e.contains(want), "{f}: {e}");
+        }
+        std::fs::write(
+            dir.join("s.toml"),
+            format!(
+                "name = \"t\"\nhosts_per_rack = 2\ntrace = \"t.csv\"\n{}{}{}",
+                fault("5s", "stop-mlccd", "h2", "1s"),
+                fault("2s", "kill-switchd", "tor1", "500ms"),
+                fault("7s", "skew-mlccd", "h1", "1s") + "offset_ms = -40\n"
+            ),
+        )
+        .unwrap();
+        let s = Scenario::load(&dir.join("s.toml")).unwrap();
+        let kinds: Vec<_> = s.faults.iter().map(|f| f.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                FaultKind::KillSwitchd,
+                FaultKind::StopMlccd,
+                FaultKind::SkewMlccd
+            ],
+            "in time order"
+        );
+        assert_eq!(s.faults[2].offset_ms, -40);
+        assert_eq!(s.faults[0].lasts, Duration::from_millis(500));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

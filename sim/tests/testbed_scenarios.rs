@@ -1,0 +1,59 @@
+//! The simulator runs every testbed scenario file as the testbed does (same hosts, links, bytes,
+//! compute times, slots): every job finishes with every byte delivered, and no policy beats a
+//! job's isolated bound.
+
+use mlcc_core::routing::Routes;
+use mlcc_sim::placement::Placement;
+use mlcc_sim::run::{RunConfig, run_policy};
+use mlcc_sim::testbed::{Scenario, scenarios_dir};
+
+#[test]
+fn every_testbed_scenario_simulates_and_isolated_bounds_every_job() {
+    let mut n = 0;
+    for e in std::fs::read_dir(scenarios_dir()).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "toml") {
+            continue;
+        }
+        let scn = Scenario::load(&p).unwrap().quick();
+        let topo = scn.topology().unwrap();
+        assert_eq!(topo.hosts().len() as u32, scn.hosts(), "{}", scn.name);
+        let routes = Routes::new(&topo);
+        let cfg = RunConfig {
+            topo: &topo,
+            routes: &routes,
+            slots: scn.slots().unwrap(),
+            placement: Placement::Packed,
+            seed: 1,
+            max_slots: 1_000_000,
+            progress: false,
+        };
+        let jobs = scn.sim_jobs();
+        assert_eq!(jobs.len(), scn.jobs.len());
+        let iso = run_policy("isolated", &jobs, &cfg).unwrap();
+        for policy in ["mlcc", "fair"] {
+            let r = run_policy(policy, &jobs, &cfg).unwrap();
+            assert!(!r.stats.truncated, "{} {policy}", scn.name);
+            assert!(
+                (r.stats.bytes_delivered - r.stats.bytes_expected).abs() < 1.0,
+                "{} {policy}: {} of {}",
+                scn.name,
+                r.stats.bytes_delivered,
+                r.stats.bytes_expected
+            );
+            for (j, b) in r.jobs.iter().zip(&iso.jobs) {
+                // The hosts are the scenario's, not a placement's.
+                assert_eq!(j.hosts, b.hosts);
+                let (got, bound) = (j.jct_s.unwrap(), b.jct_s.unwrap());
+                assert!(
+                    got >= bound - 1e-9,
+                    "{} {policy}: {} in {got} s, alone {bound} s",
+                    scn.name,
+                    j.id
+                );
+            }
+        }
+        n += 1;
+    }
+    assert!(n >= 8, "expected the shipped scenarios, found {n}");
+}

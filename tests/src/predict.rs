@@ -1,0 +1,118 @@
+//! Does the simulator predict the testbed? `mlcc-testbed predict` simulates each scenario's jobs
+//! on its hosts (`mlcc_sim::testbed`: same trace, links, bytes, compute times and slots; cross
+//! traffic is not simulated) and puts the simulator's ratios beside what the testbed measured in
+//! `results/<scenario>/summary.json`.
+
+use std::path::Path;
+
+use mlcc_core::routing::Routes;
+use mlcc_sim::placement::Placement;
+use mlcc_sim::run::{RunConfig, run_policy};
+use serde::Serialize;
+
+use crate::scenario::Scenario;
+
+/// One scenario: the simulator's mean JCTs and the testbed's ratio where it ran.
+#[derive(Clone, Debug, Serialize)]
+pub struct Prediction {
+    pub scenario: String,
+    pub quick: bool,
+    pub cross_traffic: bool,
+    pub sim_mlcc_s: f64,
+    pub sim_fair_s: f64,
+    pub sim_isolated_s: f64,
+    /// mlcc / fair and mlcc / isolated in the simulator.
+    pub sim_mlcc_to_fair: f64,
+    pub sim_mlcc_to_isolated: f64,
+    /// The testbed's mlcc / best TCP and mlcc / isolated, from its summary.json.
+    pub testbed_mlcc_to_best_tcp: Option<f64>,
+    pub testbed_mlcc_to_isolated: Option<f64>,
+    /// sim mlcc/fair over testbed mlcc/best TCP − 1: the simulator's error on the ratio.
+    pub error: Option<f64>,
+}
+
+fn mean_jct(jobs: &[mlcc_sim::model::JobRecord]) -> f64 {
+    let v: Vec<f64> = jobs.iter().filter_map(|j| j.jct_s).collect();
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+/// Simulates `scn` (already shortened if `quick`) under mlcc, fair and isolated and reads the
+/// testbed's `results_dir/<scenario>/summary.json` if there is one.
+pub fn predict(scn: &Scenario, quick: bool, results_dir: &Path) -> Result<Prediction, String> {
+    let topo = scn.topology()?;
+    let routes = Routes::new(&topo);
+    let cfg = RunConfig {
+        topo: &topo,
+        routes: &routes,
+        slots: scn.slots()?,
+        placement: Placement::Packed,
+        seed: 1,
+        max_slots: 10_000_000,
+        progress: false,
+    };
+    let jobs = scn.sim_jobs();
+    let mean = |p: &str| -> Result<f64, String> {
+        let r = run_policy(p, &jobs, &cfg).map_err(|e| e.to_string())?;
+        Ok(mean_jct(&r.jobs))
+    };
+    let (m, f, i) = (mean("mlcc")?, mean("fair")?, mean("isolated")?);
+    // The testbed's summary.json (report::Summary), read for the fields compared.
+    let tb: Option<serde_json::Value> =
+        std::fs::read_to_string(results_dir.join(&scn.name).join("summary.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok());
+    let mlcc = tb.as_ref().and_then(|s| {
+        s["ccs"]
+            .as_array()?
+            .iter()
+            .find(|c| c["cc"] == "mlcc")
+            .cloned()
+    });
+    let to_best = mlcc.as_ref().and_then(|c| c["ratio_to_best_tcp"].as_f64());
+    let to_iso = mlcc.as_ref().and_then(|c| {
+        let iso = tb.as_ref()?["isolated_mean_jct_s"].as_f64()?;
+        Some(c["mean_jct_s"].as_f64()? / iso)
+    });
+    Ok(Prediction {
+        scenario: scn.name.clone(),
+        quick,
+        cross_traffic: scn.cross.is_some(),
+        sim_mlcc_s: m,
+        sim_fair_s: f,
+        sim_isolated_s: i,
+        sim_mlcc_to_fair: m / f,
+        sim_mlcc_to_isolated: m / i,
+        testbed_mlcc_to_best_tcp: to_best,
+        testbed_mlcc_to_isolated: to_iso,
+        error: to_best.map(|t| m / f / t - 1.0),
+    })
+}
+
+pub fn markdown(rows: &[Prediction]) -> String {
+    let mut t = String::from(
+        "| scenario | sim mlcc / fair | testbed mlcc / best TCP | error | sim mlcc / isolated | testbed mlcc / isolated | sim mlcc, fair, isolated (s) |\n|---|---|---|---|---|---|---|\n",
+    );
+    let opt = |x: Option<f64>| x.map_or("–".to_string(), |v| format!("{v:.3}"));
+    for r in rows {
+        t += &format!(
+            "| {}{}{} | {:.3} | {} | {} | {:.3} | {} | {:.2}, {:.2}, {:.2} |\n",
+            r.scenario,
+            if r.quick { " (quick)" } else { "" },
+            if r.cross_traffic {
+                " (cross traffic not simulated)"
+            } else {
+                ""
+            },
+            r.sim_mlcc_to_fair,
+            opt(r.testbed_mlcc_to_best_tcp),
+            r.error
+                .map_or("–".to_string(), |e| format!("{:+.1} %", e * 100.0)),
+            r.sim_mlcc_to_isolated,
+            opt(r.testbed_mlcc_to_isolated),
+            r.sim_mlcc_s,
+            r.sim_fair_s,
+            r.sim_isolated_s
+        );
+    }
+    t
+}
