@@ -183,6 +183,16 @@ impl Cluster {
 
     /// Whether some host planned last slot: it must be stepped even without active flows, to
     /// withdraw what it booked.
+    /// Cloud mode (paper §VI-H): no switch emulators. Links a switch owns have no table, so
+    /// hosts are not asked about them and plan them as unbooked, as mlccd does with a topology
+    /// whose switches name no emulator; a host's own uplink keeps its table.
+    pub fn without_switch_tables(mut self, topo: &Topology) -> Self {
+        for s in topo.switches() {
+            self.tables[s.index()] = None;
+        }
+        self
+    }
+
     pub fn has_plans(&self) -> bool {
         !self.planned_last.is_empty()
     }

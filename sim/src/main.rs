@@ -149,7 +149,7 @@ fn run_cmd(a: RunArgs) -> Result<(), String> {
         }
     }
     // The cluster, the jobs and the slots: a simulator scenario, or a testbed's.
-    let (name, topo, topo_desc, jobs, slots, placement) = match &a.testbed {
+    let (name, topo, topo_desc, jobs, slots, placement, switch_tables) = match &a.testbed {
         Some(t) => {
             let mut tb = testbed::Scenario::find(t).map_err(|e| e.to_string())?;
             if a.quick {
@@ -165,10 +165,10 @@ fn run_cmd(a: RunArgs) -> Result<(), String> {
                     ", {} Mbit/s between racks",
                     b / 1_000_000
                 )),
-                if tb.cross.is_some() {
-                    " (its cross traffic not simulated)"
-                } else {
-                    ""
+                match (tb.cross.is_some(), tb.switch_emulators) {
+                    (true, _) => " (its cross traffic not simulated)",
+                    (false, false) => ", no switch emulators (cloud mode)",
+                    (false, true) => "",
                 }
             );
             let name = if a.quick {
@@ -183,6 +183,7 @@ fn run_cmd(a: RunArgs) -> Result<(), String> {
                 tb.sim_jobs(),
                 tb.slots()?,
                 Placement::Packed,
+                tb.switch_emulators,
             )
         }
         None => {
@@ -200,6 +201,7 @@ fn run_cmd(a: RunArgs) -> Result<(), String> {
                 jobs,
                 SlotConfig::paper(),
                 placement,
+                true,
             )
         }
     };
@@ -212,6 +214,7 @@ fn run_cmd(a: RunArgs) -> Result<(), String> {
         seed: a.seed,
         max_slots: a.max_slots,
         progress: !a.quiet,
+        switch_tables,
     };
     std::fs::create_dir_all(&a.out).map_err(|e| format!("creating {}: {e}", a.out.display()))?;
     eprintln!(

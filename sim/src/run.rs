@@ -30,6 +30,8 @@ pub struct RunConfig<'a> {
     /// Stop after this many slots even if jobs are left (they are reported unfinished).
     pub max_slots: u64,
     pub progress: bool,
+    /// Whether switches keep load tables (false: cloud mode).
+    pub switch_tables: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +52,7 @@ pub fn run_policy(
     let mut pol = entry.build(&Context {
         topo: cfg.topo,
         slots: cfg.slots,
+        switch_tables: cfg.switch_tables,
     });
     let mut engine = Engine::new(
         cfg.topo,

@@ -37,6 +37,7 @@ fn build(name: &str, t: &Topology) -> Box<dyn Policy> {
     policy::by_name(name).unwrap().build(&Context {
         topo: t,
         slots: SlotConfig::paper(),
+        switch_tables: true,
     })
 }
 
@@ -199,6 +200,7 @@ fn overbooked_flow_slots(name: &str, specs: &[JobSpec], committed_now: bool) -> 
     let ctx = Context {
         topo: &t,
         slots: SlotConfig::paper(),
+        switch_tables: true,
     };
     let mut p: Box<dyn Policy> = Box::new(Mlcc::new(&ctx, cfg, Visibility::Skewed));
     let mut e = Engine::new(&t, &r, SlotConfig::paper(), specs, Placement::Packed, 1).unwrap();

@@ -392,7 +392,15 @@ fn every_rate_the_simulator_sets_is_the_daemon_configs_decision() {
     let routes = Routes::new(&topo);
     let slots = SlotConfig::paper();
     let (cfg, vis) = sim_config("mlcc", slots);
-    let mut sim = Mlcc::new(&Context { topo: &topo, slots }, cfg, vis);
+    let mut sim = Mlcc::new(
+        &Context {
+            topo: &topo,
+            slots,
+            switch_tables: true,
+        },
+        cfg,
+        vis,
+    );
     sim.record();
     // Ring and PS jobs sharing the four hosts' links.
     let specs = [

@@ -49,6 +49,7 @@ pub fn predict(scn: &Scenario, quick: bool, results_dir: &Path) -> Result<Predic
         seed: 1,
         max_slots: 10_000_000,
         progress: false,
+        switch_tables: scn.switch_emulators,
     };
     let jobs = scn.sim_jobs();
     let mean = |p: &str| -> Result<f64, String> {

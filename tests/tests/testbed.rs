@@ -60,10 +60,10 @@ fn leftovers() -> Vec<String> {
 }
 
 #[test]
-fn smoke_scenario_runs_under_reno_and_mlcc_and_leaves_nothing() {
+fn smoke_scenario_runs_under_reno_mlcc_and_isolated_and_leaves_nothing() {
     if !is_root() {
         eprintln!(
-            "skipped smoke_scenario_runs_under_reno_and_mlcc_and_leaves_nothing: needs root (network namespaces, tc, BPF)"
+            "skipped smoke_scenario_runs_under_reno_mlcc_and_isolated_and_leaves_nothing: needs root (network namespaces, tc, BPF)"
         );
         return;
     }
@@ -77,7 +77,14 @@ fn smoke_scenario_runs_under_reno_and_mlcc_and_leaves_nothing() {
     let out = std::env::temp_dir().join(format!("mlcc-testbed-e2e-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let run = Command::new(env!("CARGO_BIN_EXE_mlcc-testbed"))
-        .args(["run", "--scenario", "smoke", "--cc", "reno,mlcc", "--out"])
+        .args([
+            "run",
+            "--scenario",
+            "smoke",
+            "--cc",
+            "reno,mlcc,isolated/reno",
+            "--out",
+        ])
         .arg(&out)
         .arg("--bin-dir")
         .arg(&bins)
@@ -97,7 +104,19 @@ fn smoke_scenario_runs_under_reno_and_mlcc_and_leaves_nothing() {
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
     let ccs = s["ccs"].as_array().unwrap();
-    assert_eq!(ccs.len(), 2);
+    assert_eq!(ccs.len(), 3);
+    // Every job alone on its hosts: the lower bound beside each CC, and how much of what
+    // contention costs under reno mlcc won back.
+    assert!(s["isolated_mean_jct_s"].as_f64().unwrap() > 0.0);
+    let mlcc = ccs.iter().find(|c| c["cc"] == "mlcc").unwrap();
+    assert!(mlcc["contention_recovered"].is_f64(), "{mlcc}");
+    assert_eq!(
+        ccs.iter().find(|c| c["cc"] == "isolated").unwrap()["jct_per_job_s"]
+            .as_object()
+            .unwrap()
+            .len(),
+        2
+    );
     for run in s["runs"].as_array().unwrap() {
         let cc = run["cc"].as_str().unwrap();
         let jobs = run["jobs"].as_array().unwrap();
@@ -115,7 +134,7 @@ fn smoke_scenario_runs_under_reno_and_mlcc_and_leaves_nothing() {
             );
             let socket_cc = j["socket_cc"].as_str().unwrap();
             match cc {
-                "reno" => {
+                "reno" | "isolated" => {
                     assert_eq!(socket_cc, "reno");
                     assert_eq!(j["progress_files"], false);
                 }
@@ -128,10 +147,17 @@ fn smoke_scenario_runs_under_reno_and_mlcc_and_leaves_nothing() {
                 }
             }
         }
-        assert!(
-            run["cross_flows"].as_u64().unwrap() > 0,
-            "{cc}: no iperf3 cross traffic"
-        );
+        if cc == "isolated" {
+            assert_eq!(
+                run["cross_flows"], 0,
+                "isolated jobs run without cross traffic"
+            );
+        } else {
+            assert!(
+                run["cross_flows"].as_u64().unwrap() > 0,
+                "{cc}: no iperf3 cross traffic"
+            );
+        }
     }
     for f in [
         "summary.md",

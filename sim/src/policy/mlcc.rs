@@ -37,8 +37,13 @@ impl Mlcc {
             slots: c.slots,
             ..cfg
         };
+        let cluster = Cluster::new(c.topo, cfg, visibility);
         Mlcc {
-            cluster: Cluster::new(c.topo, cfg, visibility),
+            cluster: if c.switch_tables {
+                cluster
+            } else {
+                cluster.without_switch_tables(c.topo)
+            },
         }
     }
 

@@ -69,6 +69,8 @@ pub trait Policy {
 pub struct Context<'a> {
     pub topo: &'a Topology,
     pub slots: SlotConfig,
+    /// Whether switches keep load tables (false: cloud mode, host-owned links only).
+    pub switch_tables: bool,
 }
 
 /// How a policy is built: the baselines each by their own constructor, mlcc variants as a core
