@@ -117,3 +117,39 @@ pub fn markdown(rows: &[Prediction]) -> String {
     }
     t
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_simulators_ratios_sit_beside_the_testbeds() {
+        let scn = Scenario::find("micro-two-jobs").unwrap().quick();
+        let dir = std::env::temp_dir().join(format!("mlcc-predict-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        // No results yet: the simulator's side alone.
+        let p = predict(&scn, true, &dir).unwrap();
+        assert!(p.testbed_mlcc_to_best_tcp.is_none() && p.error.is_none());
+        assert!(p.sim_isolated_s > 0.0 && p.sim_isolated_s <= p.sim_fair_s + 1e-9);
+        assert!((p.sim_mlcc_to_fair - p.sim_mlcc_s / p.sim_fair_s).abs() < 1e-12);
+        // A testbed summary as `run` writes it (the fields compared).
+        std::fs::create_dir_all(dir.join("micro-two-jobs")).unwrap();
+        std::fs::write(
+            dir.join("micro-two-jobs/summary.json"),
+            r#"{"isolated_mean_jct_s": 8.0, "ccs": [
+                {"cc": "cubic", "mean_jct_s": 10.0, "ratio_to_best_tcp": 1.0},
+                {"cc": "mlcc", "mean_jct_s": 9.0, "ratio_to_best_tcp": 0.9}]}"#,
+        )
+        .unwrap();
+        let p = predict(&scn, true, &dir).unwrap();
+        assert_eq!(p.testbed_mlcc_to_best_tcp, Some(0.9));
+        assert_eq!(p.testbed_mlcc_to_isolated, Some(9.0 / 8.0));
+        assert!((p.error.unwrap() - (p.sim_mlcc_to_fair / 0.9 - 1.0)).abs() < 1e-12);
+        let md = markdown(&[p]);
+        assert!(
+            md.contains("micro-two-jobs (quick)") && md.contains("0.900"),
+            "{md}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
