@@ -148,6 +148,19 @@ mod tests {
 
     const TAU: f64 = 0.1;
 
+    /// Slot 0 half booked (price 0.5, cap 50), slots 1 and 2 free.
+    fn half_booked_then_free() -> [SlotPrice; 3] {
+        let mut s = [SlotPrice {
+            price: 0.0,
+            cap: 100.0,
+        }; 3];
+        s[0] = SlotPrice {
+            price: 0.5,
+            cap: 50.0,
+        };
+        s
+    }
+
     fn free(k: usize, cap: f64) -> Vec<SlotPrice> {
         vec![SlotPrice { price: 0.0, cap }; k]
     }
@@ -181,20 +194,7 @@ mod tests {
         // Slot 0 is half booked (price 0.5, cap 50); slot 1 free. 10 bytes:
         // β̂=1: 5 bytes max in slot 0 → cannot finish. β̂=2: slot 1 first (cheaper), 10 bytes
         // there → β=2, cost 2. Using slot 0 would cost 1 + 0.5·0.5 + ... but cannot finish alone.
-        let slots = [
-            SlotPrice {
-                price: 0.5,
-                cap: 50.0,
-            },
-            SlotPrice {
-                price: 0.0,
-                cap: 100.0,
-            },
-            SlotPrice {
-                price: 0.0,
-                cap: 100.0,
-            },
-        ];
+        let slots = half_booked_then_free();
         let s = schedule(10.0, TAU, &slots, 100.0, 1.0);
         assert_eq!(s.rates, vec![0.0, 100.0, 0.0]);
         assert_eq!(s.completion, Some(2));
@@ -214,20 +214,7 @@ mod tests {
         // Slot 0 is half booked (cap 50), slot 1 free: 8 bytes finish in 2 slots either way.
         // Priced (η = 1), the cheap slot 1 fills first and slot 0 takes the rest; at η = 0 the
         // price does not count, and sending sooner lets what depends on the bytes start sooner.
-        let slots = [
-            SlotPrice {
-                price: 0.5,
-                cap: 50.0,
-            },
-            SlotPrice {
-                price: 0.0,
-                cap: 100.0,
-            },
-            SlotPrice {
-                price: 0.0,
-                cap: 100.0,
-            },
-        ];
+        let slots = half_booked_then_free();
         let s = schedule(8.0, TAU, &slots, 100.0, 1.0);
         assert_eq!(s.rates, vec![0.0, 80.0, 0.0]);
         let s = schedule(8.0, TAU, &slots, 100.0, 0.0);

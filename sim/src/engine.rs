@@ -96,10 +96,7 @@ impl<'t> Engine<'t> {
                     have: hosts.len(),
                 });
             }
-            let compute = s
-                .pinned
-                .as_ref()
-                .map_or_else(|| s.model.compute_secs(s.workers), |p| p.compute_s);
+            let compute = s.compute_secs();
             jobs.push(Job {
                 spec: s.clone(),
                 name: std::sync::Arc::from(s.id.as_str()),
@@ -167,12 +164,7 @@ impl<'t> Engine<'t> {
             id: j.spec.id.clone(),
             arch: j.spec.arch,
             members,
-            model_bytes: mlcc_core::Bytes(
-                j.spec
-                    .pinned
-                    .as_ref()
-                    .map_or(j.spec.model.bytes, |p| p.model_bytes),
-            ),
+            model_bytes: mlcc_core::Bytes(j.spec.model_bytes()),
         };
         let groups = cj.flow_groups().map_err(|source| EngineError::Job {
             job: j.spec.id.clone(),

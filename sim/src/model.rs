@@ -88,6 +88,18 @@ pub struct FlowRef {
     pub flow: u32,
 }
 
+/// The runs of `active` (ordered by job) that belong to one job each, as index ranges.
+pub fn job_runs(active: &[FlowRef]) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        let job = active.get(start)?.job;
+        let end = start + active[start..].iter().take_while(|r| r.job == job).count();
+        let run = start..end;
+        start = end;
+        Some(run)
+    })
+}
+
 /// Which flows compete on a link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sharing {

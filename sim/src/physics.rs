@@ -153,23 +153,23 @@ pub fn advance(
             FlowRole::Agg | FlowRole::Ring => rate,
         });
     }
-    // Proportional sharing, over all flows or job by job (`active` is ordered by job).
+    // Link sharing, over all flows or job by job (`active` is ordered by job).
     s.moved.clear();
     s.moved.resize(active.len(), 0.0);
     s.scaled.clear();
     s.scaled.resize(active.len(), false);
-    let mut start = 0;
-    while start < active.len() {
-        let end = match sharing {
-            Sharing::Fabric => active.len(),
-            Sharing::PerJob => {
-                let job = active[start].job;
-                start + active[start..].iter().take_while(|r| r.job == job).count()
-            }
-        };
+    let (mut fabric, mut per_job) = (
+        std::iter::once(0..active.len()),
+        crate::model::job_runs(active),
+    );
+    let runs: &mut dyn Iterator<Item = std::ops::Range<usize>> = match sharing {
+        Sharing::Fabric => &mut fabric,
+        Sharing::PerJob => &mut per_job,
+    };
+    for run in runs {
         s.links.share(
             tau,
-            start..end,
+            run,
             |i| {
                 let r = active[i];
                 &jobs[r.job as usize].flows[r.flow as usize].path[..]
@@ -179,7 +179,6 @@ pub fn advance(
             &mut s.moved,
             &mut s.scaled,
         );
-        start = end;
     }
     // Broadcast never overtakes what its PS has aggregated by the end of the slot.
     for (i, r) in active.iter().enumerate() {

@@ -49,6 +49,20 @@ impl JobSpec {
     pub fn gpus(&self) -> u32 {
         self.workers + self.servers
     }
+
+    /// Bytes of the model (per iteration): the testbed's where pinned, else the model table's.
+    pub fn model_bytes(&self) -> u64 {
+        self.pinned
+            .as_ref()
+            .map_or(self.model.bytes, |p| p.model_bytes)
+    }
+
+    /// Compute time of one iteration (s).
+    pub fn compute_secs(&self) -> f64 {
+        self.pinned
+            .as_ref()
+            .map_or_else(|| self.model.compute_secs(self.workers), |p| p.compute_s)
+    }
 }
 
 /// Knobs of the generator.

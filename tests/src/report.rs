@@ -159,6 +159,35 @@ pub fn summarize(scenario: &str, quick: bool, runs: Vec<CcRun>) -> Summary {
     }
 }
 
+/// A table of one per-job figure, a column per CC, with `decimals` digits.
+fn per_job_table(
+    s: &Summary,
+    title: &str,
+    decimals: usize,
+    figure: impl Fn(&CcSummary) -> &BTreeMap<String, f64>,
+) -> String {
+    let mut t = format!("\n{title}:\n\n| job |");
+    for c in &s.ccs {
+        t += &format!(" {} |", c.cc);
+    }
+    t += "\n|---|";
+    for _ in &s.ccs {
+        t += "---|";
+    }
+    t += "\n";
+    if let Some(first) = s.ccs.first() {
+        for job in figure(first).keys() {
+            t += &format!("| {job} |");
+            for c in &s.ccs {
+                let v = figure(c).get(job).copied().unwrap_or(0.0);
+                t += &format!(" {v:.decimals$} |");
+            }
+            t += "\n";
+        }
+    }
+    t
+}
+
 pub fn markdown(s: &Summary) -> String {
     let mut t = format!(
         "## {}{}: job completion time per congestion control ({} repetition(s))\n\n",
@@ -207,45 +236,10 @@ pub fn markdown(s: &Summary) -> String {
         t += "\n`isolated`: every job alone on its hosts (kernel TCP, no cross traffic); \
               contention recovered = (best TCP − CC) / (best TCP − isolated), in mean JCT.\n";
     }
-    t += "\nJCT per job (s):\n\n| job |";
-    for c in &s.ccs {
-        t += &format!(" {} |", c.cc);
-    }
-    t += "\n|---|";
-    for _ in &s.ccs {
-        t += "---|";
-    }
-    t += "\n";
-    if let Some(first) = s.ccs.first() {
-        for job in first.jct_per_job_s.keys() {
-            t += &format!("| {job} |");
-            for c in &s.ccs {
-                t += &format!(" {:.2} |", c.jct_per_job_s.get(job).copied().unwrap_or(0.0));
-            }
-            t += "\n";
-        }
-    }
-    t += "\nMean iteration time per job (s):\n\n| job |";
-    for c in &s.ccs {
-        t += &format!(" {} |", c.cc);
-    }
-    t += "\n|---|";
-    for _ in &s.ccs {
-        t += "---|";
-    }
-    t += "\n";
-    if let Some(first) = s.ccs.first() {
-        for job in first.mean_iteration_s.keys() {
-            t += &format!("| {job} |");
-            for c in &s.ccs {
-                t += &format!(
-                    " {:.3} |",
-                    c.mean_iteration_s.get(job).copied().unwrap_or(0.0)
-                );
-            }
-            t += "\n";
-        }
-    }
+    t += &per_job_table(s, "JCT per job (s)", 2, |c| &c.jct_per_job_s);
+    t += &per_job_table(s, "Mean iteration time per job (s)", 3, |c| {
+        &c.mean_iteration_s
+    });
     let faults: Vec<_> = s.runs.iter().filter(|r| !r.faults.is_empty()).collect();
     if !faults.is_empty() {
         t += "\nScheduled faults (seconds since the run's start):\n\n| CC | fault | target | applied | undone |\n|---|---|---|---|---|\n";

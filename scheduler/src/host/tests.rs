@@ -441,32 +441,27 @@ fn other_hosts_bookings_on_the_switch_link_are_planned_around() {
 
 #[test]
 fn with_the_committed_slot_rule_queries_ask_for_it_and_slot_n_is_planned_around_it() {
-    let mut cfg = HostConfig::new("h1", SlotConfig::paper());
-    cfg.policy.committed_now = true;
-    cfg.policy.mode = mlcc_core::FeedbackMode::Precedence;
-    let mut s = HostScheduler::new(cfg, topo()).unwrap();
-    let (p, out) = ring_h1();
-    let req = s.observe(
-        Slot(5),
-        &Observation {
-            processes: vec![p],
-            stats: stats(&[(key(&out), 0)]),
-        },
-    );
+    // A scheduler with the rule on or off, and its first slot's queries.
+    let start = |on: bool| {
+        let mut cfg = HostConfig::new("h1", SlotConfig::paper());
+        cfg.policy.committed_now = on;
+        cfg.policy.mode = mlcc_core::FeedbackMode::Precedence;
+        let mut s = HostScheduler::new(cfg, topo()).unwrap();
+        let (p, out) = ring_h1();
+        let req = s.observe(
+            Slot(5),
+            &Observation {
+                processes: vec![p],
+                stats: stats(&[(key(&out), 0)]),
+            },
+        );
+        (s, req)
+    };
+    let (mut s, req) = start(true);
     assert!(req.per_switch["sw1"].items.iter().all(|q| q.committed));
     // The default asks too; with the rule off, queries do not.
     assert!(sched("h1").config().policy.committed_now);
-    let mut off = HostConfig::new("h1", SlotConfig::paper());
-    off.policy.committed_now = false;
-    let mut o = HostScheduler::new(off, topo()).unwrap();
-    let (p2, out2) = ring_h1();
-    let req_off = o.observe(
-        Slot(5),
-        &Observation {
-            processes: vec![p2],
-            stats: stats(&[(key(&out2), 0)]),
-        },
-    );
+    let (_, req_off) = start(false);
     assert!(req_off.per_switch["sw1"].items.iter().all(|q| !q.committed));
     let cap = 125_000_000.0;
     let mut ans = answers_empty(&req);

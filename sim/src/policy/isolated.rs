@@ -5,6 +5,7 @@
 use super::fair::Fair;
 use super::{Policy, View};
 use crate::model::Sharing;
+use crate::model::job_runs;
 
 #[derive(Default)]
 pub struct Isolated {
@@ -14,29 +15,13 @@ pub struct Isolated {
 
 impl Policy for Isolated {
     fn rates(&mut self, view: &View<'_>, out: &mut [f64]) {
-        // One max-min problem per job (`active` is ordered by job).
-        let mut start = 0;
-        while start < view.active.len() {
-            let job = view.active[start].job;
-            let end = start
-                + view.active[start..]
-                    .iter()
-                    .take_while(|r| r.job == job)
-                    .count();
-            let sub = View {
-                slot: view.slot,
-                tau: view.tau,
-                slots: view.slots,
-                topo: view.topo,
-                jobs: view.jobs,
-                active: &view.active[start..end],
-                sendable: &view.sendable[start..end],
-            };
+        // One max-min problem per job.
+        for run in job_runs(view.active) {
             self.out.clear();
-            self.out.resize(end - start, 0.0);
-            self.fair.solve_capped(&sub, None, &mut self.out);
-            out[start..end].copy_from_slice(&self.out);
-            start = end;
+            self.out.resize(run.len(), 0.0);
+            self.fair
+                .solve_capped(&view.restricted(run.clone()), None, &mut self.out);
+            out[run].copy_from_slice(&self.out);
         }
     }
 

@@ -75,7 +75,7 @@ impl Mlcc {
             iteration: j.iteration,
             iterations: j.spec.iterations,
             comm_since: since,
-            model_bytes: j.spec.model.bytes as f64,
+            model_bytes: j.spec.model_bytes() as f64,
             bytes: f.bytes,
             sent: f.sent,
             slack: f.slack,

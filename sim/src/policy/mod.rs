@@ -34,7 +34,21 @@ pub struct View<'a> {
     pub sendable: &'a [f64],
 }
 
-impl View<'_> {
+impl<'a> View<'a> {
+    /// The same slot restricted to `active[run]` (one job's flows, from
+    /// [`crate::model::job_runs`]).
+    pub fn restricted(&self, run: std::ops::Range<usize>) -> View<'a> {
+        View {
+            slot: self.slot,
+            tau: self.tau,
+            slots: self.slots,
+            topo: self.topo,
+            jobs: self.jobs,
+            active: &self.active[run.clone()],
+            sendable: &self.sendable[run],
+        }
+    }
+
     pub fn flow(&self, r: FlowRef) -> &Flow {
         &self.jobs[r.job as usize].flows[r.flow as usize]
     }
@@ -237,6 +251,14 @@ pub fn by_name(name: &str) -> Option<Entry> {
     parse(name).ok()
 }
 
+/// `v` as a finite number ≥ 0, or why not.
+fn non_negative(key: &str, v: &str) -> Result<f64, String> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite() && *x >= 0.0)
+        .ok_or_else(|| format!("{key} {v:?} is not a number ≥ 0"))
+}
+
 /// [`by_name`] with the reason a name is refused.
 pub fn parse(name: &str) -> Result<Entry, String> {
     let mut parts = name.split('/');
@@ -256,11 +278,7 @@ pub fn parse(name: &str) -> Result<Entry, String> {
             .ok_or_else(|| format!("override {kv:?} is not key=value"))?;
         let cfg = match k {
             "eta" => PolicyConfig {
-                eta: v
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|e| e.is_finite() && *e >= 0.0)
-                    .ok_or_else(|| format!("eta {v:?} is not a number ≥ 0"))?,
+                eta: non_negative(k, v)?,
                 ..cfg
             },
             "peer-stale-slots" => PolicyConfig {
@@ -270,11 +288,7 @@ pub fn parse(name: &str) -> Result<Entry, String> {
                 ..cfg
             },
             "idle-backlog" => PolicyConfig {
-                idle_backlog_bytes: v
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|b| b.is_finite() && *b >= 0.0)
-                    .ok_or_else(|| format!("idle-backlog {v:?} is not a byte count"))?,
+                idle_backlog_bytes: non_negative(k, v)?,
                 ..cfg
             },
             "rank" => PolicyConfig {

@@ -6,13 +6,14 @@
 
 use super::fair::Fair;
 use super::{Policy, View};
+use crate::model::job_runs;
 
 #[derive(Default)]
 pub struct Priority {
     fair: Fair,
     residual: Vec<f64>,
     out: Vec<f64>,
-    groups: Vec<(f64, usize, usize)>,
+    groups: Vec<(f64, std::ops::Range<usize>)>,
 }
 
 impl Policy for Priority {
@@ -20,47 +21,34 @@ impl Policy for Priority {
         self.residual.clear();
         self.residual
             .extend(view.topo.links().iter().map(|l| l.capacity.0));
-        // Jobs (`active` is ordered by job) by remaining bytes, then by job index.
+        // Jobs by remaining bytes, then by their order in `active`.
         self.groups.clear();
-        let mut start = 0;
-        while start < view.active.len() {
-            let job = view.active[start].job;
-            let end = start
-                + view.active[start..]
-                    .iter()
-                    .take_while(|r| r.job == job)
-                    .count();
-            let j = &view.jobs[job as usize];
+        for run in job_runs(view.active) {
+            let j = view.job(view.active[run.start]);
             let per_iter: f64 = j.flows.iter().map(|f| f.bytes).sum();
             let left_now: f64 = j.flows.iter().map(|f| f.remaining()).sum();
             let later = j.spec.iterations.saturating_sub(j.iteration + 1) as f64;
-            self.groups.push((left_now + later * per_iter, start, end));
-            start = end;
+            self.groups.push((left_now + later * per_iter, run));
         }
         self.groups
-            .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        for &(_, start, end) in &self.groups {
-            let sub = View {
-                slot: view.slot,
-                tau: view.tau,
-                slots: view.slots,
-                topo: view.topo,
-                jobs: view.jobs,
-                active: &view.active[start..end],
-                sendable: &view.sendable[start..end],
-            };
+            .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.start.cmp(&b.1.start)));
+        for (_, run) in &self.groups {
             self.out.clear();
-            self.out.resize(end - start, 0.0);
-            self.fair
-                .solve_within(&sub, None, &self.residual, &mut self.out);
+            self.out.resize(run.len(), 0.0);
+            self.fair.solve_within(
+                &view.restricted(run.clone()),
+                None,
+                &self.residual,
+                &mut self.out,
+            );
             for (i, &rate) in self.out.iter().enumerate() {
-                let f = view.flow(view.active[start + i]);
+                let f = view.flow(view.active[run.start + i]);
                 for l in &f.path {
-                    let c = &mut self.residual[l.0 as usize];
+                    let c = &mut self.residual[l.index()];
                     *c = (*c - rate).max(0.0);
                 }
             }
-            out[start..end].copy_from_slice(&self.out);
+            out[run.clone()].copy_from_slice(&self.out);
         }
     }
 }
