@@ -1,4 +1,4 @@
-//! Compiles the BPF programs and generates their libbpf-rs skeleton.
+//! Compiles the BPF programs and generates their libbpf-rs skeletons.
 //!
 //! The programs include `vmlinux.h`. It is generated from the running kernel's BTF when bpftool
 //! and `/sys/kernel/btf/vmlinux` are available (so the header matches the kernel we test on), and
@@ -13,7 +13,11 @@ use std::process::Command;
 
 use libbpf_cargo::SkeletonBuilder;
 
-const SRC: &str = "src/bpf/mlcc.bpf.c";
+/// Each program and the skeleton generated for it.
+const PROGRAMS: [(&str, &str); 2] = [
+    ("src/bpf/mlcc.bpf.c", "mlcc.skel.rs"),
+    ("src/bpf/loss.bpf.c", "loss.skel.rs"),
+];
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -27,20 +31,22 @@ fn main() {
         Ok(other) => panic!("mlcc-bpf: unsupported target architecture {other}"),
         Err(_) => "x86",
     };
-    SkeletonBuilder::new()
-        .source(SRC)
-        .clang_args([
-            format!("-I{}", include.display()),
-            format!("-D__TARGET_ARCH_{arch}"),
-            "-Wall".to_owned(),
-            "-Werror".to_owned(),
-        ])
-        .build_and_generate(out.join("mlcc.skel.rs"))
-        .unwrap_or_else(|e| {
-            panic!(
-                "mlcc-bpf: building {SRC} failed (is clang installed? run scripts/setup.sh): {e:#}"
-            )
-        });
+    for (src, skel) in PROGRAMS {
+        SkeletonBuilder::new()
+            .source(src)
+            .clang_args([
+                format!("-I{}", include.display()),
+                format!("-D__TARGET_ARCH_{arch}"),
+                "-Wall".to_owned(),
+                "-Werror".to_owned(),
+            ])
+            .build_and_generate(out.join(skel))
+            .unwrap_or_else(|e| {
+                panic!(
+                    "mlcc-bpf: building {src} failed (is clang installed? run scripts/setup.sh): {e:#}"
+                )
+            });
+    }
 
     println!("cargo:rerun-if-changed=src/bpf");
     println!("cargo:rerun-if-env-changed=MLCC_BPF_VMLINUX");

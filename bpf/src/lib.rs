@@ -9,6 +9,7 @@ mod datapath;
 mod error;
 mod kernel;
 mod key;
+mod loss;
 mod memory;
 mod pins;
 mod probe;
@@ -23,12 +24,18 @@ mod skel {
     include!(concat!(env!("OUT_DIR"), "/mlcc.skel.rs"));
 }
 
+#[allow(clippy::all, unsafe_op_in_unsafe_fn, unused_imports, missing_docs)]
+mod loss_skel {
+    include!(concat!(env!("OUT_DIR"), "/loss.skel.rs"));
+}
+
 pub use clock::MonotonicNs;
 pub use config::{CcName, CwndPolicy, DEFAULT_PIN_DIR, LoadOptions};
 pub use datapath::Datapath;
 pub use error::DatapathError;
 pub use kernel::{KernelDatapath, ProgRunStats, unload_pinned};
 pub use key::SocketKey;
+pub use loss::{LossCounters, LossInjector, LossSpec, send_single_segments};
 pub use memory::MemoryDatapath;
 pub use probe::probe;
 pub use rate::{Expiry, ParseRateError, Rate, RateOrder};
@@ -87,6 +94,7 @@ mod layout_tests {
         assert_eq!(offset_of!(mlcc_sock_stats, min_rtt_us), l::MIN_RTT_US);
         assert_eq!(offset_of!(mlcc_sock_stats, snd_cwnd), l::SND_CWND);
         assert_eq!(offset_of!(mlcc_sock_stats, mode), l::MODE);
+        assert_eq!(offset_of!(mlcc_sock_stats, delivered_segs), l::DELIVERED);
     }
 
     #[test]

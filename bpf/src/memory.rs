@@ -122,6 +122,7 @@ mod tests {
             delivery_rate_bytes_per_sec: 0,
             pacing: Pacing::Fallback,
             cwnd_segments: 10,
+            delivered_segments: 0,
             updated: MonotonicNs(0),
         };
         dp.upsert_socket(key(1), stats);

@@ -30,6 +30,9 @@ pub struct SocketStats {
     pub delivery_rate_bytes_per_sec: u64,
     pub pacing: Pacing,
     pub cwnd_segments: u32,
+    /// Segments delivered to the receiver, SACKed ones included (`tcpi_delivered`; wraps at
+    /// 2^32): unlike `bytes_acked`, it does not wait for a hole's retransmission to be filled.
+    pub delivered_segments: u32,
     /// When these values were taken (CLOCK_MONOTONIC); deltas of `bytes_acked` over deltas of
     /// `updated` give the achieved rate without user-space timer jitter.
     pub updated: MonotonicNs,
@@ -48,6 +51,7 @@ pub(crate) mod layout {
     pub const MIN_RTT_US: usize = 48;
     pub const SND_CWND: usize = 52;
     pub const MODE: usize = 56;
+    pub const DELIVERED: usize = 60;
 }
 
 const MODE_PACED: u32 = 1;
@@ -85,6 +89,7 @@ impl SocketStats {
                 Pacing::Fallback
             },
             cwnd_segments: u32_at(raw, layout::SND_CWND),
+            delivered_segments: u32_at(raw, layout::DELIVERED),
             updated: MonotonicNs(u64_at(raw, layout::UPDATED_NS)),
         })
     }
@@ -114,6 +119,7 @@ impl SocketStats {
         );
         put(layout::SND_CWND, &self.cwnd_segments.to_ne_bytes());
         put(layout::MODE, &mode.to_ne_bytes());
+        put(layout::DELIVERED, &self.delivered_segments.to_ne_bytes());
         raw
     }
 }
@@ -133,6 +139,7 @@ mod tests {
             delivery_rate_bytes_per_sec: 5,
             pacing: Pacing::Paced { bytes_per_sec: 6 },
             cwnd_segments: 7,
+            delivered_segments: 9,
             updated: MonotonicNs(8),
         };
         assert_eq!(SocketStats::from_raw(&s.to_raw()), Some(s));

@@ -197,6 +197,7 @@ fn stats_zero() -> mlcc_bpf::SocketStats {
         delivery_rate_bytes_per_sec: 0,
         pacing: mlcc_bpf::Pacing::Fallback,
         cwnd_segments: 10,
+        delivered_segments: 0,
         updated: mlcc_bpf::MonotonicNs(0),
     }
 }

@@ -133,6 +133,7 @@ static __always_inline void record_stats(struct sock *sk, const struct mlcc_sock
 	st->snd_cwnd = tp->snd_cwnd;
 	st->pacing_rate_bytes_per_sec = sk->sk_pacing_rate;
 	st->mode = mode;
+	st->delivered_segs = tp->delivered;
 	if (rs->interval_us > 0 && rs->delivered > 0)
 		st->delivery_rate_bytes_per_sec =
 			(__u64)rs->delivered * tp->mss_cache * USEC_PER_SEC / (__u64)rs->interval_us;

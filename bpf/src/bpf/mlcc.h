@@ -47,7 +47,8 @@ struct mlcc_sock_stats {
 	__u32 min_rtt_us;
 	__u32 snd_cwnd;
 	__u32 mode;
-	__u32 _pad;
+	/* Segments delivered, SACKed ones included (tp->delivered; wraps). */
+	__u32 delivered_segs;
 };
 
 /* Settings the operator may change while sockets run; one entry at index 0. */

@@ -113,6 +113,7 @@ pub fn run(flows: u32, traffic: Duration) -> Result<(), BoxError> {
             bytes_per_sec: 125_000_000,
         },
         cwnd_segments: 100,
+        delivered_segments: 0,
         updated: MonotonicNs::now(),
     };
     let entries: Vec<(SocketKey, SocketStats)> = keys.iter().map(|&k| (k, fake)).collect();
