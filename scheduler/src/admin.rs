@@ -230,6 +230,8 @@ impl pb::admin_server::Admin for AdminService {
                     app_backlog_bytes: f.app_backlog.map(|b| b as u64),
                     enforced_rate_bytes_per_sec: f.enforced_rate,
                     expected_bytes: f.expected_bytes as u64,
+                    retransmitted_segments: f.retransmits,
+                    queue_loss_segments: f.queue_loss,
                 }
             })
             .collect();

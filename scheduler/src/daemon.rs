@@ -724,6 +724,11 @@ fn record(
         if let Some(a) = f.achieved {
             m.achieved.get_or_create(&labels).set(a);
         }
+        let count = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        m.retransmits
+            .get_or_create(&labels)
+            .set(count(f.retransmits));
+        m.queue_loss.get_or_create(&labels).set(count(f.queue_loss));
     }
     m.flows.set(n);
 }

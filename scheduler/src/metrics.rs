@@ -47,6 +47,8 @@ pub struct Metrics {
     pub rpc_seconds: Family<RpcLabels, Histogram>,
     pub planned: Family<FlowLabels, FloatGauge>,
     pub achieved: Family<FlowLabels, FloatGauge>,
+    pub retransmits: Family<FlowLabels, Gauge>,
+    pub queue_loss: Family<FlowLabels, Gauge>,
     pub flows: Gauge,
     pub degraded: Family<ModeLabels, Gauge>,
     pub degraded_slots: Family<ModeLabels, Counter>,
@@ -70,6 +72,8 @@ impl Metrics {
             rpc_seconds: Family::new_with_constructor(latency as fn() -> Histogram),
             planned: Family::default(),
             achieved: Family::default(),
+            retransmits: Family::default(),
+            queue_loss: Family::default(),
             flows: Gauge::default(),
             degraded: Family::default(),
             degraded_slots: Family::default(),
@@ -107,6 +111,17 @@ impl Metrics {
             "sched_flow_achieved_bytes_per_sec",
             "Rate acked over the last slot, per flow",
             m.achieved.clone(),
+        );
+        r.register(
+            "sched_flow_retransmitted_segments",
+            "Segments retransmitted since mlccd first saw the flow's sockets, per flow",
+            m.retransmits.clone(),
+        );
+        r.register(
+            "sched_flow_queue_loss_segments",
+            "Of those, segments lost while a queue stood on the path (srtt >= 2 ms above its \
+             minimum): under mlcc, loss from an overbooked link",
+            m.queue_loss.clone(),
         );
         r.register("sched_flows", "Local flow groups", m.flows.clone());
         r.register(

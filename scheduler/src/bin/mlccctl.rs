@@ -186,6 +186,8 @@ fn flow_json(f: &pb::FlowStatus) -> Value {
         "app_backlog_bytes": f.app_backlog_bytes,
         "enforced_rate_bytes_per_sec": f.enforced_rate_bytes_per_sec,
         "expected_bytes": f.expected_bytes,
+        "retransmitted_segments": f.retransmitted_segments,
+        "queue_loss_segments": f.queue_loss_segments,
     })
 }
 
@@ -196,12 +198,21 @@ fn print_flows(slot: u64, flows: &mut [pb::FlowStatus]) {
     });
     println!("slot {slot}, {} flow(s); rates in Mbit/s", flows.len());
     println!(
-        "{:<32} {:>5} {:>9} {:>9} {:>9} {:>12} {:>12} {:>4}",
-        "FLOW", "ROLE", "PLANNED", "ACHIEVED", "B_f", "SENT", "REMAINING", "SOCK"
+        "{:<32} {:>5} {:>9} {:>9} {:>9} {:>12} {:>12} {:>4} {:>8} {:>8}",
+        "FLOW",
+        "ROLE",
+        "PLANNED",
+        "ACHIEVED",
+        "B_f",
+        "SENT",
+        "REMAINING",
+        "SOCK",
+        "RETRANS",
+        "Q-LOSS"
     );
     for f in flows.iter() {
         println!(
-            "{:<32} {:>5} {:>9} {:>9} {:>9} {:>12} {:>12} {:>4}",
+            "{:<32} {:>5} {:>9} {:>9} {:>9} {:>12} {:>12} {:>4} {:>8} {:>8}",
             f.flow_id,
             flow_role_name(f.role),
             mbit(f.planned_rate_bytes_per_sec),
@@ -209,7 +220,9 @@ fn print_flows(slot: u64, flows: &mut [pb::FlowStatus]) {
             mbit(f.achievable_rate_bytes_per_sec),
             f.sent_bytes,
             f.remaining_bytes,
-            f.sockets
+            f.sockets,
+            f.retransmitted_segments,
+            f.queue_loss_segments
         );
     }
 }

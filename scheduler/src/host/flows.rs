@@ -65,6 +65,15 @@ pub struct FlowState {
     /// paces into free capacity (an idle flow, a plan's last slot); 0 when its sockets' orders
     /// were cleared.
     pub enforced_rate: f64,
+    /// Segments the flow's sockets retransmitted since mlccd first saw them.
+    pub retransmits: u64,
+    /// Of those, the ones retransmitted while a queue stood on the path (see [`SocketLoss`]):
+    /// loss from a full queue, which under mlcc means a plan overbooked a link (or traffic mlcc
+    /// does not schedule filled it). The others are random loss, which mlcc rides out.
+    pub queue_loss: u64,
+    /// Each socket's retransmit counter when last seen.
+    #[serde(skip)]
+    prev_retransmits: HashMap<SocketKey, u32>,
     #[serde(skip)]
     baseline: HashMap<SocketKey, u64>,
     #[serde(skip)]
@@ -76,6 +85,31 @@ pub struct FlowState {
     pub last_seen: Slot,
     /// Why this flow has no dependency adjustment or plans around a silent switch.
     pub degraded: Vec<String>,
+}
+
+/// What one socket's counters say about loss this slot.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SocketLoss {
+    pub retransmits: u32,
+    /// A queue stood on the path at the socket's last ACK: its smoothed RTT was at least
+    /// [`QUEUE_DELAY`] above its minimum. Random loss on an uncongested path leaves the RTT at
+    /// its floor; a full queue (what drops under congestion) holds it milliseconds above.
+    pub queueing: bool,
+}
+
+/// A standing queue this long marks loss as congestion (the testbed's shallowest queue holds
+/// 5 ms; an idle veth path's RTT is well under 1 ms, a loaded host's ACK delays about 1 ms).
+pub const QUEUE_DELAY: std::time::Duration = std::time::Duration::from_millis(2);
+
+impl SocketLoss {
+    pub fn of(s: &crate::datapath::SocketStats) -> Self {
+        SocketLoss {
+            retransmits: s.retransmits,
+            queueing: s
+                .min_rtt
+                .is_some_and(|m| s.srtt.saturating_sub(m) >= QUEUE_DELAY),
+        }
+    }
 }
 
 impl FlowState {
@@ -196,10 +230,12 @@ impl HostScheduler {
         let mut by_tuple: HashMap<(std::net::SocketAddr, std::net::SocketAddr), Vec<SocketKey>> =
             HashMap::new();
         let mut acked: HashMap<SocketKey, u64> = HashMap::new();
+        let mut losses: HashMap<SocketKey, SocketLoss> = HashMap::new();
         if let Some(stats) = &obs.stats {
             for (k, s) in stats {
                 by_tuple.entry((k.src, k.dst)).or_default().push(*k);
                 acked.insert(*k, s.bytes_acked);
+                losses.insert(*k, SocketLoss::of(s));
             }
         }
         let canon =
@@ -391,6 +427,7 @@ impl HostScheduler {
                     job_total_iterations,
                 },
                 &acked,
+                &losses,
             );
         }
         for (g, dst) in admin_groups {
@@ -424,6 +461,7 @@ impl HostScheduler {
                     job_total_iterations: 0,
                 },
                 &acked,
+                &losses,
             );
         }
         let gone: Vec<FlowId> = self
@@ -470,6 +508,7 @@ impl HostScheduler {
         id: FlowId,
         spec: FlowSpec,
         acked: &HashMap<SocketKey, u64>,
+        losses: &HashMap<SocketKey, SocketLoss>,
     ) {
         let tau = self.tau();
         let k = self.cfg.policy.slots.horizon() as f64;
@@ -514,6 +553,9 @@ impl HostScheduler {
                     app_backlog: None,
                     achieved: None,
                     enforced_rate: 0.0,
+                    retransmits: 0,
+                    queue_loss: 0,
+                    prev_retransmits: HashMap::new(),
                     baseline: HashMap::new(),
                     prev_acked: None,
                     prev_enqueued: None,
@@ -564,6 +606,20 @@ impl HostScheduler {
         }
         f.baseline.retain(|k, _| spec.sockets.contains(k));
         f.sockets = spec.sockets;
+        f.prev_retransmits.retain(|k, _| f.sockets.contains(k));
+        for k in &f.sockets {
+            let Some(l) = losses.get(k) else { continue };
+            // A socket first seen now counts from now: its past is not this flow's to explain.
+            let prev = f
+                .prev_retransmits
+                .insert(*k, l.retransmits)
+                .unwrap_or(l.retransmits);
+            let new = u64::from(l.retransmits.saturating_sub(prev));
+            f.retransmits = f.retransmits.saturating_add(new);
+            if l.queueing {
+                f.queue_loss = f.queue_loss.saturating_add(new);
+            }
+        }
         let measured: Option<u64> = (!f.sockets.is_empty()
             && f.sockets.iter().all(|k| acked.contains_key(k)))
         // Saturating: the counters come from the datapath, and a wrapped sum (a reused socket
