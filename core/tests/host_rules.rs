@@ -341,3 +341,43 @@ fn remaining_bytes_rank_falls_back_to_attained_service_on_the_same_scale() {
         RankRule::AttainedService.rank(basis(None, Some(10e9)))
     );
 }
+
+#[test]
+fn a_finished_flow_stands_by_at_what_higher_ranked_flows_leave_instead_of_being_released() {
+    let t = topo();
+    // Job b is between iterations (done); job a, which outranks it, gets 40 % of the uplink
+    // (its downlink is 60 % booked); job c, ranked below b, books the rest.
+    let mut a = flow(&t, "a", "h1", "h2", FlowRole::Ring, 30.0 * MB);
+    a.job_remaining_bytes = Some(30e6);
+    a.links[1].answer = Answer::Load(vec![0.6 * CAP; 10]);
+    let mut b = flow(&t, "b", "h1", "h3", FlowRole::Ring, 0.0);
+    b.app_backlog = Some(0.0);
+    b.job_remaining_bytes = Some(300e6);
+    let mut c = flow(&t, "c", "h1", "h4", FlowRole::Ring, 30.0 * MB);
+    c.job_remaining_bytes = Some(3e9);
+    let run = |cfg: PolicyConfig| {
+        let out = HostPolicy::new(cfg).step(Slot(10), &[a.clone(), b.clone(), c.clone()]);
+        let a_rate = out.flows[0].decision.rate;
+        (a_rate, out.flows[1].enforce, out.flows[1].booking.clone())
+    };
+    let (a_rate, on, booking) = run(cfg());
+    assert!(
+        a_rate > 0.0 && a_rate < CAP,
+        "a gets part of the uplink: {a_rate}"
+    );
+    assert!(
+        booking.is_withdraw(),
+        "a finished flow books nothing: {booking:?}"
+    );
+    // Standing by, b may restart at what a leaves, not at what a and c leave (nothing).
+    assert!(
+        (paced(on) - (CAP - a_rate)).abs() < 1.0,
+        "{on:?}, a at {a_rate}"
+    );
+    let (_, off, _) = run(without("standby"));
+    assert_eq!(
+        off,
+        Enforce::Release,
+        "without standby a finished flow is released"
+    );
+}

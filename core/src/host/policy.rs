@@ -275,9 +275,10 @@ impl HostPolicy {
         let planned = self.planner.plan(slot, &inputs);
 
         // Pacing beyond the plan, up to what is free in slot n: an idle flow (it books
-        // nothing) and a flow whose plan ends in this slot (Alg. 1 spreads its last bytes over
+        // nothing), a flow whose plan ends in this slot (Alg. 1 spreads its last bytes over
         // the whole slot, which holds the iteration's end — and the next compute — back by up
-        // to τ). Bookings stay as planned: what others plan around is unchanged, and the extra
+        // to τ) and, on standby, a finished flow (its next iteration may start before the next
+        // slot). Bookings stay as planned: what others plan around is unchanged, and the extra
         // only uses capacity nobody booked for slot n. Such flows share each link's free
         // capacity evenly: an idle PS worker's pushes to both servers start together, and each
         // taking the whole free uplink would overrun it twice over (paced flows do not back
@@ -299,13 +300,25 @@ impl HostPolicy {
                 .map(|(d, &idle)| {
                     let ends_now =
                         !d.done && d.rate > 0.0 && d.plan.iter().skip(1).all(|&r| r <= 0.0);
-                    idle || ends_now
+                    idle || ends_now || (d.done && cfg.standby_pace)
                 })
                 .collect();
+            // Idle flows are planned as done (they book nothing): standby is the finished rest.
+            let standby: Vec<bool> = planned
+                .decisions
+                .iter()
+                .zip(wider.iter().zip(&idle))
+                .map(|(d, (&w, &idle))| w && d.done && !idle)
+                .collect();
             let mut sharing: HashMap<LinkId, f64> = HashMap::new();
+            let mut standby_sharing: HashMap<(&Arc<str>, LinkId), f64> = HashMap::new();
             for (i, _) in wider.iter().enumerate().filter(|(_, w)| **w) {
                 for l in &inputs[i].path {
-                    *sharing.entry(l.link).or_default() += 1.0;
+                    if standby[i] {
+                        *standby_sharing.entry((&flows[i].job, l.link)).or_default() += 1.0;
+                    } else {
+                        *sharing.entry(l.link).or_default() += 1.0;
+                    }
                 }
             }
             for (i, _) in wider.iter().enumerate().filter(|(_, w)| **w) {
@@ -316,6 +329,26 @@ impl HostPolicy {
                     .iter()
                     .map(|l| {
                         let ext = l.load.first().copied().filter(|x| x.is_finite());
+                        if standby[i] {
+                            // A finished flow on standby: what its link leaves after the local
+                            // flows that outrank it, as the next plan would give it. Lower-ranked
+                            // flows yield from the next slot; until then the restart overbooks
+                            // them by this much, paced, where released it burst at line rate.
+                            let higher: f64 = flows
+                                .iter()
+                                .zip(&planned.decisions)
+                                .filter(|(g, e)| {
+                                    e.key < d.key && g.links.iter().any(|x| x.link == l.link)
+                                })
+                                .map(|(_, e)| e.plan.first().copied().unwrap_or(0.0).max(0.0))
+                                .sum();
+                            let n = standby_sharing
+                                .get(&(&flows[i].job, l.link))
+                                .copied()
+                                .unwrap_or(1.0);
+                            return (l.capacity - ext.unwrap_or(0.0).max(0.0) - higher).max(0.0)
+                                / n;
+                        }
                         let booked = ext.unwrap_or(0.0).max(0.0)
                             + local_now.get(&l.link).copied().unwrap_or(0.0);
                         (l.capacity - booked).max(0.0)

@@ -706,8 +706,40 @@ fn exchange_answers_with_our_flows_of_the_same_job_and_remembers_replies() {
 }
 
 #[test]
+fn a_finished_flow_withdraws_its_bookings_and_stands_by_or_is_released() {
+    for standby in [true, false] {
+        let mut cfg = HostConfig::new("h1", SlotConfig::paper());
+        cfg.policy.standby_pace = standby;
+        let mut s = HostScheduler::new(cfg, topo()).unwrap();
+        let (p, out) = ring_h1();
+        let k = key(&out);
+        let at = |acked: u64| Observation {
+            processes: vec![p.clone()],
+            stats: stats(&[(k, acked)]),
+        };
+        s.observe(Slot(1), &at(0));
+        s.plan(&HashMap::new());
+        let req = s.observe(Slot(2), &at(40 * MB));
+        let plan = s.plan(&answers_empty(&req));
+        assert!(plan.schedules["sw1"].items[0].done, "bookings withdrawn");
+        if standby {
+            // Its sockets keep an order: the next iteration's first bytes leave paced.
+            assert!(plan.clear.is_empty(), "{:?}", plan.clear);
+            assert_eq!(plan.orders.len(), 1);
+            assert_eq!(plan.orders[0].key, k);
+            assert!(plan.orders[0].bytes_per_sec > 0);
+        } else {
+            assert_eq!(plan.clear, vec![k]);
+            assert!(plan.orders.is_empty());
+        }
+    }
+}
+
+#[test]
 fn finished_and_vanished_flows_withdraw() {
-    let mut s = sched("h1");
+    let mut cfg = HostConfig::new("h1", SlotConfig::paper());
+    cfg.policy.standby_pace = false;
+    let mut s = HostScheduler::new(cfg, topo()).unwrap();
     let (mut p, out) = ring_h1();
     let k = key(&out);
     s.observe(
@@ -929,4 +961,41 @@ fn a_jobs_flows_from_one_host_split_the_uplink_by_what_they_have_left() {
     let (to3, to4) = (rate("p/h1>h3/agg"), rate("p/h1>h4/agg"));
     assert!((to3 - cap * 15.0 / 35.0).abs() < 1.0, "{to3}");
     assert!((to4 - cap * 20.0 / 35.0).abs() < 1.0, "{to4}");
+}
+
+#[test]
+fn retransmits_count_per_flow_and_loss_under_a_standing_queue_counts_as_queue_loss() {
+    let mut s = sched("h1");
+    let (p, out) = ring_h1();
+    let k = key(&out);
+    let at = |retransmits: u32, srtt_ms: u64| Observation {
+        processes: vec![p.clone()],
+        stats: Some(vec![(
+            k,
+            SocketStats {
+                bytes_sent: MB,
+                bytes_acked: MB,
+                retransmits,
+                srtt: Duration::from_millis(srtt_ms),
+                min_rtt: Some(Duration::from_micros(200)),
+                ..Default::default()
+            },
+        )]),
+    };
+    // Retransmits before mlccd saw the socket are not the flow's.
+    s.observe(Slot(1), &at(40, 0));
+    let f = s.flows().next().unwrap();
+    assert_eq!((f.retransmits, f.queue_loss), (0, 0));
+    // Random loss: the RTT stays at its floor.
+    s.observe(Slot(2), &at(47, 0));
+    let f = s.flows().next().unwrap();
+    assert_eq!((f.retransmits, f.queue_loss), (7, 0));
+    // Loss while a 4 ms queue stands: the path is full.
+    s.observe(Slot(3), &at(52, 4));
+    let f = s.flows().next().unwrap();
+    assert_eq!((f.retransmits, f.queue_loss), (12, 5));
+    // A counter that goes back (a reused key) adds nothing and does not panic.
+    s.observe(Slot(4), &at(3, 4));
+    let f = s.flows().next().unwrap();
+    assert_eq!((f.retransmits, f.queue_loss), (12, 5));
 }
