@@ -56,6 +56,13 @@ struct RawScenario {
     cross_traffic: Option<RawCross>,
     #[serde(default)]
     fault: Vec<RawFault>,
+    /// Random loss of data segments on host links, both directions: `"1%"` or `"0.01"`.
+    loss: Option<String>,
+    /// The hosts whose links lose (default: every host).
+    loss_hosts: Option<Vec<String>>,
+    /// Seed of the loss program's random source.
+    #[serde(default = "seed")]
+    loss_seed: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -152,6 +159,34 @@ pub struct Fault {
     pub offset_ms: i64,
 }
 
+/// Random loss on host links (`loss`, `loss_hosts`, `loss_seed`): each data segment crossing
+/// a lossy host link, in either direction, is dropped with `probability`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Loss {
+    pub probability: f64,
+    /// Host names (`h<n>`), in host order.
+    pub hosts: Vec<String>,
+    pub seed: u64,
+}
+
+/// A loss rate: `"1%"`, `"0.5 %"` or a fraction `"0.01"`, within 0..=1.
+pub fn parse_loss(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, scale) = match t.strip_suffix('%') {
+        Some(n) => (n.trim(), 0.01),
+        None => (t, 1.0),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a loss rate (e.g. \"1%\" or \"0.01\")"))?;
+    let p = v * scale;
+    if (0.0..=1.0).contains(&p) {
+        Ok(p)
+    } else {
+        Err(format!("{s:?} is not within 0..=100 %"))
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct CrossTraffic {
     /// Each host starts one flow this often, to a random other host...
@@ -194,6 +229,7 @@ pub struct Scenario {
     pub jobs: Vec<JobSpec>,
     pub cross: Option<CrossTraffic>,
     pub faults: Vec<Fault>,
+    pub loss: Option<Loss>,
 }
 
 fn dur(path: &Path, what: &str, s: &str) -> Result<Duration, ScenarioError> {
@@ -322,6 +358,35 @@ impl Scenario {
             });
         }
         faults.sort_by_key(|f| f.at);
+        let loss = match &raw.loss {
+            None => {
+                if raw.loss_hosts.is_some() {
+                    return Err(bad(path, "loss_hosts without loss"));
+                }
+                None
+            }
+            Some(l) => {
+                let probability = parse_loss(l).map_err(|e| bad(path, format!("loss: {e}")))?;
+                let all: Vec<String> = (1..=hosts).map(|n| format!("h{n}")).collect();
+                let chosen = match &raw.loss_hosts {
+                    None => all,
+                    Some(list) => {
+                        if let Some(h) = list.iter().find(|h| !all.contains(h)) {
+                            return Err(bad(
+                                path,
+                                format!("loss_hosts: {h:?} is not a host of this scenario"),
+                            ));
+                        }
+                        all.into_iter().filter(|h| list.contains(h)).collect()
+                    }
+                };
+                Some(Loss {
+                    probability,
+                    hosts: chosen,
+                    seed: raw.loss_seed,
+                })
+            }
+        };
         let trace_path = path.parent().unwrap_or(Path::new(".")).join(&raw.trace);
         let jobs = load_trace(&trace_path, raw.bytes_scale, raw.compute_scale, hosts)?;
         Ok(Scenario {
@@ -343,6 +408,7 @@ impl Scenario {
             jobs,
             cross,
             faults,
+            loss,
         })
     }
 
@@ -628,6 +694,54 @@ mod tests {
         );
         assert_eq!(s.faults[2].offset_ms, -40);
         assert_eq!(s.faults[0].lasts, Duration::from_millis(500));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn loss_rates_parse_as_percent_or_fraction_and_bad_ones_are_refused() {
+        assert_eq!(parse_loss("1%"), Ok(0.01));
+        assert_eq!(parse_loss(" 0.5 % "), Ok(0.005));
+        assert_eq!(parse_loss("0.02"), Ok(0.02));
+        assert_eq!(parse_loss("0"), Ok(0.0));
+        for bad in ["", "lots", "150%", "-1%", "1.5"] {
+            assert!(parse_loss(bad).is_err(), "{bad:?} accepted");
+        }
+
+        let dir = std::env::temp_dir().join(format!("mlcc-tb-loss-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("t.csv"),
+            "arrival_s,name,model,iterations,servers,workers\n0,a,vgg19,5,,h1|h2\n",
+        )
+        .unwrap();
+        let load = |extra: &str| {
+            std::fs::write(
+                dir.join("s.toml"),
+                format!("name = \"t\"\nhosts_per_rack = 3\ntrace = \"t.csv\"\n{extra}"),
+            )
+            .unwrap();
+            Scenario::load(&dir.join("s.toml"))
+        };
+        let s = load("loss = \"1%\"\nloss_seed = 9\n").unwrap();
+        assert_eq!(
+            s.loss,
+            Some(Loss {
+                probability: 0.01,
+                hosts: vec!["h1".into(), "h2".into(), "h3".into()],
+                seed: 9
+            })
+        );
+        let s = load("loss = \"0.2%\"\nloss_hosts = [\"h3\", \"h1\"]\n").unwrap();
+        assert_eq!(s.loss.unwrap().hosts, ["h1", "h3"], "in host order");
+        assert!(load("").unwrap().loss.is_none());
+        for (extra, want) in [
+            ("loss = \"2x\"\n", "loss:"),
+            ("loss = \"1%\"\nloss_hosts = [\"h7\"]\n", "not a host"),
+            ("loss_hosts = [\"h1\"]\n", "without loss"),
+        ] {
+            let e = load(extra).unwrap_err().to_string();
+            assert!(e.contains(want), "{extra}: {e}");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

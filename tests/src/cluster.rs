@@ -229,10 +229,14 @@ pub struct Cluster {
     pin_dir: Option<PathBuf>,
     shm_root: PathBuf,
     daemons: Vec<Named>,
+    /// The loss programs of the scenario's lossy links (both ends of each).
+    loss: Vec<(String, mlcc_bpf::LossInjector)>,
     removed: bool,
 }
 
 pub const SWITCHD_PORT: u16 = 50061;
+/// The ports the trainers' data connections use (see `endpoints`): what a lossy link drops.
+pub const DATA_PORTS: std::ops::RangeInclusive<u16> = 20000..=35999;
 pub use crate::scenario::PAYLOAD_PER_FRAME;
 pub const PEER_PORT: u16 = 50071;
 
@@ -262,11 +266,15 @@ impl Cluster {
             pin_dir: None,
             shm_root: PathBuf::from(format!("/dev/shm/{PREFIX}{run}")),
             daemons: Vec::new(),
+            loss: Vec::new(),
             removed: false,
         };
         c.plan
             .create()
             .map_err(io_err("creating namespaces and links"))?;
+        if let Some(loss) = &scn.loss {
+            c.add_loss(loss)?;
+        }
         for h in &c.plan.hosts {
             let d = c.shm_root.join(&h.name);
             fs::create_dir_all(&d).map_err(io_err(format!("creating {}", d.display())))?;
@@ -276,6 +284,55 @@ impl Cluster {
             c.start_mlcc(scn, bins, run, &args)?;
         }
         Ok(c)
+    }
+
+    /// Loads the loss program where every lossy host link delivers, in both directions: the
+    /// switch port's ingress (what the host sends, its uplink) and the host's (its downlink).
+    /// Every host then sends single segments, so each drop is one segment. Each end draws from
+    /// its own seed, `loss.seed + 2·i` and `+ 2·i + 1` for the i-th lossy host, logged in
+    /// `logs/loss.log`.
+    fn add_loss(&mut self, loss: &crate::scenario::Loss) -> Result<(), RunError> {
+        let netns = |ns: &str| Path::new("/run/netns").join(ns);
+        for h in &self.plan.hosts {
+            mlcc_bpf::send_single_segments(&netns(&h.ns), "eth0")
+                .map_err(|e| RunError::Setup(format!("loss on {}: {e}", h.name)))?;
+        }
+        let mut log = String::new();
+        for (i, name) in loss.hosts.iter().enumerate() {
+            let h = self
+                .plan
+                .host(name)
+                .ok_or_else(|| RunError::Setup(format!("lossy host {name} is not in the run")))?;
+            let sw = &self.plan.switches[(h.rack - 1) as usize];
+            let ends = [
+                (&sw.ns, h.name.as_str(), "uplink"),
+                (&h.ns, "eth0", "downlink"),
+            ];
+            for (j, (ns, dev, what)) in ends.into_iter().enumerate() {
+                let seed = loss.seed.wrapping_add(2 * i as u64 + j as u64);
+                let spec = mlcc_bpf::LossSpec::new(loss.probability, seed, DATA_PORTS)
+                    .map_err(|e| RunError::Setup(format!("loss on {name}: {e}")))?;
+                let inj = mlcc_bpf::LossInjector::attach(&netns(ns), dev, spec)
+                    .map_err(|e| RunError::Setup(format!("loss on {name}'s {what}: {e}")))?;
+                log += &format!(
+                    "{name} {what}: {} % of data segments (ports {}-{}), seed {seed}\n",
+                    loss.probability * 100.0,
+                    DATA_PORTS.start(),
+                    DATA_PORTS.end()
+                );
+                self.loss.push((format!("{name} {what}"), inj));
+            }
+        }
+        let path = self.dir.join("logs").join("loss.log");
+        fs::write(&path, log).map_err(io_err(format!("writing {}", path.display())))
+    }
+
+    /// What the loss programs saw so far, per host link end (`h1 uplink`, ...).
+    pub fn loss_counters(&self) -> Vec<(String, mlcc_bpf::LossCounters)> {
+        self.loss
+            .iter()
+            .filter_map(|(label, l)| Some((label.clone(), l.counters().ok()?)))
+            .collect()
     }
 
     fn start_mlcc(
@@ -589,6 +646,29 @@ impl Cluster {
             let _ = d.child.kill();
             let _ = d.child.wait();
         }
+        // What each lossy link end dropped, for the run's record.
+        let counters = self.loss_counters();
+        if !counters.is_empty() {
+            let json: serde_json::Map<String, serde_json::Value> = counters
+                .into_iter()
+                .map(|(k, c)| {
+                    let v = serde_json::json!({
+                        "data_segments": c.data_segments,
+                        "dropped_segments": c.dropped_segments,
+                        "other_packets": c.other_packets,
+                    });
+                    (k, v)
+                })
+                .collect();
+            let _ = fs::write(
+                self.dir.join("logs").join("loss.json"),
+                serde_json::to_string_pretty(&json).unwrap_or_default(),
+            );
+        }
+        for (_, l) in &mut self.loss {
+            let _ = l.remove();
+        }
+        self.loss.clear();
         self.plan.destroy();
         if let Some(p) = &self.pin_dir {
             let _ = mlcc_bpf::unload_pinned(p);

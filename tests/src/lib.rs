@@ -3,6 +3,8 @@
 //! datapath, and synthetic training jobs (`mlcc-trainer`) over real TCP.
 
 pub mod cluster;
+pub mod experiment;
+pub mod figure;
 pub mod net;
 pub mod predict;
 pub mod progress;

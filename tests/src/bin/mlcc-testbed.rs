@@ -4,13 +4,11 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
 use mlcc_testbed::cluster::{self, Binaries, Cc, Cluster, RunError};
-use mlcc_testbed::report;
 use mlcc_testbed::scenario::Scenario;
+use mlcc_testbed::{experiment, figure, report};
 
 /// Emulated cluster testbed: real jobs over real TCP between network namespaces, under kernel
 /// congestion controls and under mlcc. Needs root.
@@ -77,6 +75,28 @@ enum Cmd {
         out: PathBuf,
         #[arg(long)]
         bin_dir: Option<PathBuf>,
+        /// Random loss of data segments on every host link, both directions (e.g. `1%`):
+        /// overrides the scenario's `loss`.
+        #[arg(long)]
+        loss: Option<String>,
+    },
+    /// Reproduce one of the paper's testbed figures: fig10 (training speed vs random loss),
+    /// fig8 / fig9 / table1 (one sweep of link rates: JCT, per-model speed-up, JCT statistics),
+    /// fig7b (mean JCT vs slot length). Writes `<out>/<figure>/figure.{md,svg,json}` with the
+    /// paper's values beside ours and `<out>/README.md` listing every figure run so far.
+    Figure {
+        /// fig10, fig8, fig9, table1 or fig7b.
+        name: String,
+        /// The short sweep (fewer points and iterations; each figure within ~15 min here).
+        #[arg(long)]
+        quick: bool,
+        /// Repetitions of every point (CCs interleaved).
+        #[arg(long, default_value_t = 1)]
+        repeat: usize,
+        #[arg(long, default_value = "results/figures")]
+        out: PathBuf,
+        #[arg(long)]
+        bin_dir: Option<PathBuf>,
     },
 }
 
@@ -134,6 +154,23 @@ fn real_main(a: Args) -> Result<(), String> {
             print!("{md}");
             Ok(())
         }
+        Cmd::Figure {
+            name,
+            quick,
+            repeat,
+            out,
+            bin_dir,
+        } => {
+            let fig = figure::Figure::parse(&name)?;
+            if repeat == 0 {
+                return Err("--repeat must be at least 1".into());
+            }
+            let b = bins(bin_dir).map_err(|e| e.to_string())?;
+            let md = figure::run(fig, quick, repeat, &b, &out)?;
+            println!("{md}");
+            println!("written to {}", out.join(fig.dir()).display());
+            Ok(())
+        }
         Cmd::Up {
             scenario,
             cc,
@@ -168,90 +205,27 @@ fn real_main(a: Args) -> Result<(), String> {
             quick,
             out,
             bin_dir,
+            loss,
         } => {
             let mut scn = Scenario::find(&scenario).map_err(|e| e.to_string())?;
             if quick {
                 scn = scn.quick();
             }
+            if let Some(l) = loss {
+                let probability =
+                    mlcc_testbed::scenario::parse_loss(&l).map_err(|e| format!("--loss: {e}"))?;
+                scn.loss = (probability > 0.0).then(|| mlcc_testbed::scenario::Loss {
+                    probability,
+                    hosts: (1..=scn.hosts()).map(|n| format!("h{n}")).collect(),
+                    seed: scn.loss.as_ref().map_or(1, |l| l.seed),
+                });
+            }
             let ccs: Vec<Cc> = cc.iter().map(|c| Cc::parse(c)).collect::<Result<_, _>>()?;
-            if ccs.is_empty() || repeat == 0 {
-                return Err("nothing to run: give --cc and --repeat >= 1".into());
-            }
             let b = bins(bin_dir).map_err(|e| e.to_string())?;
-            let out = out.join(&scn.name);
-            std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-            let total = (ccs.len() * repeat * scn.jobs.len()) as u64;
-            let bar = ProgressBar::new(total);
-            bar.set_style(
-                ProgressStyle::with_template(
-                    "{elapsed_precise} [{bar:40}] {pos}/{len} jobs  {msg}",
-                )
-                .map_err(|e| e.to_string())?
-                .progress_chars("=> "),
-            );
-            bar.enable_steady_tick(Duration::from_millis(500));
-            let mut runs = Vec::new();
-            for rep in 0..repeat {
-                for cc in &ccs {
-                    let done_before = bar.position();
-                    let dir = out.join(format!("rep{}", rep + 1));
-                    let r = cluster::run_scenario(
-                        &scn,
-                        std::slice::from_ref(cc),
-                        &b,
-                        &dir,
-                        |done, _, name| {
-                            bar.set_position(
-                                done_before
-                                    .max(bar.position())
-                                    .min(done_before + done as u64),
-                            );
-                            bar.set_message(format!("{name}, repetition {}/{repeat}", rep + 1));
-                        },
-                    )
-                    .map_err(|e| e.to_string())?;
-                    for run in r {
-                        cluster::check_clean(&run.pids)
-                            .map_err(|e| format!("after {}: {e}", run.cc))?;
-                        let failed: Vec<String> = run
-                            .jobs
-                            .iter()
-                            .filter(|j| !j.ok)
-                            .map(|j| format!("{}: {}", j.job, j.error.clone().unwrap_or_default()))
-                            .collect();
-                        if !failed.is_empty() {
-                            bar.println(format!(
-                                "{}: {} job(s) failed:\n  {}",
-                                run.cc,
-                                failed.len(),
-                                failed.join("\n  ")
-                            ));
-                        }
-                        bar.set_position(done_before + run.jobs.len() as u64);
-                        runs.push(run);
-                    }
-                }
-            }
+            let bar = experiment::job_bar((ccs.len() * repeat * scn.jobs.len()) as u64)?;
+            let (s, out) = experiment::run_set(&scn, &ccs, repeat, quick, &b, &out, &bar)?;
             bar.finish_and_clear();
-            let link_mbit = scn.host_link_bits as f64 / 1e6;
-            for cc in ccs.iter().filter(|c| !matches!(c, Cc::Isolated(_))) {
-                if let Some(r) = runs.iter().find(|r| r.cc == cc.name()) {
-                    report::bandwidth(
-                        r,
-                        link_mbit,
-                        &out.join(format!("bandwidth-{}.svg", cc.file_name())),
-                    )?;
-                }
-            }
-            let s = report::summarize(&scn.name, quick, runs);
-            report::jct_bars(&s, &out.join("jct.svg"))?;
             let md = report::markdown(&s);
-            std::fs::write(out.join("summary.md"), &md).map_err(|e| e.to_string())?;
-            std::fs::write(
-                out.join("summary.json"),
-                serde_json::to_string_pretty(&s).map_err(|e| e.to_string())?,
-            )
-            .map_err(|e| e.to_string())?;
             println!("{md}");
             println!("written to {}", out.display());
             let failed: usize = s.ccs.iter().map(|c| c.jobs_failed).sum();

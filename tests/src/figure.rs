@@ -1,0 +1,677 @@
+//! `mlcc-testbed figure <name>`: the paper's testbed figures, each a sweep of runs (every point
+//! a [`crate::experiment::run_set`]) written as `<out>/<name>/figure.svg`, `figure.md` (our
+//! numbers beside the paper's, in relative terms) and `figure.json`; `<out>/README.md` lists
+//! every figure found under `<out>`.
+//!
+//! The paper's values are the ones its text states (the PDF's plots and Table I's cells do not
+//! survive extraction): where it gives none, the page says so instead of guessing.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use plotters::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::{Binaries, Cc};
+use crate::experiment;
+use crate::report::Summary;
+use crate::scenario::{Loss, Scenario};
+
+/// A figure the command reproduces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Figure {
+    /// Fig. 10: training speed vs random loss, VGG16 and ResNet50 (PS).
+    Loss,
+    /// Fig. 8, Table I and Fig. 9: paper-small's JCT, and each model's speed-up, vs link rate.
+    Bandwidth,
+    /// Fig. 7b: mlcc's mean JCT vs slot length τ.
+    SlotLength,
+}
+
+impl Figure {
+    pub const NAMES: [&'static str; 5] = ["fig10", "fig8", "fig9", "table1", "fig7b"];
+
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "fig10" | "loss" => Figure::Loss,
+            "fig8" | "fig9" | "table1" | "bandwidth" => Figure::Bandwidth,
+            "fig7b" | "slot-length" => Figure::SlotLength,
+            _ => {
+                return Err(format!(
+                    "unknown figure {s:?}: one of {} (fig8, fig9 and table1 are one sweep; \
+                     Fig. 7a is `run --scenario micro-rate-consistency`, Fig. 1 vs 11a \
+                     `run --scenario micro-two-jobs-heavy --cc cubic,mlcc`)",
+                    Self::NAMES.join(", ")
+                ));
+            }
+        })
+    }
+
+    /// The directory name under `--out`.
+    pub fn dir(self) -> &'static str {
+        match self {
+            Figure::Loss => "fig10-loss",
+            Figure::Bandwidth => "fig8-fig9-table1-bandwidth",
+            Figure::SlotLength => "fig7b-slot-length",
+        }
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Figure::Loss => "Fig. 10: training speed under random loss (PS jobs alone, 4 hosts)",
+            Figure::Bandwidth => "Fig. 8 / Table I / Fig. 9: paper-small at several link rates",
+            Figure::SlotLength => "Fig. 7b: mlcc's mean JCT vs slot length (paper-small)",
+        }
+    }
+
+    fn ccs(self) -> Vec<Cc> {
+        let names: &[&str] = match self {
+            Figure::Loss | Figure::Bandwidth => &["cubic", "reno", "bbr", "mlcc"],
+            Figure::SlotLength => &["mlcc"],
+        };
+        names
+            .iter()
+            .map(|n| Cc::parse(n).expect("known CC"))
+            .collect()
+    }
+
+    /// The sweep: (series, x, scenario) per point. Scenario names carry the point so each
+    /// point's runs have a directory of their own.
+    fn points(self, quick: bool) -> Result<Vec<Point>, String> {
+        let find = |n: &str| {
+            let s = Scenario::find(n).map_err(|e| e.to_string())?;
+            Ok::<_, String>(if quick { s.quick() } else { s })
+        };
+        let mut out = Vec::new();
+        match self {
+            Figure::Loss => {
+                let losses: &[f64] = if quick {
+                    &[0.0, 0.01, 0.02]
+                } else {
+                    &[0.0, 0.001, 0.002, 0.005, 0.01, 0.02]
+                };
+                for base in ["solo-ps", "solo-ps-resnet50"] {
+                    let scn = find(base)?;
+                    let model = scn
+                        .jobs
+                        .first()
+                        .map(|j| j.model.clone())
+                        .unwrap_or_default();
+                    for &p in losses {
+                        let mut s = scn.clone();
+                        s.name = format!("{base}-loss{}", pct(p));
+                        s.loss = (p > 0.0).then(|| Loss {
+                            probability: p,
+                            hosts: (1..=s.hosts()).map(|n| format!("h{n}")).collect(),
+                            seed: 1,
+                        });
+                        out.push(Point {
+                            series: model.clone(),
+                            x: p * 100.0,
+                            scenario: s,
+                        });
+                    }
+                }
+            }
+            Figure::Bandwidth => {
+                // Bytes scale with the rate, so each iteration's communication-to-compute ratio
+                // is the one paper-small has at 1 Gbit/s (the paper's 10-25 Gbit/s, scaled).
+                let mbits: &[u64] = if quick {
+                    &[250, 500, 1000]
+                } else {
+                    &[250, 500, 1000, 2000]
+                };
+                let scn = find("paper-small")?;
+                for &m in mbits {
+                    let f = (m * 1_000_000) as f64 / scn.host_link_bits as f64;
+                    let mut s = scn.clone();
+                    s.name = format!("paper-small-{m}mbit");
+                    s.host_link_bits = m * 1_000_000;
+                    s.inter_switch_bits = s.inter_switch_bits.map(|b| (b as f64 * f) as u64);
+                    for j in &mut s.jobs {
+                        j.model_bytes = ((j.model_bytes as f64) * f).round() as u64;
+                    }
+                    out.push(Point {
+                        series: "paper-small".into(),
+                        x: m as f64,
+                        scenario: s,
+                    });
+                }
+            }
+            Figure::SlotLength => {
+                let taus: &[u64] = if quick {
+                    &[20, 60, 200]
+                } else {
+                    &[20, 40, 60, 100, 200]
+                };
+                let scn = find("paper-small")?;
+                for &ms in taus {
+                    let mut s = scn.clone();
+                    s.name = format!("paper-small-tau{ms}ms");
+                    s.tau = std::time::Duration::from_millis(ms);
+                    out.push(Point {
+                        series: "paper-small".into(),
+                        x: ms as f64,
+                        scenario: s,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A loss rate as a directory-safe percentage: 0.005 -> "0.5pct".
+fn pct(p: f64) -> String {
+    format!("{}pct", (p * 1000.0).round() / 10.0)
+}
+
+struct Point {
+    series: String,
+    x: f64,
+    scenario: Scenario,
+}
+
+/// One point's result per CC.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PointResult {
+    pub series: String,
+    pub x: f64,
+    pub scenario: String,
+    /// CC -> mean JCT (s), min, max, p99 over its jobs and repetitions.
+    pub mean_jct_s: BTreeMap<String, f64>,
+    pub min_jct_s: BTreeMap<String, f64>,
+    pub max_jct_s: BTreeMap<String, f64>,
+    pub p99_jct_s: BTreeMap<String, f64>,
+    /// CC -> model -> mean iteration time (s).
+    pub iteration_s: BTreeMap<String, BTreeMap<String, f64>>,
+    pub jobs_failed: usize,
+}
+
+impl PointResult {
+    fn of(series: &str, x: f64, s: &Summary) -> Self {
+        let mut r = PointResult {
+            series: series.into(),
+            x,
+            scenario: s.scenario.clone(),
+            mean_jct_s: BTreeMap::new(),
+            min_jct_s: BTreeMap::new(),
+            max_jct_s: BTreeMap::new(),
+            p99_jct_s: BTreeMap::new(),
+            iteration_s: BTreeMap::new(),
+            jobs_failed: s.ccs.iter().map(|c| c.jobs_failed).sum(),
+        };
+        for c in &s.ccs {
+            r.mean_jct_s.insert(c.cc.clone(), c.mean_jct_s);
+            r.max_jct_s.insert(c.cc.clone(), c.max_jct_s);
+            r.p99_jct_s.insert(c.cc.clone(), c.p99_jct_s);
+            let min = s
+                .runs
+                .iter()
+                .filter(|run| run.cc == c.cc)
+                .flat_map(|run| run.jobs.iter().filter(|j| j.ok).map(|j| j.jct_s))
+                .fold(f64::INFINITY, f64::min);
+            r.min_jct_s
+                .insert(c.cc.clone(), if min.is_finite() { min } else { 0.0 });
+            // Per model: jobs are named after their model in every trace we sweep.
+            let mut per_model: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+            for run in s.runs.iter().filter(|run| run.cc == c.cc) {
+                for j in run.jobs.iter().filter(|j| j.ok && j.iterations > 0) {
+                    let e = per_model.entry(j.model.clone()).or_default();
+                    e.0 += j.mean_iteration_s;
+                    e.1 += 1;
+                }
+            }
+            r.iteration_s.insert(
+                c.cc.clone(),
+                per_model
+                    .into_iter()
+                    .map(|(m, (t, n))| (m, t / n as f64))
+                    .collect(),
+            );
+        }
+        r
+    }
+}
+
+/// A whole figure's results.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FigureResult {
+    pub figure: String,
+    pub title: String,
+    pub quick: bool,
+    pub repetitions: usize,
+    pub command: String,
+    pub points: Vec<PointResult>,
+}
+
+/// Runs `fig`'s sweep and writes its page; returns the Markdown.
+pub fn run(
+    fig: Figure,
+    quick: bool,
+    repeat: usize,
+    bins: &Binaries,
+    out: &Path,
+) -> Result<String, String> {
+    let dir = out.join(fig.dir());
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let ccs = fig.ccs();
+    let points = fig.points(quick)?;
+    let jobs: usize = points.iter().map(|p| p.scenario.jobs.len()).sum();
+    let bar = experiment::job_bar((jobs * ccs.len() * repeat) as u64)?;
+    let mut results = Vec::new();
+    for p in &points {
+        let (s, _) = experiment::run_set(
+            &p.scenario,
+            &ccs,
+            repeat,
+            quick,
+            bins,
+            &dir.join("runs"),
+            &bar,
+        )?;
+        results.push(PointResult::of(&p.series, p.x, &s));
+    }
+    bar.finish_and_clear();
+    let result = FigureResult {
+        figure: fig.dir().into(),
+        title: fig.title().into(),
+        quick,
+        repetitions: repeat,
+        command: format!(
+            "mlcc-testbed figure {}{} --repeat {repeat}",
+            match fig {
+                Figure::Loss => "fig10",
+                Figure::Bandwidth => "fig8",
+                Figure::SlotLength => "fig7b",
+            },
+            if quick { " --quick" } else { "" }
+        ),
+        points: results,
+    };
+    std::fs::write(
+        dir.join("figure.json"),
+        serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
+    let md = markdown(fig, &result);
+    std::fs::write(dir.join("figure.md"), &md).map_err(|e| e.to_string())?;
+    plot(fig, &result, &dir.join("figure.svg"))?;
+    index(out)?;
+    Ok(md)
+}
+
+/// Speed relative to the same CC without loss, per model and loss rate.
+fn slowdowns(r: &FigureResult) -> Vec<(String, f64, String, f64, f64)> {
+    // (model, loss %, cc, iteration s, slowdown vs the CC's own 0 % point)
+    let mut out = Vec::new();
+    for p in &r.points {
+        let base = r.points.iter().find(|q| q.series == p.series && q.x == 0.0);
+        for (cc, per_model) in &p.iteration_s {
+            let Some(&t) = per_model.get(&p.series) else {
+                continue;
+            };
+            let b = base
+                .and_then(|q| q.iteration_s.get(cc))
+                .and_then(|m| m.get(&p.series))
+                .copied();
+            out.push((
+                p.series.clone(),
+                p.x,
+                cc.clone(),
+                t,
+                b.map_or(f64::NAN, |b| t / b - 1.0),
+            ));
+        }
+    }
+    out
+}
+
+fn f2(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.2}")
+    } else {
+        "–".into()
+    }
+}
+
+fn pc(x: f64) -> String {
+    if x.is_finite() {
+        format!("{:+.1} %", x * 100.0)
+    } else {
+        "–".into()
+    }
+}
+
+/// The figure's page: our numbers, then the paper's.
+pub fn markdown(fig: Figure, r: &FigureResult) -> String {
+    let mut t = format!(
+        "## {}\n\n`{}` ({} repetition(s){}).\n\n",
+        r.title,
+        r.command,
+        r.repetitions,
+        if r.quick { ", quick" } else { "" }
+    );
+    let ccs: Vec<String> = r
+        .points
+        .first()
+        .map(|p| p.mean_jct_s.keys().cloned().collect())
+        .unwrap_or_default();
+    match fig {
+        Figure::Loss => {
+            t += "Mean iteration time (s) and slowdown against the same CC without loss:\n\n";
+            t += &format!("| model | loss | {} | mlcc vs cubic |\n", ccs.join(" | "));
+            t += &format!("|---|---|{}---|\n", "---|".repeat(ccs.len()));
+            let sd = slowdowns(r);
+            for p in &r.points {
+                t += &format!("| {} | {} % |", p.series, p.x);
+                for cc in &ccs {
+                    let row = sd
+                        .iter()
+                        .find(|(m, x, c, ..)| *m == p.series && *x == p.x && c == cc);
+                    t += &match row {
+                        Some((.., it, s)) => format!(" {} ({}) |", f2(*it), pc(*s)),
+                        None => " – |".into(),
+                    };
+                }
+                let it = |cc: &str| {
+                    p.iteration_s
+                        .get(cc)
+                        .and_then(|m| m.get(&p.series))
+                        .copied()
+                        .unwrap_or(f64::NAN)
+                };
+                t += &format!(" {:.2}× faster |\n", it("cubic") / it("mlcc"));
+            }
+            t += "\nThe paper (§VI-E, Fig. 10): with more than 1 % loss VGG16 slows by **4 %** \
+                  under its scheduler and runs **5.1×** faster than under CUBIC; at 0.2 % loss \
+                  VGG16 slows by **62 %** under CUBIC and Reno. Its plot's other values are not \
+                  in the text.\n";
+        }
+        Figure::Bandwidth => {
+            t += "Mean JCT (s) per link rate (bytes scaled with the rate), and mlcc's reduction \
+                  against the best TCP (Fig. 8):\n\n";
+            t += &format!(
+                "| link | {} | mlcc vs best TCP |\n|---|{}---|\n",
+                ccs.join(" | "),
+                "---|".repeat(ccs.len())
+            );
+            for p in &r.points {
+                t += &format!("| {} Mbit/s |", p.x);
+                for cc in &ccs {
+                    t += &format!(" {} |", f2(p.mean_jct_s[cc]));
+                }
+                t += &format!(" {} |\n", pc(vs_best_tcp(&p.mean_jct_s)));
+            }
+            t += "\nTable I: min / mean / p99 / max JCT (s):\n\n| link | CC | min | mean | p99 | max |\n|---|---|---|---|---|---|\n";
+            for p in &r.points {
+                for cc in &ccs {
+                    t += &format!(
+                        "| {} Mbit/s | {cc} | {} | {} | {} | {} |\n",
+                        p.x,
+                        f2(p.min_jct_s[cc]),
+                        f2(p.mean_jct_s[cc]),
+                        f2(p.p99_jct_s[cc]),
+                        f2(p.max_jct_s[cc])
+                    );
+                }
+            }
+            t += "\nFig. 9: each model's training speed-up under mlcc (mean iteration time of the \
+                  CC over mlcc's, − 1):\n\n| link | model | ";
+            let others: Vec<&String> = ccs.iter().filter(|c| *c != "mlcc").collect();
+            t += &others
+                .iter()
+                .map(|c| format!("vs {c}"))
+                .collect::<Vec<_>>()
+                .join(" | ");
+            t += &format!(" |\n|---|---|{}\n", "---|".repeat(others.len()));
+            for p in &r.points {
+                let Some(ml) = p.iteration_s.get("mlcc") else {
+                    continue;
+                };
+                for (model, &m) in ml {
+                    t += &format!("| {} Mbit/s | {model} |", p.x);
+                    for c in &others {
+                        let o = p
+                            .iteration_s
+                            .get(*c)
+                            .and_then(|x| x.get(model))
+                            .copied()
+                            .unwrap_or(f64::NAN);
+                        t += &format!(" {} |", pc(o / m - 1.0));
+                    }
+                    t += "\n";
+                }
+            }
+            t += "\nThe paper: at least **15 %** lower mean JCT than every TCP variant at every \
+                  bandwidth (Fig. 8; Table I's cells are not in the text); VGG19 **22 %** faster \
+                  than under CUBIC at 10 Gbit/s and **14.2 %** at 24 Gbit/s, ResNet50 least \
+                  (Fig. 9).\n";
+        }
+        Figure::SlotLength => {
+            t += "| τ | mlcc mean JCT (s) | vs τ = 60 ms |\n|---|---|---|\n";
+            let at60 = r
+                .points
+                .iter()
+                .find(|p| p.x == 60.0)
+                .and_then(|p| p.mean_jct_s.get("mlcc"))
+                .copied()
+                .unwrap_or(f64::NAN);
+            for p in &r.points {
+                let m = p.mean_jct_s.get("mlcc").copied().unwrap_or(f64::NAN);
+                t += &format!("| {} ms | {} | {} |\n", p.x, f2(m), pc(m / at60 - 1.0));
+            }
+            t += "\nThe paper (Fig. 7b): 60 ms gives the highest throughput (the lowest mean \
+                  JCT); shorter slots lose to negotiation delays, longer ones to coarse \
+                  control.\n";
+        }
+    }
+    let failed: usize = r.points.iter().map(|p| p.jobs_failed).sum();
+    if failed > 0 {
+        t += &format!("\n**{failed} job(s) failed**; their runs are under `runs/`.\n");
+    }
+    t
+}
+
+/// mlcc's mean JCT over the best TCP's, − 1.
+fn vs_best_tcp(m: &BTreeMap<String, f64>) -> f64 {
+    let best = m
+        .iter()
+        .filter(|(c, _)| crate::report::is_tcp(c))
+        .map(|(_, &v)| v)
+        .fold(f64::INFINITY, f64::min);
+    m.get("mlcc").map_or(f64::NAN, |&v| v / best - 1.0)
+}
+
+const COLORS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// One line per (series, CC): Fig. 10 plots training speed (iterations/s), the others mean JCT.
+fn plot(fig: Figure, r: &FigureResult, path: &Path) -> Result<(), String> {
+    let mut lines: BTreeMap<(String, String), Vec<(f64, f64)>> = BTreeMap::new();
+    for p in &r.points {
+        match fig {
+            Figure::Loss => {
+                for (cc, m) in &p.iteration_s {
+                    if let Some(&t) = m.get(&p.series).filter(|t| **t > 0.0) {
+                        lines
+                            .entry((p.series.clone(), cc.clone()))
+                            .or_default()
+                            .push((p.x, 1.0 / t));
+                    }
+                }
+            }
+            Figure::Bandwidth | Figure::SlotLength => {
+                for (cc, &m) in &p.mean_jct_s {
+                    lines
+                        .entry((p.series.clone(), cc.clone()))
+                        .or_default()
+                        .push((p.x, m));
+                }
+            }
+        }
+    }
+    let xs = r.points.iter().map(|p| p.x);
+    let (x0, x1) = (
+        xs.clone().fold(f64::INFINITY, f64::min),
+        xs.fold(0.0, f64::max),
+    );
+    let y1 = lines
+        .values()
+        .flatten()
+        .map(|p| p.1)
+        .fold(0.0, f64::max)
+        .max(1e-9);
+    let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(r.title.clone(), ("sans-serif", 18))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x0.min(x1)..x1.max(x0 + 1e-9), 0.0..y1 * 1.15)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc(match fig {
+            Figure::Loss => "random loss (%)",
+            Figure::Bandwidth => "host link (Mbit/s)",
+            Figure::SlotLength => "slot length τ (ms)",
+        })
+        .y_desc(match fig {
+            Figure::Loss => "training speed (iterations/s)",
+            _ => "mean JCT (s)",
+        })
+        .draw()
+        .map_err(err)?;
+    let series: Vec<&String> = {
+        let mut v: Vec<&String> = lines.keys().map(|k| &k.0).collect();
+        v.dedup();
+        v
+    };
+    for (i, ((s, cc), pts)) in lines.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let dashed = series.iter().position(|x| *x == s).unwrap_or(0) % 2 == 1;
+        let label = if series.len() > 1 {
+            format!("{s} {cc}")
+        } else {
+            cc.clone()
+        };
+        let style = if dashed {
+            color.stroke_width(1)
+        } else {
+            color.stroke_width(2)
+        };
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), style))
+            .map_err(err)?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
+        chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
+            .map_err(err)?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
+/// `<out>/README.md`: every figure page found under `<out>`, with its command.
+pub fn index(out: &Path) -> Result<(), String> {
+    let mut t = String::from(
+        "# The paper's testbed figures, reproduced\n\nGenerated by `mlcc-testbed figure`; each \
+         section is its figure's `figure.md` (plot: `figure.svg` beside it).\n\n",
+    );
+    for name in [
+        "fig10-loss",
+        "fig8-fig9-table1-bandwidth",
+        "fig7b-slot-length",
+    ] {
+        let md = out.join(name).join("figure.md");
+        match std::fs::read_to_string(&md) {
+            Ok(s) => t += &format!("{s}\n![{name}]({name}/figure.svg)\n\n"),
+            Err(_) => t += &format!("## {name}\n\nNot run yet.\n\n"),
+        }
+    }
+    t += "Fig. 7a (rate consistency) is `mlcc-testbed run --scenario micro-rate-consistency`; \
+          Fig. 1 vs 11a (two jobs colliding vs taking turns) is `mlcc-testbed run --scenario \
+          micro-two-jobs-heavy --cc cubic,mlcc` (bandwidth-<cc>.svg).\n";
+    std::fs::write(out.join("README.md"), t).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(x: f64, it: &[(&str, f64)]) -> PointResult {
+        let m = |v: f64| it.iter().map(|(c, _)| (c.to_string(), v)).collect();
+        PointResult {
+            series: "vgg16".into(),
+            x,
+            scenario: format!("solo-ps-loss{x}"),
+            mean_jct_s: m(10.0),
+            min_jct_s: m(9.0),
+            max_jct_s: m(11.0),
+            p99_jct_s: m(11.0),
+            iteration_s: it
+                .iter()
+                .map(|(c, t)| (c.to_string(), [("vgg16".to_string(), *t)].into()))
+                .collect(),
+            jobs_failed: 0,
+        }
+    }
+
+    #[test]
+    fn figures_parse_by_paper_name_and_unknown_ones_say_what_exists() {
+        assert_eq!(Figure::parse("fig10"), Ok(Figure::Loss));
+        for n in ["fig8", "fig9", "table1"] {
+            assert_eq!(Figure::parse(n), Ok(Figure::Bandwidth));
+        }
+        assert_eq!(Figure::parse("fig7b"), Ok(Figure::SlotLength));
+        let e = Figure::parse("fig99").unwrap_err();
+        assert!(
+            e.contains("fig10") && e.contains("micro-rate-consistency"),
+            "{e}"
+        );
+        assert_eq!(pct(0.005), "0.5pct");
+        assert_eq!(pct(0.02), "2pct");
+    }
+
+    #[test]
+    fn the_loss_page_states_slowdowns_against_each_ccs_own_lossless_run() {
+        let r = FigureResult {
+            figure: "fig10-loss".into(),
+            title: "t".into(),
+            quick: true,
+            repetitions: 1,
+            command: "mlcc-testbed figure fig10 --quick --repeat 1".into(),
+            points: vec![
+                point(0.0, &[("cubic", 1.0), ("mlcc", 1.0)]),
+                point(1.0, &[("cubic", 2.0), ("mlcc", 1.04)]),
+            ],
+        };
+        let md = markdown(Figure::Loss, &r);
+        assert!(
+            md.contains("| vgg16 | 1 % | 2.00 (+100.0 %) | 1.04 (+4.0 %) | 1.92× faster |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("5.1×"),
+            "the paper's value is beside ours: {md}"
+        );
+    }
+}
