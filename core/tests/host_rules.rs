@@ -380,4 +380,15 @@ fn a_finished_flow_stands_by_at_what_higher_ranked_flows_leave_instead_of_being_
         Enforce::Release,
         "without standby a finished flow is released"
     );
+    // Where a takes the whole uplink, b stands by at an even share of it (three flows), not at
+    // the rate floor.
+    let mut a = a.clone();
+    a.links[1].answer = Answer::Load(vec![0.0; 10]);
+    let out = HostPolicy::new(cfg()).step(Slot(10), &[a, b.clone(), c.clone()]);
+    assert!(
+        (out.flows[0].decision.rate - CAP).abs() < 1.0,
+        "a takes the uplink"
+    );
+    let even = paced(out.flows[1].enforce);
+    assert!((even - CAP / 3.0).abs() < 1.0, "b stands by at {even}");
 }

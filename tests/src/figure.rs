@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use mlcc_sim::plot::{COLORS, err};
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -481,19 +482,6 @@ fn vs_best_tcp(m: &BTreeMap<String, f64>) -> f64 {
         .map(|(_, &v)| v)
         .fold(f64::INFINITY, f64::min);
     m.get("mlcc").map_or(f64::NAN, |&v| v / best - 1.0)
-}
-
-const COLORS: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-];
-
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
 }
 
 /// One line per (series, CC): Fig. 10 plots training speed (iterations/s), the others mean JCT.

@@ -129,11 +129,14 @@ pub struct PolicyConfig {
     pub pace_free_capacity: bool,
     /// A finished flow keeps an order (with [`Self::pace_free_capacity`]) instead of being
     /// released to kernel TCP: what its links leave after the local flows that outrank it (split
-    /// among its job's finished flows on the link), as its next plan would give it. The next
-    /// iteration's first bytes, before mlccd's next slot, then leave paced: released, they left
-    /// as one unpaced Reno burst of the cwnd the pacer had grown, overran the queue and stalled
-    /// in loss recovery (measured on the testbed, `solo-ps`: 1174 segments retransmitted in 12
-    /// iterations, 5 of them 0.1-0.2 s slower).
+    /// among its job's finished flows on the link), as its next plan would give it, and never
+    /// less than an even share of the link among this host's flows on it. The next iteration's
+    /// first bytes, before mlccd's next slot, then leave paced: released, they left as one
+    /// unpaced Reno burst of the cwnd the pacer had grown, overran the queue and stalled in loss
+    /// recovery (measured on the testbed, `solo-ps`: 1174 segments retransmitted in 12
+    /// iterations, 5 of them 0.1-0.2 s slower). Without the even share, a job whose own flows
+    /// held the link restarted at the rate floor, and real PS-Lite's request/response rounds
+    /// crawled (its namespace test failed two runs in three).
     pub standby_pace: bool,
     /// A flow holding all it has left, when that is at most [`FLUSH_TAIL_SHARE`] of what its
     /// path carries in a slot, is paced at the path's rate: it finishes early in the slot

@@ -310,6 +310,12 @@ impl HostPolicy {
                 .zip(wider.iter().zip(&idle))
                 .map(|(d, (&w, &idle))| w && d.done && !idle)
                 .collect();
+            let mut local_flows: HashMap<LinkId, f64> = HashMap::new();
+            for f in &flows {
+                for l in &f.links {
+                    *local_flows.entry(l.link).or_default() += 1.0;
+                }
+            }
             let mut sharing: HashMap<LinkId, f64> = HashMap::new();
             let mut standby_sharing: HashMap<(&Arc<str>, LinkId), f64> = HashMap::new();
             for (i, _) in wider.iter().enumerate().filter(|(_, w)| **w) {
@@ -346,8 +352,14 @@ impl HostPolicy {
                                 .get(&(&flows[i].job, l.link))
                                 .copied()
                                 .unwrap_or(1.0);
-                            return (l.capacity - ext.unwrap_or(0.0).max(0.0) - higher).max(0.0)
-                                / n;
+                            // Never below an even share of the link among this host's flows
+                            // on it, what kernel TCP would give the restart: at the leftover
+                            // alone, a job whose own flows held the link restarted at the rate
+                            // floor, and PS-Lite's request/response rounds crawled behind it.
+                            let even =
+                                l.capacity / local_flows.get(&l.link).copied().unwrap_or(1.0);
+                            let left = (l.capacity - ext.unwrap_or(0.0).max(0.0) - higher).max(0.0);
+                            return (left / n).max(even);
                         }
                         let booked = ext.unwrap_or(0.0).max(0.0)
                             + local_now.get(&l.link).copied().unwrap_or(0.0);
