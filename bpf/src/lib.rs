@@ -41,6 +41,7 @@ pub use probe::probe;
 pub use rate::{Expiry, ParseRateError, Rate, RateOrder};
 pub use sockopt::{congestion_control, netns_cookie, set_congestion_control};
 pub use stats::{Pacing, SocketStats};
+pub use sys::in_netns;
 
 /// BPF run-time accounting (`run_time_ns`, `run_cnt`) stays on while the guard lives.
 pub fn enable_bpf_run_time_stats() -> Result<std::os::fd::OwnedFd, DatapathError> {

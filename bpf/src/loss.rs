@@ -64,18 +64,6 @@ impl LossSpec {
         })
     }
 
-    pub fn probability(&self) -> f64 {
-        self.probability
-    }
-
-    pub fn seed(&self) -> u64 {
-        self.seed
-    }
-
-    pub fn ports(&self) -> RangeInclusive<u16> {
-        self.ports.clone()
-    }
-
     /// The program's threshold: a segment drops when a uniform u32 is below it.
     fn threshold(&self) -> u32 {
         (self.probability * f64::from(u32::MAX)).round() as u32
@@ -83,7 +71,7 @@ impl LossSpec {
 }
 
 /// What the program saw, summed over CPUs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct LossCounters {
     /// Data segments (payload on the data ports) that reached the program.
     pub data_segments: u64,
@@ -113,7 +101,6 @@ pub struct LossInjector {
     ifindex: i32,
     prog: OwnedFd,
     counters: MapHandle,
-    spec: LossSpec,
     removed: bool,
 }
 
@@ -156,7 +143,7 @@ impl LossInjector {
 
         let dev_owned = dev.to_owned();
         let prog_fd = prog.as_fd();
-        let ifindex = in_netns(&ns, move || {
+        let ifindex = sys::in_netns(ns.as_fd(), move || {
             let ifindex = if_index(&dev_owned)?;
             let mut hook = TcHook::new(prog_fd);
             hook.ifindex(ifindex).replace(true).handle(1).priority(1);
@@ -176,17 +163,8 @@ impl LossInjector {
             ifindex,
             prog,
             counters,
-            spec,
             removed: false,
         })
-    }
-
-    pub fn spec(&self) -> &LossSpec {
-        &self.spec
-    }
-
-    pub fn dev(&self) -> &str {
-        &self.dev
     }
 
     /// The program's counters, summed over CPUs.
@@ -223,7 +201,7 @@ impl LossInjector {
         let ifindex = self.ifindex;
         let dev = self.dev.clone();
         let prog_fd = self.prog.as_fd();
-        in_netns(&self.netns, move || {
+        sys::in_netns(self.netns.as_fd(), move || {
             // A device deleted (or renumbered) with its namespace took the qdisc with it.
             if if_index(&dev).ok() != Some(ifindex) {
                 return Ok(());
@@ -256,22 +234,9 @@ pub fn send_single_segments(netns: &Path, dev: &str) -> Result<(), DatapathError
         netns.display()
     )))?;
     let dev_owned = dev.to_owned();
-    in_netns(&ns, move || set_tso(&dev_owned, false)).map_err(DatapathError::io(format!(
-        "turning TSO off on {dev} in {}",
-        netns.display()
-    )))
-}
-
-/// Runs `f` on a thread inside the namespace `ns`.
-fn in_netns<R: Send>(ns: &File, f: impl FnOnce() -> io::Result<R> + Send) -> io::Result<R> {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            sys::enter_netns(ns.as_fd())?;
-            f()
-        })
-        .join()
-        .unwrap_or_else(|_| Err(io::Error::other("namespace thread panicked")))
-    })
+    sys::in_netns(ns.as_fd(), move || set_tso(&dev_owned, false)).map_err(DatapathError::io(
+        format!("turning TSO off on {dev} in {}", netns.display()),
+    ))
 }
 
 fn if_index(dev: &str) -> io::Result<i32> {

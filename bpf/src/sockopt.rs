@@ -26,14 +26,5 @@ pub fn netns_cookie(netns: Option<&std::path::Path>) -> io::Result<u64> {
     };
     let Some(path) = netns else { return probe() };
     let ns = std::fs::File::open(path)?;
-    // setns affects only the calling thread, so do it on a thread of its own.
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                sys::enter_netns(ns.as_fd())?;
-                probe()
-            })
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("namespace thread panicked")))
-    })
+    sys::in_netns(ns.as_fd(), probe)
 }

@@ -122,6 +122,23 @@ pub fn monotonic_ns() -> u64 {
         .saturating_add(ts.tv_nsec as u64)
 }
 
+/// Runs `f` on a thread of its own moved into the network namespace `ns` (setns affects only
+/// the calling thread): sockets it creates, netlink it speaks and processes it spawns are the
+/// namespace's.
+pub fn in_netns<R: Send>(
+    ns: BorrowedFd<'_>,
+    f: impl FnOnce() -> io::Result<R> + Send,
+) -> io::Result<R> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            enter_netns(ns)?;
+            f()
+        })
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("namespace thread panicked")))
+    })
+}
+
 /// Moves the calling thread (only) into the network namespace `ns`.
 pub fn enter_netns(ns: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: setns only reads the fd; it affects the calling thread's namespace.

@@ -94,14 +94,7 @@ impl Netns {
 
     /// Runs `f` on a thread inside the namespace; sockets it creates stay in the namespace.
     pub fn enter<R: Send>(&self, f: impl FnOnce() -> io::Result<R> + Send) -> io::Result<R> {
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                sys::enter_netns(self.fd.as_fd())?;
-                f()
-            })
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("namespace thread panicked")))
-        })
+        sys::in_netns(self.fd.as_fd(), f)
     }
 }
 

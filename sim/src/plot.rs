@@ -25,6 +25,24 @@ pub fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
+/// The series legend of every line plot: a white box with a black border at `pos`.
+pub fn legend<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    pos: SeriesLabelPosition,
+) -> Result<(), String>
+where
+    DB: DrawingBackend + 'a,
+    CT: plotters::coord::CoordTranslate,
+{
+    chart
+        .configure_series_labels()
+        .position(pos)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)
+}
+
 pub fn jct_cdf(runs: &[PolicyRun], path: &Path) -> Result<(), String> {
     let series: Vec<(String, Vec<f64>)> = runs
         .iter()
@@ -67,13 +85,7 @@ pub fn jct_cdf(runs: &[PolicyRun], path: &Path) -> Result<(), String> {
             .label(name.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     root.present().map_err(err)
 }
 
@@ -185,11 +197,6 @@ pub fn latency_hist(runs: &[PolicyRun], path: &Path) -> Result<(), String> {
             .label(name.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart, SeriesLabelPosition::MiddleRight)?;
     root.present().map_err(err)
 }

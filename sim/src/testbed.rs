@@ -169,6 +169,11 @@ pub struct Loss {
     pub seed: u64,
 }
 
+/// `h1..=h<n>`, the hosts of a scenario in host order.
+fn host_names(n: u32) -> Vec<String> {
+    (1..=n).map(|i| format!("h{i}")).collect()
+}
+
 /// A loss rate: `"1%"`, `"0.5 %"` or a fraction `"0.01"`, within 0..=1.
 pub fn parse_loss(s: &str) -> Result<f64, String> {
     let t = s.trim();
@@ -367,7 +372,7 @@ impl Scenario {
             }
             Some(l) => {
                 let probability = parse_loss(l).map_err(|e| bad(path, format!("loss: {e}")))?;
-                let all: Vec<String> = (1..=hosts).map(|n| format!("h{n}")).collect();
+                let all = host_names(hosts);
                 let chosen = match &raw.loss_hosts {
                     None => all,
                     Some(list) => {
@@ -414,6 +419,17 @@ impl Scenario {
 
     pub fn hosts(&self) -> u32 {
         self.racks * self.hosts_per_rack
+    }
+
+    /// Every host link loses `probability` of its data segments (none at 0), from the
+    /// scenario's loss seed (1 if it had none).
+    pub fn set_loss(&mut self, probability: f64) {
+        let seed = self.loss.as_ref().map_or(1, |l| l.seed);
+        self.loss = (probability > 0.0).then(|| Loss {
+            probability,
+            hosts: host_names(self.hosts()),
+            seed,
+        });
     }
 
     /// The `--quick` version: fewer iterations, same arrivals and placement.

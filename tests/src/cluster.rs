@@ -235,8 +235,13 @@ pub struct Cluster {
 }
 
 pub const SWITCHD_PORT: u16 = 50061;
-/// The ports the trainers' data connections use (see `endpoints`): what a lossy link drops.
-pub const DATA_PORTS: std::ops::RangeInclusive<u16> = 20000..=35999;
+/// Job `i` of a run listens on `DATA_PORT_BASE + (i % DATA_PORT_JOBS) * PORTS_PER_JOB + member`.
+const DATA_PORT_BASE: u16 = 20000;
+const DATA_PORT_JOBS: u16 = 1000;
+const PORTS_PER_JOB: u16 = 16;
+/// Every port the trainers' data connections use: what a lossy link drops.
+pub const DATA_PORTS: std::ops::RangeInclusive<u16> =
+    DATA_PORT_BASE..=DATA_PORT_BASE + DATA_PORT_JOBS * PORTS_PER_JOB - 1;
 pub use crate::scenario::PAYLOAD_PER_FRAME;
 pub const PEER_PORT: u16 = 50071;
 
@@ -647,22 +652,12 @@ impl Cluster {
             let _ = d.child.wait();
         }
         // What each lossy link end dropped, for the run's record.
-        let counters = self.loss_counters();
+        let counters: BTreeMap<String, mlcc_bpf::LossCounters> =
+            self.loss_counters().into_iter().collect();
         if !counters.is_empty() {
-            let json: serde_json::Map<String, serde_json::Value> = counters
-                .into_iter()
-                .map(|(k, c)| {
-                    let v = serde_json::json!({
-                        "data_segments": c.data_segments,
-                        "dropped_segments": c.dropped_segments,
-                        "other_packets": c.other_packets,
-                    });
-                    (k, v)
-                })
-                .collect();
             let _ = fs::write(
                 self.dir.join("logs").join("loss.json"),
-                serde_json::to_string_pretty(&json).unwrap_or_default(),
+                serde_json::to_string_pretty(&counters).unwrap_or_default(),
             );
         }
         for (_, l) in &mut self.loss {
@@ -996,7 +991,9 @@ fn sample(
 }
 
 fn launch(c: &Cluster, bins: &Binaries, idx: usize, spec: JobSpec) -> Result<RunningJob, RunError> {
-    let port = |member: usize| 20000 + (idx as u16 % 1000) * 16 + member as u16;
+    let port = |member: usize| {
+        DATA_PORT_BASE + (idx as u16 % DATA_PORT_JOBS) * PORTS_PER_JOB + member as u16
+    };
     let addr = |host: &str, member: usize| -> Result<String, RunError> {
         let h = c
             .plan

@@ -9,14 +9,14 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use mlcc_sim::plot::{COLORS, err};
+use mlcc_sim::plot::{COLORS, err, legend};
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::{Binaries, Cc};
 use crate::experiment;
 use crate::report::Summary;
-use crate::scenario::{Loss, Scenario};
+use crate::scenario::Scenario;
 
 /// A figure the command reproduces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +31,16 @@ pub enum Figure {
 
 impl Figure {
     pub const NAMES: [&'static str; 5] = ["fig10", "fig8", "fig9", "table1", "fig7b"];
+    pub const ALL: [Figure; 3] = [Figure::Loss, Figure::Bandwidth, Figure::SlotLength];
+
+    /// The name its command takes (`mlcc-testbed figure <name>`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Figure::Loss => "fig10",
+            Figure::Bandwidth => "fig8",
+            Figure::SlotLength => "fig7b",
+        }
+    }
 
     pub fn parse(s: &str) -> Result<Self, String> {
         Ok(match s {
@@ -101,11 +111,7 @@ impl Figure {
                     for &p in losses {
                         let mut s = scn.clone();
                         s.name = format!("{base}-loss{}", pct(p));
-                        s.loss = (p > 0.0).then(|| Loss {
-                            probability: p,
-                            hosts: (1..=s.hosts()).map(|n| format!("h{n}")).collect(),
-                            seed: 1,
-                        });
+                        s.set_loss(p);
                         out.push(Point {
                             series: model.clone(),
                             x: p * 100.0,
@@ -173,65 +179,81 @@ struct Point {
     scenario: Scenario,
 }
 
+/// One CC's result at one point.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct CcPoint {
+    /// JCT (s) over its jobs and repetitions.
+    pub mean_jct_s: f64,
+    pub min_jct_s: f64,
+    pub max_jct_s: f64,
+    pub p99_jct_s: f64,
+    /// Model -> mean iteration time (s).
+    pub iteration_s: BTreeMap<String, f64>,
+}
+
 /// One point's result per CC.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PointResult {
     pub series: String,
     pub x: f64,
     pub scenario: String,
-    /// CC -> mean JCT (s), min, max, p99 over its jobs and repetitions.
-    pub mean_jct_s: BTreeMap<String, f64>,
-    pub min_jct_s: BTreeMap<String, f64>,
-    pub max_jct_s: BTreeMap<String, f64>,
-    pub p99_jct_s: BTreeMap<String, f64>,
-    /// CC -> model -> mean iteration time (s).
-    pub iteration_s: BTreeMap<String, BTreeMap<String, f64>>,
+    pub ccs: BTreeMap<String, CcPoint>,
     pub jobs_failed: usize,
 }
 
 impl PointResult {
     fn of(series: &str, x: f64, s: &Summary) -> Self {
-        let mut r = PointResult {
-            series: series.into(),
-            x,
-            scenario: s.scenario.clone(),
-            mean_jct_s: BTreeMap::new(),
-            min_jct_s: BTreeMap::new(),
-            max_jct_s: BTreeMap::new(),
-            p99_jct_s: BTreeMap::new(),
-            iteration_s: BTreeMap::new(),
-            jobs_failed: s.ccs.iter().map(|c| c.jobs_failed).sum(),
-        };
-        for c in &s.ccs {
-            r.mean_jct_s.insert(c.cc.clone(), c.mean_jct_s);
-            r.max_jct_s.insert(c.cc.clone(), c.max_jct_s);
-            r.p99_jct_s.insert(c.cc.clone(), c.p99_jct_s);
-            let min = s
-                .runs
-                .iter()
-                .filter(|run| run.cc == c.cc)
-                .flat_map(|run| run.jobs.iter().filter(|j| j.ok).map(|j| j.jct_s))
-                .fold(f64::INFINITY, f64::min);
-            r.min_jct_s
-                .insert(c.cc.clone(), if min.is_finite() { min } else { 0.0 });
-            // Per model: jobs are named after their model in every trace we sweep.
-            let mut per_model: BTreeMap<String, (f64, usize)> = BTreeMap::new();
-            for run in s.runs.iter().filter(|run| run.cc == c.cc) {
-                for j in run.jobs.iter().filter(|j| j.ok && j.iterations > 0) {
+        let ccs = s
+            .ccs
+            .iter()
+            .map(|c| {
+                let jobs = || {
+                    s.runs
+                        .iter()
+                        .filter(|run| run.cc == c.cc)
+                        .flat_map(|run| run.jobs.iter().filter(|j| j.ok))
+                };
+                let min = jobs().map(|j| j.jct_s).fold(f64::INFINITY, f64::min);
+                let mut per_model: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+                for j in jobs().filter(|j| j.iterations > 0) {
                     let e = per_model.entry(j.model.clone()).or_default();
                     e.0 += j.mean_iteration_s;
                     e.1 += 1;
                 }
-            }
-            r.iteration_s.insert(
-                c.cc.clone(),
-                per_model
-                    .into_iter()
-                    .map(|(m, (t, n))| (m, t / n as f64))
-                    .collect(),
-            );
+                let point = CcPoint {
+                    mean_jct_s: c.mean_jct_s,
+                    min_jct_s: if min.is_finite() { min } else { 0.0 },
+                    max_jct_s: c.max_jct_s,
+                    p99_jct_s: c.p99_jct_s,
+                    iteration_s: per_model
+                        .into_iter()
+                        .map(|(m, (t, n))| (m, t / n as f64))
+                        .collect(),
+                };
+                (c.cc.clone(), point)
+            })
+            .collect();
+        PointResult {
+            series: series.into(),
+            x,
+            scenario: s.scenario.clone(),
+            ccs,
+            jobs_failed: s.ccs.iter().map(|c| c.jobs_failed).sum(),
         }
-        r
+    }
+
+    /// `cc`'s mean JCT here (NaN if it did not run).
+    fn mean(&self, cc: &str) -> f64 {
+        self.ccs.get(cc).map_or(f64::NAN, |c| c.mean_jct_s)
+    }
+
+    /// `cc`'s mean iteration time of `model` here (NaN if it did not run).
+    fn iteration(&self, cc: &str, model: &str) -> f64 {
+        self.ccs
+            .get(cc)
+            .and_then(|c| c.iteration_s.get(model))
+            .copied()
+            .unwrap_or(f64::NAN)
     }
 }
 
@@ -281,11 +303,7 @@ pub fn run(
         repetitions: repeat,
         command: format!(
             "mlcc-testbed figure {}{} --repeat {repeat}",
-            match fig {
-                Figure::Loss => "fig10",
-                Figure::Bandwidth => "fig8",
-                Figure::SlotLength => "fig7b",
-            },
+            fig.name(),
             if quick { " --quick" } else { "" }
         ),
         points: results,
@@ -300,32 +318,6 @@ pub fn run(
     plot(fig, &result, &dir.join("figure.svg"))?;
     index(out)?;
     Ok(md)
-}
-
-/// Speed relative to the same CC without loss, per model and loss rate.
-fn slowdowns(r: &FigureResult) -> Vec<(String, f64, String, f64, f64)> {
-    // (model, loss %, cc, iteration s, slowdown vs the CC's own 0 % point)
-    let mut out = Vec::new();
-    for p in &r.points {
-        let base = r.points.iter().find(|q| q.series == p.series && q.x == 0.0);
-        for (cc, per_model) in &p.iteration_s {
-            let Some(&t) = per_model.get(&p.series) else {
-                continue;
-            };
-            let b = base
-                .and_then(|q| q.iteration_s.get(cc))
-                .and_then(|m| m.get(&p.series))
-                .copied();
-            out.push((
-                p.series.clone(),
-                p.x,
-                cc.clone(),
-                t,
-                b.map_or(f64::NAN, |b| t / b - 1.0),
-            ));
-        }
-    }
-    out
 }
 
 fn f2(x: f64) -> String {
@@ -356,33 +348,24 @@ pub fn markdown(fig: Figure, r: &FigureResult) -> String {
     let ccs: Vec<String> = r
         .points
         .first()
-        .map(|p| p.mean_jct_s.keys().cloned().collect())
+        .map(|p| p.ccs.keys().cloned().collect())
         .unwrap_or_default();
     match fig {
         Figure::Loss => {
             t += "Mean iteration time (s) and slowdown against the same CC without loss:\n\n";
             t += &format!("| model | loss | {} | mlcc vs cubic |\n", ccs.join(" | "));
             t += &format!("|---|---|{}---|\n", "---|".repeat(ccs.len()));
-            let sd = slowdowns(r);
             for p in &r.points {
+                // Slowdown against the same CC's point without loss.
+                let base = r.points.iter().find(|q| q.series == p.series && q.x == 0.0);
                 t += &format!("| {} | {} % |", p.series, p.x);
                 for cc in &ccs {
-                    let row = sd
-                        .iter()
-                        .find(|(m, x, c, ..)| *m == p.series && *x == p.x && c == cc);
-                    t += &match row {
-                        Some((.., it, s)) => format!(" {} ({}) |", f2(*it), pc(*s)),
-                        None => " – |".into(),
-                    };
+                    let it = p.iteration(cc, &p.series);
+                    let b = base.map_or(f64::NAN, |q| q.iteration(cc, &p.series));
+                    t += &format!(" {} ({}) |", f2(it), pc(it / b - 1.0));
                 }
-                let it = |cc: &str| {
-                    p.iteration_s
-                        .get(cc)
-                        .and_then(|m| m.get(&p.series))
-                        .copied()
-                        .unwrap_or(f64::NAN)
-                };
-                t += &format!(" {:.2}× faster |\n", it("cubic") / it("mlcc"));
+                let ratio = p.iteration("cubic", &p.series) / p.iteration("mlcc", &p.series);
+                t += &format!(" {ratio:.2}× faster |\n");
             }
             t += "\nThe paper (§VI-E, Fig. 10): with more than 1 % loss VGG16 slows by **4 %** \
                   under its scheduler and runs **5.1×** faster than under CUBIC; at 0.2 % loss \
@@ -400,20 +383,20 @@ pub fn markdown(fig: Figure, r: &FigureResult) -> String {
             for p in &r.points {
                 t += &format!("| {} Mbit/s |", p.x);
                 for cc in &ccs {
-                    t += &format!(" {} |", f2(p.mean_jct_s[cc]));
+                    t += &format!(" {} |", f2(p.mean(cc)));
                 }
-                t += &format!(" {} |\n", pc(vs_best_tcp(&p.mean_jct_s)));
+                t += &format!(" {} |\n", pc(vs_best_tcp(p)));
             }
             t += "\nTable I: min / mean / p99 / max JCT (s):\n\n| link | CC | min | mean | p99 | max |\n|---|---|---|---|---|---|\n";
             for p in &r.points {
-                for cc in &ccs {
+                for (cc, c) in &p.ccs {
                     t += &format!(
                         "| {} Mbit/s | {cc} | {} | {} | {} | {} |\n",
                         p.x,
-                        f2(p.min_jct_s[cc]),
-                        f2(p.mean_jct_s[cc]),
-                        f2(p.p99_jct_s[cc]),
-                        f2(p.max_jct_s[cc])
+                        f2(c.min_jct_s),
+                        f2(c.mean_jct_s),
+                        f2(c.p99_jct_s),
+                        f2(c.max_jct_s)
                     );
                 }
             }
@@ -427,19 +410,13 @@ pub fn markdown(fig: Figure, r: &FigureResult) -> String {
                 .join(" | ");
             t += &format!(" |\n|---|---|{}\n", "---|".repeat(others.len()));
             for p in &r.points {
-                let Some(ml) = p.iteration_s.get("mlcc") else {
+                let Some(ml) = p.ccs.get("mlcc") else {
                     continue;
                 };
-                for (model, &m) in ml {
+                for (model, &m) in &ml.iteration_s {
                     t += &format!("| {} Mbit/s | {model} |", p.x);
                     for c in &others {
-                        let o = p
-                            .iteration_s
-                            .get(*c)
-                            .and_then(|x| x.get(model))
-                            .copied()
-                            .unwrap_or(f64::NAN);
-                        t += &format!(" {} |", pc(o / m - 1.0));
+                        t += &format!(" {} |", pc(p.iteration(c, model) / m - 1.0));
                     }
                     t += "\n";
                 }
@@ -455,11 +432,9 @@ pub fn markdown(fig: Figure, r: &FigureResult) -> String {
                 .points
                 .iter()
                 .find(|p| p.x == 60.0)
-                .and_then(|p| p.mean_jct_s.get("mlcc"))
-                .copied()
-                .unwrap_or(f64::NAN);
+                .map_or(f64::NAN, |p| p.mean("mlcc"));
             for p in &r.points {
-                let m = p.mean_jct_s.get("mlcc").copied().unwrap_or(f64::NAN);
+                let m = p.mean("mlcc");
                 t += &format!("| {} ms | {} | {} |\n", p.x, f2(m), pc(m / at60 - 1.0));
             }
             t += "\nThe paper (Fig. 7b): 60 ms gives the highest throughput (the lowest mean \
@@ -475,37 +450,30 @@ pub fn markdown(fig: Figure, r: &FigureResult) -> String {
 }
 
 /// mlcc's mean JCT over the best TCP's, − 1.
-fn vs_best_tcp(m: &BTreeMap<String, f64>) -> f64 {
-    let best = m
+fn vs_best_tcp(p: &PointResult) -> f64 {
+    let best = p
+        .ccs
         .iter()
         .filter(|(c, _)| crate::report::is_tcp(c))
-        .map(|(_, &v)| v)
+        .map(|(_, c)| c.mean_jct_s)
         .fold(f64::INFINITY, f64::min);
-    m.get("mlcc").map_or(f64::NAN, |&v| v / best - 1.0)
+    p.mean("mlcc") / best - 1.0
 }
 
 /// One line per (series, CC): Fig. 10 plots training speed (iterations/s), the others mean JCT.
 fn plot(fig: Figure, r: &FigureResult, path: &Path) -> Result<(), String> {
     let mut lines: BTreeMap<(String, String), Vec<(f64, f64)>> = BTreeMap::new();
     for p in &r.points {
-        match fig {
-            Figure::Loss => {
-                for (cc, m) in &p.iteration_s {
-                    if let Some(&t) = m.get(&p.series).filter(|t| **t > 0.0) {
-                        lines
-                            .entry((p.series.clone(), cc.clone()))
-                            .or_default()
-                            .push((p.x, 1.0 / t));
-                    }
-                }
-            }
-            Figure::Bandwidth | Figure::SlotLength => {
-                for (cc, &m) in &p.mean_jct_s {
-                    lines
-                        .entry((p.series.clone(), cc.clone()))
-                        .or_default()
-                        .push((p.x, m));
-                }
+        for cc in p.ccs.keys() {
+            let y = match fig {
+                Figure::Loss => 1.0 / p.iteration(cc, &p.series),
+                Figure::Bandwidth | Figure::SlotLength => p.mean(cc),
+            };
+            if y.is_finite() && y > 0.0 {
+                lines
+                    .entry((p.series.clone(), cc.clone()))
+                    .or_default()
+                    .push((p.x, y));
             }
         }
     }
@@ -569,12 +537,7 @@ fn plot(fig: Figure, r: &FigureResult, path: &Path) -> Result<(), String> {
             .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
             .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart, SeriesLabelPosition::MiddleRight)?;
     root.present().map_err(err)
 }
 
@@ -584,15 +547,17 @@ pub fn index(out: &Path) -> Result<(), String> {
         "# The paper's testbed figures, reproduced\n\nGenerated by `mlcc-testbed figure`; each \
          section is its figure's `figure.md` (plot: `figure.svg` beside it).\n\n",
     );
-    for name in [
-        "fig10-loss",
-        "fig8-fig9-table1-bandwidth",
-        "fig7b-slot-length",
-    ] {
-        let md = out.join(name).join("figure.md");
-        match std::fs::read_to_string(&md) {
-            Ok(s) => t += &format!("{s}\n![{name}]({name}/figure.svg)\n\n"),
-            Err(_) => t += &format!("## {name}\n\nNot run yet.\n\n"),
+    for fig in Figure::ALL {
+        let dir = fig.dir();
+        match std::fs::read_to_string(out.join(dir).join("figure.md")) {
+            Ok(s) => t += &format!("{s}\n![{dir}]({dir}/figure.svg)\n\n"),
+            Err(_) => {
+                t += &format!(
+                    "## {}\n\nNot run yet: `mlcc-testbed figure {}`.\n\n",
+                    fig.title(),
+                    fig.name()
+                )
+            }
         }
     }
     t += "Fig. 7a (rate consistency) is `mlcc-testbed run --scenario micro-rate-consistency`; \
@@ -606,19 +571,24 @@ mod tests {
     use super::*;
 
     fn point(x: f64, it: &[(&str, f64)]) -> PointResult {
-        let m = |v: f64| it.iter().map(|(c, _)| (c.to_string(), v)).collect();
+        let ccs = it
+            .iter()
+            .map(|(c, t)| {
+                let cc = CcPoint {
+                    mean_jct_s: 10.0,
+                    min_jct_s: 9.0,
+                    max_jct_s: 11.0,
+                    p99_jct_s: 11.0,
+                    iteration_s: [("vgg16".to_string(), *t)].into(),
+                };
+                (c.to_string(), cc)
+            })
+            .collect();
         PointResult {
             series: "vgg16".into(),
             x,
             scenario: format!("solo-ps-loss{x}"),
-            mean_jct_s: m(10.0),
-            min_jct_s: m(9.0),
-            max_jct_s: m(11.0),
-            p99_jct_s: m(11.0),
-            iteration_s: it
-                .iter()
-                .map(|(c, t)| (c.to_string(), [("vgg16".to_string(), *t)].into()))
-                .collect(),
+            ccs,
             jobs_failed: 0,
         }
     }

@@ -254,19 +254,9 @@ pub fn existing_namespaces() -> Vec<String> {
 
 /// Runs `f` on a thread inside namespace `ns` (sockets it opens, /proc/thread-self/net views).
 pub fn in_netns<R: Send>(ns: &str, f: impl FnOnce() -> R + Send) -> io::Result<R> {
+    use std::os::fd::AsFd;
     let fd = std::fs::File::open(Path::new("/run/netns").join(ns))?;
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            use std::os::fd::AsRawFd;
-            // SAFETY: setns on this thread only, with a namespace fd we hold open.
-            if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(f())
-        })
-        .join()
-        .unwrap_or_else(|_| Err(io::Error::other("namespace thread panicked")))
-    })
+    mlcc_bpf::in_netns(fd.as_fd(), || Ok(f()))
 }
 
 /// Per-interface (rx, tx) byte counters as seen from inside `ns`.

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use mlcc_sim::plot::{COLORS, err};
+use mlcc_sim::plot::{COLORS, err, legend};
 use plotters::prelude::*;
 use serde::Serialize;
 
@@ -356,12 +356,7 @@ pub fn bandwidth(run: &CcRun, link_mbit: f64, path: &Path) -> Result<(), String>
             .label(b.host.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart, SeriesLabelPosition::MiddleRight)?;
     root.present().map_err(err)
 }
 

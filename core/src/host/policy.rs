@@ -285,37 +285,33 @@ impl HostPolicy {
         // off on loss).
         let mut pace_at: Vec<Option<f64>> = vec![None; inputs.len()];
         if cfg.pace_free_capacity {
+            // Per link: what local flows planned for slot n, and how many local flows use it.
             let mut local_now: HashMap<LinkId, f64> = HashMap::new();
+            let mut local_flows: HashMap<LinkId, f64> = HashMap::new();
             for (f, d) in flows.iter().zip(&planned.decisions) {
-                if let Some(&r) = d.plan.first() {
-                    for l in &f.links {
-                        *local_now.entry(l.link).or_default() += r.max(0.0);
-                    }
+                let r = d.plan.first().copied().unwrap_or(0.0).max(0.0);
+                for l in &f.links {
+                    *local_now.entry(l.link).or_default() += r;
+                    *local_flows.entry(l.link).or_default() += 1.0;
                 }
             }
-            let wider: Vec<bool> = planned
-                .decisions
-                .iter()
-                .zip(&idle)
-                .map(|(d, &idle)| {
-                    let ends_now =
-                        !d.done && d.rate > 0.0 && d.plan.iter().skip(1).all(|&r| r <= 0.0);
-                    idle || ends_now || (d.done && cfg.standby_pace)
-                })
-                .collect();
             // Idle flows are planned as done (they book nothing): standby is the finished rest.
             let standby: Vec<bool> = planned
                 .decisions
                 .iter()
-                .zip(wider.iter().zip(&idle))
-                .map(|(d, (&w, &idle))| w && d.done && !idle)
+                .zip(&idle)
+                .map(|(d, &idle)| cfg.standby_pace && d.done && !idle)
                 .collect();
-            let mut local_flows: HashMap<LinkId, f64> = HashMap::new();
-            for f in &flows {
-                for l in &f.links {
-                    *local_flows.entry(l.link).or_default() += 1.0;
-                }
-            }
+            let wider: Vec<bool> = planned
+                .decisions
+                .iter()
+                .zip(idle.iter().zip(&standby))
+                .map(|(d, (&idle, &standby))| {
+                    let ends_now =
+                        !d.done && d.rate > 0.0 && d.plan.iter().skip(1).all(|&r| r <= 0.0);
+                    idle || ends_now || standby
+                })
+                .collect();
             let mut sharing: HashMap<LinkId, f64> = HashMap::new();
             let mut standby_sharing: HashMap<(&Arc<str>, LinkId), f64> = HashMap::new();
             for (i, _) in wider.iter().enumerate().filter(|(_, w)| **w) {

@@ -67,7 +67,7 @@ pub struct FlowState {
     pub enforced_rate: f64,
     /// Segments the flow's sockets retransmitted since mlccd first saw them.
     pub retransmits: u64,
-    /// Of those, the ones retransmitted while a queue stood on the path (see [`SocketLoss`]):
+    /// Of those, the ones retransmitted while a queue stood on the path (see [`SocketCounters::queueing`]):
     /// loss from a full queue, which under mlcc means a plan overbooked a link (or traffic mlcc
     /// does not schedule filled it). The others are random loss, which mlcc rides out.
     pub queue_loss: u64,
@@ -87,9 +87,10 @@ pub struct FlowState {
     pub degraded: Vec<String>,
 }
 
-/// What one socket's counters say about loss this slot.
+/// What one socket's datapath counters say this slot.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SocketLoss {
+pub struct SocketCounters {
+    pub acked: u64,
     pub retransmits: u32,
     /// A queue stood on the path at the socket's last ACK: its smoothed RTT was at least
     /// [`QUEUE_DELAY`] above its minimum. Random loss on an uncongested path leaves the RTT at
@@ -101,9 +102,10 @@ pub struct SocketLoss {
 /// 5 ms; an idle veth path's RTT is well under 1 ms, a loaded host's ACK delays about 1 ms).
 pub const QUEUE_DELAY: std::time::Duration = std::time::Duration::from_millis(2);
 
-impl SocketLoss {
+impl SocketCounters {
     pub fn of(s: &crate::datapath::SocketStats) -> Self {
-        SocketLoss {
+        SocketCounters {
+            acked: s.bytes_acked,
             retransmits: s.retransmits,
             queueing: s
                 .min_rtt
@@ -229,13 +231,11 @@ impl HostScheduler {
         // Datapath keys by 4-tuple: /proc does not give the netns cookie, the datapath does.
         let mut by_tuple: HashMap<(std::net::SocketAddr, std::net::SocketAddr), Vec<SocketKey>> =
             HashMap::new();
-        let mut acked: HashMap<SocketKey, u64> = HashMap::new();
-        let mut losses: HashMap<SocketKey, SocketLoss> = HashMap::new();
+        let mut counters: HashMap<SocketKey, SocketCounters> = HashMap::new();
         if let Some(stats) = &obs.stats {
             for (k, s) in stats {
                 by_tuple.entry((k.src, k.dst)).or_default().push(*k);
-                acked.insert(*k, s.bytes_acked);
-                losses.insert(*k, SocketLoss::of(s));
+                counters.insert(*k, SocketCounters::of(s));
             }
         }
         let canon =
@@ -368,7 +368,7 @@ impl HostScheduler {
             *wanted.entry(*dst).or_default() += 1;
         }
         let mut keys_by_host: HashMap<NodeId, Vec<SocketKey>> = HashMap::new();
-        for k in acked.keys() {
+        for k in counters.keys() {
             if !claimed.contains(k)
                 && let Some(h) = self.topo.host_by_ip(k.dst.ip())
             {
@@ -426,8 +426,7 @@ impl HostScheduler {
                     job_bytes,
                     job_total_iterations,
                 },
-                &acked,
-                &losses,
+                &counters,
             );
         }
         for (g, dst) in admin_groups {
@@ -460,8 +459,7 @@ impl HostScheduler {
                     job_bytes: g.bytes_per_iteration.as_f64() as u64,
                     job_total_iterations: 0,
                 },
-                &acked,
-                &losses,
+                &counters,
             );
         }
         let gone: Vec<FlowId> = self
@@ -507,9 +505,9 @@ impl HostScheduler {
         slot: Slot,
         id: FlowId,
         spec: FlowSpec,
-        acked: &HashMap<SocketKey, u64>,
-        losses: &HashMap<SocketKey, SocketLoss>,
+        counters: &HashMap<SocketKey, SocketCounters>,
     ) {
+        let acked = |k: &SocketKey| counters.get(k).map(|c| c.acked);
         let tau = self.tau();
         let k = self.cfg.policy.slots.horizon() as f64;
         let topo = self.topo.clone();
@@ -591,7 +589,7 @@ impl HostScheduler {
             let last = spec.last_iteration_bytes as f64 / n;
             let now_enqueued = spec.sent_share.map(|e| e / n);
             for k in &spec.sockets {
-                let (Some(&a), Some(&b)) = (acked.get(k), old.get(k)) else {
+                let (Some(a), Some(&b)) = (acked(k), old.get(k)) else {
                     continue;
                 };
                 f.baseline
@@ -600,7 +598,7 @@ impl HostScheduler {
         }
         // Sockets first seen mid-iteration count from now on.
         for k in &spec.sockets {
-            if let Some(&a) = acked.get(k) {
+            if let Some(a) = acked(k) {
                 f.baseline.entry(*k).or_insert(a);
             }
         }
@@ -608,7 +606,7 @@ impl HostScheduler {
         f.sockets = spec.sockets;
         f.prev_retransmits.retain(|k, _| f.sockets.contains(k));
         for k in &f.sockets {
-            let Some(l) = losses.get(k) else { continue };
+            let Some(l) = counters.get(k) else { continue };
             // A socket first seen now counts from now: its past is not this flow's to explain.
             let prev = f
                 .prev_retransmits
@@ -621,18 +619,23 @@ impl HostScheduler {
             }
         }
         let measured: Option<u64> = (!f.sockets.is_empty()
-            && f.sockets.iter().all(|k| acked.contains_key(k)))
+            && f.sockets.iter().all(|k| counters.contains_key(k)))
         // Saturating: the counters come from the datapath, and a wrapped sum (a reused socket
         // key, a corrupt map entry) must not panic the slot loop.
         .then(|| {
             f.sockets
                 .iter()
-                .fold(0u64, |s, k| s.saturating_add(acked[k]))
+                .fold(0u64, |s, k| s.saturating_add(counters[k].acked))
         });
         let since = |f: &FlowState| -> f64 {
             f.sockets
                 .iter()
-                .map(|k| acked[k].saturating_sub(f.baseline.get(k).copied().unwrap_or(0)) as f64)
+                .map(|k| {
+                    counters[k]
+                        .acked
+                        .saturating_sub(f.baseline.get(k).copied().unwrap_or(0))
+                        as f64
+                })
                 .sum()
         };
         let mut since_start: Option<f64> = measured.map(|_| since(f));
@@ -655,7 +658,7 @@ impl HostScheduler {
             let per = (got - enq) / f.sockets.len() as f64;
             for k in &f.sockets {
                 let b = f.baseline.get(k).copied().unwrap_or(0) as f64;
-                let moved = (b + per).clamp(0.0, acked[k] as f64) as u64;
+                let moved = (b + per).clamp(0.0, counters[k].acked as f64) as u64;
                 f.baseline.insert(*k, moved);
             }
             since_start = Some(since(f));

@@ -982,20 +982,17 @@ fn retransmits_count_per_flow_and_loss_under_a_standing_queue_counts_as_queue_lo
             },
         )]),
     };
+    let mut step = |slot: u64, retransmits: u32, srtt_ms: u64| {
+        s.observe(Slot(slot), &at(retransmits, srtt_ms));
+        let f = s.flows().next().unwrap();
+        (f.retransmits, f.queue_loss)
+    };
     // Retransmits before mlccd saw the socket are not the flow's.
-    s.observe(Slot(1), &at(40, 0));
-    let f = s.flows().next().unwrap();
-    assert_eq!((f.retransmits, f.queue_loss), (0, 0));
+    assert_eq!(step(1, 40, 0), (0, 0));
     // Random loss: the RTT stays at its floor.
-    s.observe(Slot(2), &at(47, 0));
-    let f = s.flows().next().unwrap();
-    assert_eq!((f.retransmits, f.queue_loss), (7, 0));
+    assert_eq!(step(2, 47, 0), (7, 0));
     // Loss while a 4 ms queue stands: the path is full.
-    s.observe(Slot(3), &at(52, 4));
-    let f = s.flows().next().unwrap();
-    assert_eq!((f.retransmits, f.queue_loss), (12, 5));
+    assert_eq!(step(3, 52, 4), (12, 5));
     // A counter that goes back (a reused key) adds nothing and does not panic.
-    s.observe(Slot(4), &at(3, 4));
-    let f = s.flows().next().unwrap();
-    assert_eq!((f.retransmits, f.queue_loss), (12, 5));
+    assert_eq!(step(4, 3, 4), (12, 5));
 }

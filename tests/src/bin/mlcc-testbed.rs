@@ -212,13 +212,9 @@ fn real_main(a: Args) -> Result<(), String> {
                 scn = scn.quick();
             }
             if let Some(l) = loss {
-                let probability =
-                    mlcc_testbed::scenario::parse_loss(&l).map_err(|e| format!("--loss: {e}"))?;
-                scn.loss = (probability > 0.0).then(|| mlcc_testbed::scenario::Loss {
-                    probability,
-                    hosts: (1..=scn.hosts()).map(|n| format!("h{n}")).collect(),
-                    seed: scn.loss.as_ref().map_or(1, |l| l.seed),
-                });
+                scn.set_loss(
+                    mlcc_testbed::scenario::parse_loss(&l).map_err(|e| format!("--loss: {e}"))?,
+                );
             }
             let ccs: Vec<Cc> = cc.iter().map(|c| Cc::parse(c)).collect::<Result<_, _>>()?;
             let b = bins(bin_dir).map_err(|e| e.to_string())?;
