@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{ErrorKind, Link, MapCore, MapFlags, MapHandle};
 
-use crate::config::{CcName, CwndPolicy, LoadOptions, config_from_raw, config_to_raw};
+use crate::config::{CcName, CwndPolicy, LoadOptions, RawConfig, RtoFloor};
 use crate::datapath::Datapath;
 use crate::error::DatapathError;
 use crate::key::SocketKey;
@@ -83,7 +83,12 @@ impl KernelDatapath {
             .mlcc_config
             .update(
                 &0u32.to_ne_bytes(),
-                &config_to_raw(&opts.cc_name, opts.cwnd),
+                &RawConfig {
+                    cc_name: opts.cc_name.clone(),
+                    cwnd: opts.cwnd,
+                    rto_floor: opts.rto_floor,
+                }
+                .to_raw(),
                 MapFlags::ANY,
             )
             .map_err(DatapathError::bpf("writing the config map"))?;
@@ -177,7 +182,9 @@ impl KernelDatapath {
             .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
             .map_err(DatapathError::bpf("reading the config map"))?
             .ok_or(DatapathError::Corrupt { map: "config" })?;
-        let (cc_name, _) = config_from_raw(&raw).ok_or(DatapathError::Corrupt { map: "config" })?;
+        let cc_name = RawConfig::from_raw(&raw)
+            .ok_or(DatapathError::Corrupt { map: "config" })?
+            .cc_name;
         Ok(Self {
             pin_dir: pin_dir.to_path_buf(),
             cc_name,
@@ -197,14 +204,27 @@ impl KernelDatapath {
         &self.pin_dir
     }
 
+    fn config(&self) -> Result<RawConfig, DatapathError> {
+        self.config
+            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .map_err(DatapathError::bpf("reading the config map"))?
+            .and_then(|raw| RawConfig::from_raw(&raw))
+            .ok_or(DatapathError::Corrupt { map: "config" })
+    }
+
+    /// The RTO floor sockets get when they join the CC.
+    pub fn rto_floor(&self) -> Result<RtoFloor, DatapathError> {
+        Ok(self.config()?.rto_floor)
+    }
+
     /// Takes effect at each socket's next ACK.
     pub fn set_cwnd_policy(&self, cwnd: CwndPolicy) -> Result<(), DatapathError> {
+        let config = RawConfig {
+            cwnd,
+            ..self.config()?
+        };
         self.config
-            .update(
-                &0u32.to_ne_bytes(),
-                &config_to_raw(&self.cc_name, cwnd),
-                MapFlags::ANY,
-            )
+            .update(&0u32.to_ne_bytes(), &config.to_raw(), MapFlags::ANY)
             .map_err(DatapathError::bpf("writing the config map"))
     }
 

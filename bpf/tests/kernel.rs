@@ -670,8 +670,7 @@ fn netns_path(ns: &mlcc_bpf::testbed::Netns) -> PathBuf {
     PathBuf::from(format!("/run/netns/{}", ns.name()))
 }
 
-/// Segments the kernel retransmitted on `stream` (`tcp_info.tcpi_total_retrans`).
-fn total_retrans(stream: &std::net::TcpStream) -> u32 {
+fn tcp_info(stream: &std::net::TcpStream) -> libc::tcp_info {
     use std::os::fd::AsRawFd;
     // SAFETY: tcp_info is plain old data; getsockopt writes at most `len` bytes into it.
     unsafe {
@@ -685,8 +684,80 @@ fn total_retrans(stream: &std::net::TcpStream) -> u32 {
             &mut len,
         );
         assert_eq!(r, 0, "TCP_INFO: {}", std::io::Error::last_os_error());
-        info.tcpi_total_retrans
+        info
     }
+}
+
+/// Segments the kernel retransmitted on `stream` (`tcp_info.tcpi_total_retrans`).
+fn total_retrans(stream: &std::net::TcpStream) -> u32 {
+    tcp_info(stream).tcpi_total_retrans
+}
+
+/// The socket's retransmission timeout after `rounds` request/response exchanges: the kernel
+/// lets the RTT variance (and with it the RTO) fall to the floor over a few RTTs of samples.
+fn rto_after_exchanges(
+    a: &mut std::net::TcpStream,
+    b: &mut std::net::TcpStream,
+    rounds: usize,
+) -> Duration {
+    use std::io::{Read, Write};
+    a.set_nodelay(true).unwrap();
+    b.set_nodelay(true).unwrap();
+    let mut byte = [0u8; 1];
+    for _ in 0..rounds {
+        a.write_all(b"x").unwrap();
+        b.read_exact(&mut byte).unwrap();
+        b.write_all(b"y").unwrap();
+        a.read_exact(&mut byte).unwrap();
+    }
+    Duration::from_micros(tcp_info(a).tcpi_rto.into())
+}
+
+#[test]
+fn sockets_joining_the_cc_get_its_rto_floor_and_others_keep_the_kernels() {
+    let Some(_serial) =
+        root("sockets_joining_the_cc_get_its_rto_floor_and_others_keep_the_kernels")
+    else {
+        return;
+    };
+    let mut loaded = Loaded::new();
+    let dp = loaded.dp();
+    let floor = dp
+        .rto_floor()
+        .expect("config")
+        .get()
+        .expect("a floor by default");
+    let ns = mlcc_bpf::testbed::Netns::create("mlcc-rto").expect("netns");
+    let listener = ns
+        .enter(|| std::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("listen");
+    let addr = listener.local_addr().unwrap();
+    let pair = || {
+        let a = ns
+            .enter(|| std::net::TcpStream::connect(addr))
+            .expect("connect");
+        let (b, _) = listener.accept().unwrap();
+        (a, b)
+    };
+    let (mut on_cc, mut on_cc_peer) = pair();
+    mlcc_bpf::set_congestion_control(&on_cc, dp.cc_name()).expect("TCP_CONGESTION");
+    let (mut plain, mut plain_peer) = pair();
+    let rto_cc = rto_after_exchanges(&mut on_cc, &mut on_cc_peer, 200);
+    let rto_plain = rto_after_exchanges(&mut plain, &mut plain_peer, 200);
+    println!(
+        "RTO floor {floor:?}: a socket on {} has RTO {rto_cc:?}, one on {} {rto_plain:?} (loopback)",
+        dp.cc_name(),
+        mlcc_bpf::congestion_control(&plain).unwrap()
+    );
+    // Loopback RTTs are microseconds: the RTO is the floor rounded up to timer ticks.
+    assert!(
+        rto_cc >= floor && rto_cc < 4 * floor,
+        "RTO {rto_cc:?} on the CC, floor {floor:?}"
+    );
+    assert!(
+        rto_plain >= Duration::from_millis(200),
+        "a socket not on the CC has RTO {rto_plain:?}, below the kernel's 200 ms floor"
+    );
 }
 
 /// Drop probability of the loss tests, and how many standard deviations of the binomial the

@@ -59,6 +59,16 @@ fn parse_dur(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
 
+/// `--rto-floor`: a duration up to 200 ms, or "kernel" (0 too) for the kernel's own.
+fn parse_rto_floor(s: &str) -> Result<mlcc_bpf::RtoFloor, String> {
+    let d = if s == "kernel" {
+        Duration::ZERO
+    } else {
+        parse_dur(s)?
+    };
+    mlcc_bpf::RtoFloor::new(d).map_err(|e| e.to_string())
+}
+
 /// `--tcp-tso-rtt-log`: "keep" or 0..=31.
 fn parse_tso(s: &str) -> Result<TsoRttLog, String> {
     match s {
@@ -174,6 +184,12 @@ pub struct DaemonArgs {
     /// their pacing rate, and one burst under a low rate stalls the socket for 64 KB / rate.
     #[arg(long, value_name = "N|keep", value_parser = parse_tso)]
     pub tcp_tso_rtt_log: Option<TsoRttLog>,
+    /// Least retransmission timeout of sockets on the BPF datapath, e.g. "10ms", or "kernel"
+    /// (200 ms) [default: 10ms]. Used when mlccd loads the datapath; a pinned one keeps the
+    /// floor it was loaded with. Under random loss a lost retransmission otherwise stalls a
+    /// collective for 200 ms.
+    #[arg(long, value_name = "DURATION|kernel", value_parser = parse_rto_floor)]
+    pub rto_floor: Option<mlcc_bpf::RtoFloor>,
     /// Remote port of the PS-Lite scheduler (DMLC_PS_ROOT_PORT); its connections are skipped.
     #[arg(long, value_name = "PORT")]
     pub ps_scheduler_port: Option<u16>,
@@ -240,6 +256,7 @@ struct FileConfig {
     datapath: Option<DatapathKind>,
     bpf_pin_dir: Option<PathBuf>,
     tcp_tso_rtt_log: Option<TsoRttLog>,
+    rto_floor: Option<String>,
     ps_scheduler_port: Option<u16>,
     precedence: Option<RankRule>,
     policy: Option<String>,
@@ -272,6 +289,7 @@ pub struct Config {
     pub datapath: DatapathKind,
     pub bpf_pin_dir: PathBuf,
     pub tcp_tso_rtt_log: TsoRttLog,
+    pub rto_floor: mlcc_bpf::RtoFloor,
     pub ps_scheduler_port: Option<u16>,
     pub log_format: LogFormat,
     /// Group of the admin socket (name or gid); `None`: the daemon's group.
@@ -322,6 +340,12 @@ impl DaemonArgs {
             .map(parse_dur)
             .transpose()
             .map_err(|e| invalid("rpc_deadline", e))?;
+        let file_rto_floor = file
+            .rto_floor
+            .as_deref()
+            .map(parse_rto_floor)
+            .transpose()
+            .map_err(|e| invalid("rto_floor", e))?;
         let file_mode = file
             .feedback_mode
             .as_deref()
@@ -439,6 +463,7 @@ impl DaemonArgs {
                 .tcp_tso_rtt_log
                 .or(file.tcp_tso_rtt_log)
                 .unwrap_or_default(),
+            rto_floor: self.rto_floor.or(file_rto_floor).unwrap_or_default(),
             ps_scheduler_port: self.ps_scheduler_port.or(file.ps_scheduler_port),
             log_format: self.log_format.or(file.log_format).unwrap_or_default(),
             admin_group: self.admin_group.clone().or(file.admin_group),
@@ -559,6 +584,32 @@ mod tests {
                 .contains("rpc_deadline")
         );
         assert!(parse_peer("h2").unwrap_err().contains("HOST=ADDR"));
+    }
+
+    #[test]
+    fn rto_floor_defaults_to_10ms_and_takes_kernel_or_a_duration_from_file_or_flag() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("mlccd.toml");
+        let base = "host = \"h1\"\ntopology = \"t.toml\"\n";
+        std::fs::write(&p, base).unwrap();
+        let args = DaemonArgs {
+            config: Some(p.clone()),
+            ..Default::default()
+        };
+        let floor = |c: &DaemonArgs| c.resolve().unwrap().rto_floor.get();
+        assert_eq!(floor(&args), Some(Duration::from_millis(10)));
+        std::fs::write(&p, format!("{base}rto_floor = \"kernel\"\n")).unwrap();
+        assert_eq!(floor(&args), None);
+        std::fs::write(&p, format!("{base}rto_floor = \"1s\"\n")).unwrap();
+        let e = args.resolve().unwrap_err().to_string();
+        assert!(e.contains("rto_floor") && e.contains("200 ms"), "{e}");
+        std::fs::write(&p, format!("{base}rto_floor = \"kernel\"\n")).unwrap();
+        let flag = DaemonArgs {
+            rto_floor: Some(parse_rto_floor("20ms").unwrap()),
+            ..args
+        };
+        assert_eq!(floor(&flag), Some(Duration::from_millis(20)));
+        assert!(parse_rto_floor("soon").is_err());
     }
 
     #[test]

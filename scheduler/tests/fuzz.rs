@@ -568,6 +568,7 @@ const MLCCD_WORDS: toml_doc::Vocabulary = toml_doc::Vocabulary {
         "datapath",
         "bpf_pin_dir",
         "tcp_tso_rtt_log",
+        "rto_floor",
         "ps_scheduler_port",
         "log_format",
         "h2",

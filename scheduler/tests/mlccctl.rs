@@ -58,6 +58,7 @@ async fn mlccctl_drives_every_admin_call() {
         datapath: DatapathKind::DryRun,
         bpf_pin_dir: "unused".into(),
         tcp_tso_rtt_log: mlcc_scheduler::config::TsoRttLog::Keep,
+        rto_floor: mlcc_bpf::RtoFloor::default(),
         ps_scheduler_port: None,
         log_format: LogFormat::Human,
         admin_group: None,

@@ -63,6 +63,8 @@ struct {
 	__type(value, struct mlcc_config);
 } mlcc_config SEC(".maps");
 
+extern unsigned int CONFIG_HZ __kconfig;
+
 extern void tcp_reno_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;
 extern __u32 tcp_reno_ssthresh(struct sock *sk) __ksym;
 extern __u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
@@ -195,10 +197,35 @@ static __always_inline void fallback_reno(struct sock *sk, __u32 ack, const stru
 		tcp_reno_cong_avoid(sk, ack, rs->acked_sacked);
 }
 
+/*
+ * A paced flow loses throughput to random loss only where recovery waits for a timer: the 200 ms
+ * RTO floor that suits the WAN is 50-200 RTTs in a data centre, and one lost retransmission
+ * stalls a whole collective for that long. The floor is the operator's (mlcc_config), applied
+ * when a socket joins the CC; the kernel refuses less than two timer ticks, so it is raised to
+ * that.
+ */
+static __always_inline void set_rto_floor(struct sock *sk, const struct mlcc_config *cfg)
+{
+	int us = cfg->rto_min_us;
+	int tick_us = 1000000 / CONFIG_HZ;
+
+	if (us == 0)
+		return;
+	if (us < 2 * tick_us)
+		us = 2 * tick_us;
+	bpf_setsockopt(sk, SOL_TCP, TCP_BPF_RTO_MIN, &us, sizeof(us));
+}
+
 SEC("struct_ops")
 void BPF_PROG(mlcc_init, struct sock *sk)
 {
+	struct mlcc_config *cfg;
+	__u32 zero = 0;
+
 	sk->sk_pacing_status = SK_PACING_NEEDED;
+	cfg = bpf_map_lookup_elem(&mlcc_config, &zero);
+	if (cfg)
+		set_rto_floor(sk, cfg);
 }
 
 SEC("struct_ops")

@@ -58,7 +58,11 @@ struct mlcc_config {
 	__u32 min_cwnd_segs;
 	/* The RTT the cwnd cap assumes at least: ACKs from a busy host come late. */
 	__u32 rtt_floor_us;
-	__u32 _pad;
+	/*
+	 * Floor of the retransmission timeout for sockets that start on the CC afterwards (0: the
+	 * kernel's, 200 ms). Raised to two timer ticks, the least the kernel takes.
+	 */
+	__u32 rto_min_us;
 };
 
 #endif

@@ -74,15 +74,26 @@ fn main() -> ExitCode {
 
 /// The pinned BPF datapath, loaded (and pinned) first if nothing is pinned yet: flows keep
 /// their rates across mlccd restarts because the programs and maps stay pinned.
-fn open_bpf(pin_dir: &std::path::Path) -> Result<mlcc_bpf::KernelDatapath, String> {
+fn open_bpf(
+    pin_dir: &std::path::Path,
+    rto_floor: mlcc_bpf::RtoFloor,
+) -> Result<mlcc_bpf::KernelDatapath, String> {
     match mlcc_bpf::KernelDatapath::open(pin_dir) {
         Ok(d) => {
-            tracing::info!(pin_dir = %pin_dir.display(), "BPF datapath: opened the pinned one");
+            let pinned = d.rto_floor().ok();
+            tracing::info!(pin_dir = %pin_dir.display(), rto_floor = ?pinned.and_then(|f| f.get()), "BPF datapath: opened the pinned one");
+            if pinned.is_some_and(|p| p != rto_floor) {
+                tracing::warn!(
+                    "the pinned datapath keeps its RTO floor; --rto-floor {:?} applies when mlccd loads it (mlcc-bpf unload first)",
+                    rto_floor.get()
+                );
+            }
             Ok(d)
         }
         Err(mlcc_bpf::DatapathError::NotLoaded(_)) => {
             let opts = mlcc_bpf::LoadOptions {
                 pin_dir: pin_dir.to_path_buf(),
+                rto_floor,
                 ..Default::default()
             };
             let d = mlcc_bpf::KernelDatapath::load(&opts)
@@ -135,7 +146,7 @@ async fn serve(config: Config) -> Result<(), String> {
     let datapath = match config.datapath {
         DatapathKind::DryRun => DatapathPort::dry_run(),
         DatapathKind::Bpf => {
-            let d = open_bpf(&config.bpf_pin_dir)?;
+            let d = open_bpf(&config.bpf_pin_dir, config.rto_floor)?;
             set_tso_rtt_log(config.tcp_tso_rtt_log);
             DatapathPort::enforcing("bpf", d)
         }

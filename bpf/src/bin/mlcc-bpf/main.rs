@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use mlcc_bpf::{
     CcName, CwndPolicy, DEFAULT_PIN_DIR, Datapath, Expiry, KernelDatapath, LoadOptions, Rate,
-    RateOrder, SocketKey, unload_pinned,
+    RateOrder, RtoFloor, SocketKey, unload_pinned,
 };
 
 mod bench;
@@ -42,6 +42,10 @@ enum Cmd {
         /// RTT (microseconds) the cwnd cap assumes at least.
         #[arg(long, default_value_t = CwndPolicy::default().rtt_floor().as_micros() as u64)]
         rtt_floor_us: u64,
+        /// Least retransmission timeout (milliseconds) of sockets that join the CC; 0 keeps the
+        /// kernel's 200 ms.
+        #[arg(long, default_value_t = RtoFloor::default().get().map_or(0, |d| d.as_millis() as u64))]
+        rto_floor_ms: u64,
         /// cgroup v2 directories whose TCP sockets join the CC (repeatable).
         #[arg(long)]
         cgroup: Vec<PathBuf>,
@@ -135,6 +139,7 @@ fn run(cli: Cli) -> Result<(), BoxError> {
             cwnd_gain_pct,
             min_cwnd,
             rtt_floor_us,
+            rto_floor_ms,
             cgroup,
         } => {
             let opts = LoadOptions {
@@ -145,6 +150,7 @@ fn run(cli: Cli) -> Result<(), BoxError> {
                     min_cwnd,
                     Duration::from_micros(rtt_floor_us),
                 )?,
+                rto_floor: RtoFloor::new(Duration::from_millis(rto_floor_ms))?,
             };
             let dp = KernelDatapath::load(&opts)?;
             for cg in &cgroup {
