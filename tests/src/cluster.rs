@@ -88,14 +88,23 @@ impl Binaries {
 /// A congestion control under test: a kernel one, or mlcc (daemons + the BPF datapath).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Cc {
-    Kernel(String),
+    /// `cc`, the kernel's, as `name` says: `cubic`, or `cubic/rto_floor=10ms` for the same RTO
+    /// floor mlcc's datapath sets (`net.ipv4.tcp_rto_min_us` in every host), so a figure can
+    /// show what the floor alone is worth.
+    Kernel {
+        name: String,
+        cc: String,
+        rto_floor: Option<Duration>,
+    },
     /// mlcc (switch emulators, one mlccd per host, the BPF datapath). `name` is what the user
     /// wrote: `mlcc`, or `mlcc/key=value/...` with mlccd options in mlcc-sim's variant syntax
     /// (`eta`, `rank`, `mode`, `policy`, and any rule `NAME=on|off`), so one sitting can compare
-    /// policies on real TCP; `args` are those options as mlccd flags.
+    /// policies on real TCP; `args` are those options as mlccd flags. `rto_floor=DURATION` (or
+    /// `kernel`) sets the datapath's RTO floor instead.
     Mlcc {
         name: String,
         args: Vec<String>,
+        rto_floor: mlcc_bpf::RtoFloor,
     },
     /// Each job of the scenario alone on its hosts, arriving at time 0, under this kernel CC
     /// and without cross traffic or faults: the lower bound on what contention leaves.
@@ -109,25 +118,38 @@ impl Cc {
                 && k.len() < 16
                 && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         };
+        let key_value = |kv| split_key_value(s, kv);
+        let floor = |v: &str| -> Result<Duration, String> {
+            if v == "kernel" {
+                return Ok(Duration::ZERO);
+            }
+            let d = mlcc_core::units::parse_duration(v)
+                .map_err(|e| format!("{s:?}: rto_floor: {e}"))?;
+            mlcc_bpf::RtoFloor::new(d).map_err(|e| format!("{s:?}: {e}"))?;
+            Ok(d)
+        };
         let mut parts = s.split('/');
         match parts.next().unwrap_or_default() {
             "mlcc" => {
                 let mut args = Vec::new();
+                let mut rto_floor = mlcc_bpf::RtoFloor::default();
                 for kv in parts {
-                    let (k, v) = kv
-                        .split_once('=')
-                        .filter(|(k, v)| !k.is_empty() && !v.is_empty())
-                        .ok_or_else(|| format!("{s:?}: {kv:?} is not key=value"))?;
+                    let (k, v) = key_value(kv)?;
                     match k {
                         "eta" | "policy" => args.extend([format!("--{k}"), v.to_string()]),
                         "mode" => args.extend(["--feedback-mode".to_string(), v.to_string()]),
                         "rank" => args.extend(["--precedence".to_string(), v.to_string()]),
+                        "rto_floor" => {
+                            rto_floor = mlcc_bpf::RtoFloor::new(floor(v)?)
+                                .map_err(|e| format!("{s:?}: {e}"))?
+                        }
                         rule => args.extend(["--rule".to_string(), format!("{rule}={v}")]),
                     }
                 }
                 Ok(Cc::Mlcc {
                     name: s.to_string(),
                     args,
+                    rto_floor,
                 })
             }
             "isolated" => match parts.next() {
@@ -135,14 +157,40 @@ impl Cc {
                 Some(k) if kernel(k) && parts.next().is_none() => Ok(Cc::Isolated(k.into())),
                 Some(_) => Err(format!("{s:?}: say isolated or isolated/<kernel CC>")),
             },
-            k if kernel(k) && !s.contains('/') => Ok(Cc::Kernel(k.to_string())),
+            k if kernel(k) => {
+                let mut rto_floor = None;
+                for kv in parts {
+                    match key_value(kv)? {
+                        ("rto_floor", v) => rto_floor = Some(floor(v)?).filter(|d| !d.is_zero()),
+                        (k, _) => {
+                            return Err(format!(
+                                "{s:?}: a kernel CC takes only rto_floor=DURATION, not {k}"
+                            ));
+                        }
+                    }
+                }
+                Ok(Cc::Kernel {
+                    name: s.to_string(),
+                    cc: k.to_string(),
+                    rto_floor,
+                })
+            }
             _ => Err(format!("{s:?} is not a congestion control name")),
+        }
+    }
+
+    /// A kernel CC with the kernel's defaults.
+    pub fn kernel(cc: &str) -> Cc {
+        Cc::Kernel {
+            name: cc.to_string(),
+            cc: cc.to_string(),
+            rto_floor: None,
         }
     }
 
     pub fn name(&self) -> &str {
         match self {
-            Cc::Kernel(k) => k,
+            Cc::Kernel { name, .. } => name,
             Cc::Mlcc { name, .. } => name,
             Cc::Isolated(_) => "isolated",
         }
@@ -156,6 +204,12 @@ impl Cc {
     pub fn is_mlcc(&self) -> bool {
         matches!(self, Cc::Mlcc { .. })
     }
+}
+
+fn split_key_value<'a>(spec: &str, kv: &'a str) -> Result<(&'a str, &'a str), String> {
+    kv.split_once('=')
+        .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+        .ok_or_else(|| format!("{spec:?}: {kv:?} is not key=value"))
 }
 
 /// A short id for this run's names: 6 hex digits from the pid and the clock.
@@ -280,6 +334,13 @@ impl Cluster {
         if let Some(loss) = &scn.loss {
             c.add_loss(loss)?;
         }
+        if let Cc::Kernel {
+            rto_floor: Some(floor),
+            ..
+        } = &cc
+        {
+            c.set_rto_floor(*floor)?;
+        }
         for h in &c.plan.hosts {
             let d = c.shm_root.join(&h.name);
             fs::create_dir_all(&d).map_err(io_err(format!("creating {}", d.display())))?;
@@ -289,6 +350,23 @@ impl Cluster {
             c.start_mlcc(scn, bins, run, &args)?;
         }
         Ok(c)
+    }
+
+    /// `net.ipv4.tcp_rto_min_us` in every host: what mlcc's datapath does per socket, for a
+    /// kernel CC.
+    fn set_rto_floor(&self, floor: Duration) -> Result<(), RunError> {
+        let us = floor.as_micros().to_string();
+        for h in &self.plan.hosts {
+            net::in_netns(&h.ns, || {
+                fs::write("/proc/sys/net/ipv4/tcp_rto_min_us", &us)
+            })
+            .and_then(|r| r)
+            .map_err(io_err(format!(
+                "setting net.ipv4.tcp_rto_min_us in {} (kernel 6.11 or later has it)",
+                h.name
+            )))?;
+        }
+        Ok(())
     }
 
     /// Loads the loss program where every lossy host link delivers, in both directions: the
@@ -357,11 +435,16 @@ impl Cluster {
         // with an srtt-based cap).
         let cwnd = mlcc_bpf::CwndPolicy::new(200, 4, Duration::from_millis(8))
             .map_err(|e| RunError::Setup(format!("cwnd policy: {e}")))?;
+        let rto_floor = match &self.cc {
+            Cc::Mlcc { rto_floor, .. } => *rto_floor,
+            _ => mlcc_bpf::RtoFloor::default(),
+        };
         let opts = mlcc_bpf::LoadOptions {
             cc_name: mlcc_bpf::CcName::new(&name)
                 .map_err(|e| RunError::Setup(format!("CC name {name}: {e}")))?,
             pin_dir: pin.clone(),
             cwnd,
+            rto_floor,
         };
         self.pin_dir = Some(pin.clone());
         // Loaded and pinned here; mlccd opens the pins (a loader that exits keeps it alive).
@@ -1097,8 +1180,11 @@ fn launch(c: &Cluster, bins: &Binaries, idx: usize, spec: JobSpec) -> Result<Run
                     .env("MLCC_SHM_DIR", c.shm_dir(&host))
                     .env("MLCC_CC", name);
             }
-            (cc, _) => {
-                cmd.args(["--cc", cc.name()]);
+            (Cc::Kernel { cc, .. } | Cc::Isolated(cc), _) => {
+                cmd.args(["--cc", cc]);
+            }
+            (Cc::Mlcc { .. }, None) => {
+                return Err(RunError::Setup("mlcc's datapath is not loaded".into()));
             }
         }
         let name = format!("{}-{who}", spec.name);
@@ -1374,7 +1460,7 @@ fn run_isolated(
         one.faults.clear();
         let mut c = Cluster::up(
             &one,
-            Cc::Kernel(kernel.to_string()),
+            Cc::kernel(kernel),
             bins,
             &dir.join(&spec.name),
             &run_id(),
@@ -1443,7 +1529,27 @@ mod tests {
 
     #[test]
     fn ccs_parse_kernel_mlcc_variants_and_isolated() {
-        assert_eq!(Cc::parse("bbr"), Ok(Cc::Kernel("bbr".into())));
+        assert_eq!(Cc::parse("bbr"), Ok(Cc::kernel("bbr")));
+        assert_eq!(
+            Cc::parse("cubic/rto_floor=10ms"),
+            Ok(Cc::Kernel {
+                name: "cubic/rto_floor=10ms".into(),
+                cc: "cubic".into(),
+                rto_floor: Some(Duration::from_millis(10)),
+            })
+        );
+        assert!(Cc::parse("cubic/eta=1").is_err());
+        assert!(Cc::parse("cubic/rto_floor=1s").is_err());
+        assert!(Cc::parse("mlcc/rto_floor=soon").is_err());
+        match Cc::parse("mlcc/rto_floor=kernel") {
+            Ok(Cc::Mlcc {
+                rto_floor, args, ..
+            }) => {
+                assert_eq!(rto_floor, mlcc_bpf::RtoFloor::KERNEL);
+                assert!(args.is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
         let m = Cc::parse("mlcc/eta=1/rank=job-bytes/mode=all-others/policy=paper/flush-tail=off")
             .unwrap();
         assert_eq!(
@@ -1465,6 +1571,7 @@ mod tests {
                 ]
                 .map(String::from)
                 .to_vec(),
+                rto_floor: mlcc_bpf::RtoFloor::default(),
             }
         );
         assert_eq!(

@@ -75,7 +75,8 @@ impl Figure {
         }
     }
 
-    fn ccs(self) -> Vec<Cc> {
+    /// The CCs the paper compares (with `mlcc`, whose numbers every table reads).
+    pub fn ccs(self) -> Vec<Cc> {
         let names: &[&str] = match self {
             Figure::Loss | Figure::Bandwidth => &["cubic", "reno", "bbr", "mlcc"],
             Figure::SlotLength => &["mlcc"],
@@ -269,16 +270,22 @@ pub struct FigureResult {
 }
 
 /// Runs `fig`'s sweep and writes its page; returns the Markdown.
+/// `ccs` replaces the figure's own [`Figure::ccs`] (it must hold `mlcc`).
 pub fn run(
     fig: Figure,
+    ccs: Option<Vec<Cc>>,
     quick: bool,
     repeat: usize,
     bins: &Binaries,
     out: &Path,
 ) -> Result<String, String> {
+    let custom = ccs.is_some();
+    let ccs = ccs.unwrap_or_else(|| fig.ccs());
+    if !ccs.iter().any(|c| c.name() == "mlcc") {
+        return Err("a figure's CCs must include mlcc: every table compares against it".into());
+    }
     let dir = out.join(fig.dir());
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let ccs = fig.ccs();
     let points = fig.points(quick)?;
     let jobs: usize = points.iter().map(|p| p.scenario.jobs.len()).sum();
     let bar = experiment::job_bar((jobs * ccs.len() * repeat) as u64)?;
@@ -302,9 +309,17 @@ pub fn run(
         quick,
         repetitions: repeat,
         command: format!(
-            "mlcc-testbed figure {}{} --repeat {repeat}",
+            "mlcc-testbed figure {}{} --repeat {repeat}{}",
             fig.name(),
-            if quick { " --quick" } else { "" }
+            if quick { " --quick" } else { "" },
+            if custom {
+                format!(
+                    " --cc {}",
+                    ccs.iter().map(Cc::name).collect::<Vec<_>>().join(",")
+                )
+            } else {
+                String::new()
+            }
         ),
         points: results,
     };

@@ -61,8 +61,10 @@ enum Cmd {
         scenario: String,
         /// Comma-separated congestion controls: a kernel CC (cubic, reno, bbr), `mlcc`, an mlcc
         /// variant `mlcc/key=value/...` (mlccd options as in mlcc-sim's variants: eta, rank,
-        /// mode, policy, or a rule NAME=on|off), or `isolated[/<kernel CC>]` (every job alone
-        /// on its hosts under cubic or the CC named, no cross traffic: the lower bound).
+        /// mode, policy, or a rule NAME=on|off; `rto_floor=10ms|kernel` sets the datapath's
+        /// RTO floor), a kernel CC with mlcc's RTO floor (`cubic/rto_floor=10ms`), or
+        /// `isolated[/<kernel CC>]` (every job alone on its hosts under cubic or the CC named,
+        /// no cross traffic: the lower bound).
         #[arg(long, value_delimiter = ',', default_value = "cubic,reno,bbr,mlcc")]
         cc: Vec<String>,
         /// Repetitions of the whole set (CCs interleaved, so drift hits all alike).
@@ -93,6 +95,10 @@ enum Cmd {
         /// Repetitions of every point (CCs interleaved).
         #[arg(long, default_value_t = 1)]
         repeat: usize,
+        /// Comma-separated CCs instead of the paper's (as for `run`; must include mlcc), e.g.
+        /// to add `cubic/rto_floor=10ms` beside them.
+        #[arg(long, value_delimiter = ',')]
+        cc: Option<Vec<String>>,
         #[arg(long, default_value = "results/figures")]
         out: PathBuf,
         #[arg(long)]
@@ -158,6 +164,7 @@ fn real_main(a: Args) -> Result<(), String> {
             name,
             quick,
             repeat,
+            cc,
             out,
             bin_dir,
         } => {
@@ -165,8 +172,16 @@ fn real_main(a: Args) -> Result<(), String> {
             if repeat == 0 {
                 return Err("--repeat must be at least 1".into());
             }
+            let ccs = cc
+                .map(|names| {
+                    names
+                        .iter()
+                        .map(|n| Cc::parse(n))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .transpose()?;
             let b = bins(bin_dir).map_err(|e| e.to_string())?;
-            let md = figure::run(fig, quick, repeat, &b, &out)?;
+            let md = figure::run(fig, ccs, quick, repeat, &b, &out)?;
             println!("{md}");
             println!("written to {}", out.join(fig.dir()).display());
             Ok(())
