@@ -821,10 +821,44 @@ pub struct JobResult {
     pub progress_files: bool,
     pub ok: bool,
     pub error: Option<String>,
+    /// Each member's sending rate over time, from its sockets' acknowledged bytes (plotted,
+    /// not kept in summary.json: 50 samples a second per member).
+    #[serde(skip)]
+    pub senders: Vec<SenderSeries>,
+}
+
+/// What one member of a job sent, over time.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SenderSeries {
+    pub host: String,
+    pub member: String,
+    /// (seconds since the run's start, Mbit/s acknowledged since the previous sample)
+    pub samples: Vec<(f64, f64)>,
+}
+
+impl SenderSeries {
+    /// Rates between consecutive cumulative `(Unix time s, bytes)` samples, timed from
+    /// `run_start_unix`.
+    pub fn from_acked(host: &str, member: &str, acked: &[(f64, u64)], run_start_unix: f64) -> Self {
+        let samples = acked
+            .windows(2)
+            .filter(|w| w[1].0 > w[0].0)
+            .map(|w| {
+                let bits = w[1].1.saturating_sub(w[0].1) as f64 * 8.0;
+                (w[1].0 - run_start_unix, bits / (w[1].0 - w[0].0) / 1e6)
+            })
+            .collect();
+        Self {
+            host: host.to_string(),
+            member: member.to_string(),
+            samples,
+        }
+    }
 }
 
 struct Member {
     name: String,
+    host: String,
     child: Child,
     out: PathBuf,
     done: Option<(Instant, bool)>,
@@ -1196,6 +1230,7 @@ fn launch(c: &Cluster, bins: &Binaries, idx: usize, spec: JobSpec) -> Result<Run
         let child = cmd.spawn().map_err(io_err(format!("starting {name}")))?;
         out.push(Member {
             name,
+            host: host.clone(),
             child,
             out: outp,
             done: None,
@@ -1239,7 +1274,12 @@ fn collect(c: &Cluster, start: Instant, mut j: RunningJob) -> JobResult {
         progress_files: true,
         ok: true,
         error: None,
+        senders: Vec::new(),
     };
+    let start_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+        - start.elapsed().as_secs_f64();
     let mut iters = Vec::new();
     for m in &j.members {
         let ok = m.done.is_some_and(|d| d.1);
@@ -1248,6 +1288,9 @@ fn collect(c: &Cluster, start: Instant, mut j: RunningJob) -> JobResult {
             .and_then(|t| serde_json::from_str(t.trim()).ok());
         match (ok, rep) {
             (true, Some(rep)) => {
+                r.senders.push(SenderSeries::from_acked(
+                    &m.host, &m.name, &rep.acked, start_unix,
+                ));
                 r.bytes_verified += rep.bytes_verified;
                 r.bytes_sent += rep.bytes_sent;
                 r.socket_cc = rep.cc.clone();

@@ -94,6 +94,14 @@ pub fn run_set(
                 link_mbit,
                 &out.join(format!("bandwidth-{}.svg", cc.file_name())),
             )?;
+            if let Some(host) = scn.jobs.first().and_then(|j| j.workers.first()) {
+                report::senders(
+                    r,
+                    host,
+                    link_mbit,
+                    &out.join(format!("senders-{}.svg", cc.file_name())),
+                )?;
+            }
         }
     }
     let s = report::summarize(&scn.name, quick, runs);

@@ -27,11 +27,27 @@ pub enum Figure {
     Bandwidth,
     /// Fig. 7b: mlcc's mean JCT vs slot length τ.
     SlotLength,
+    /// Fig. 7a: an ordered rate changed every 50 ms against the delivered one.
+    RateConsistency,
+    /// Fig. 1 against Fig. 11a: two co-located ring jobs' sending rates, colliding under TCP
+    /// and taking turns under mlcc.
+    TakingTurns,
+    /// Fig. 11b: a ring job beside unscheduled iperf3 traffic.
+    Coexistence,
 }
 
 impl Figure {
-    pub const NAMES: [&'static str; 5] = ["fig10", "fig8", "fig9", "table1", "fig7b"];
-    pub const ALL: [Figure; 3] = [Figure::Loss, Figure::Bandwidth, Figure::SlotLength];
+    pub const NAMES: [&'static str; 9] = [
+        "fig10", "fig8", "fig9", "table1", "fig7b", "fig7a", "fig1", "fig11a", "fig11b",
+    ];
+    pub const ALL: [Figure; 6] = [
+        Figure::Loss,
+        Figure::Bandwidth,
+        Figure::SlotLength,
+        Figure::RateConsistency,
+        Figure::TakingTurns,
+        Figure::Coexistence,
+    ];
 
     /// The name its command takes (`mlcc-testbed figure <name>`).
     pub fn name(self) -> &'static str {
@@ -39,6 +55,9 @@ impl Figure {
             Figure::Loss => "fig10",
             Figure::Bandwidth => "fig8",
             Figure::SlotLength => "fig7b",
+            Figure::RateConsistency => "fig7a",
+            Figure::TakingTurns => "fig11a",
+            Figure::Coexistence => "fig11b",
         }
     }
 
@@ -47,11 +66,13 @@ impl Figure {
             "fig10" | "loss" => Figure::Loss,
             "fig8" | "fig9" | "table1" | "bandwidth" => Figure::Bandwidth,
             "fig7b" | "slot-length" => Figure::SlotLength,
+            "fig7a" | "rate-consistency" => Figure::RateConsistency,
+            "fig1" | "fig11a" | "taking-turns" => Figure::TakingTurns,
+            "fig11b" | "coexistence" => Figure::Coexistence,
             _ => {
                 return Err(format!(
-                    "unknown figure {s:?}: one of {} (fig8, fig9 and table1 are one sweep; \
-                     Fig. 7a is `run --scenario micro-rate-consistency`, Fig. 1 vs 11a \
-                     `run --scenario micro-two-jobs-heavy --cc cubic,mlcc`)",
+                    "unknown figure {s:?}: one of {} (fig8, fig9 and table1 are one sweep, \
+                     fig1 and fig11a one run)",
                     Self::NAMES.join(", ")
                 ));
             }
@@ -64,6 +85,9 @@ impl Figure {
             Figure::Loss => "fig10-loss",
             Figure::Bandwidth => "fig8-fig9-table1-bandwidth",
             Figure::SlotLength => "fig7b-slot-length",
+            Figure::RateConsistency => "fig7a-rate-consistency",
+            Figure::TakingTurns => "fig1-fig11a-two-jobs",
+            Figure::Coexistence => "fig11b-coexistence",
         }
     }
 
@@ -72,6 +96,9 @@ impl Figure {
             Figure::Loss => "Fig. 10: training speed under random loss (PS jobs alone, 4 hosts)",
             Figure::Bandwidth => "Fig. 8 / Table I / Fig. 9: paper-small at several link rates",
             Figure::SlotLength => "Fig. 7b: mlcc's mean JCT vs slot length (paper-small)",
+            Figure::RateConsistency => "Fig. 7a: rate consistency (one flow, order every 50 ms)",
+            Figure::TakingTurns => "Fig. 1 vs Fig. 11a: two co-located ring jobs, TCP against mlcc",
+            Figure::Coexistence => "Fig. 11b: a ring job beside iperf3 traffic",
         }
     }
 
@@ -79,7 +106,8 @@ impl Figure {
     pub fn ccs(self) -> Vec<Cc> {
         let names: &[&str] = match self {
             Figure::Loss | Figure::Bandwidth => &["cubic", "reno", "bbr", "mlcc"],
-            Figure::SlotLength => &["mlcc"],
+            Figure::SlotLength | Figure::RateConsistency => &["mlcc"],
+            Figure::TakingTurns | Figure::Coexistence => &["cubic", "mlcc"],
         };
         names
             .iter()
@@ -164,6 +192,19 @@ impl Figure {
                     });
                 }
             }
+            Figure::TakingTurns | Figure::Coexistence => {
+                let name = if self == Figure::TakingTurns {
+                    "micro-two-jobs-heavy"
+                } else {
+                    "micro-coexistence"
+                };
+                out.push(Point {
+                    series: name.into(),
+                    x: 0.0,
+                    scenario: find(name)?,
+                });
+            }
+            Figure::RateConsistency => {}
         }
         Ok(out)
     }
@@ -286,12 +327,15 @@ pub fn run(
     }
     let dir = out.join(fig.dir());
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if fig == Figure::RateConsistency {
+        return rate_consistency_page(&dir, out);
+    }
     let points = fig.points(quick)?;
     let jobs: usize = points.iter().map(|p| p.scenario.jobs.len()).sum();
     let bar = experiment::job_bar((jobs * ccs.len() * repeat) as u64)?;
     let mut results = Vec::new();
     for p in &points {
-        let (s, _) = experiment::run_set(
+        let (s, at) = experiment::run_set(
             &p.scenario,
             &ccs,
             repeat,
@@ -300,6 +344,14 @@ pub fn run(
             &dir.join("runs"),
             &bar,
         )?;
+        // The per-job sending-rate plots are these figures.
+        if matches!(fig, Figure::TakingTurns | Figure::Coexistence) {
+            for cc in &ccs {
+                let name = format!("senders-{}.svg", cc.file_name());
+                std::fs::copy(at.join(&name), dir.join(&name))
+                    .map_err(|e| format!("{name}: {e}"))?;
+            }
+        }
         results.push(PointResult::of(&p.series, p.x, &s));
     }
     bar.finish_and_clear();
@@ -330,7 +382,40 @@ pub fn run(
     .map_err(|e| e.to_string())?;
     let md = markdown(fig, &result);
     std::fs::write(dir.join("figure.md"), &md).map_err(|e| e.to_string())?;
-    plot(fig, &result, &dir.join("figure.svg"))?;
+    if !matches!(fig, Figure::TakingTurns | Figure::Coexistence) {
+        plot(fig, &result, &dir.join("figure.svg"))?;
+    }
+    index(out)?;
+    Ok(md)
+}
+
+/// Fig. 7a: no testbed run, one flow on the datapath (see [`crate::rate_consistency`]).
+fn rate_consistency_page(dir: &Path, out: &Path) -> Result<String, String> {
+    use crate::rate_consistency as rc;
+    let r = rc::measure()?;
+    std::fs::write(
+        dir.join("figure.json"),
+        serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
+    rc::plot(&r, &dir.join("figure.svg"))?;
+    let md = format!(
+        "## {}\n\n`mlcc-testbed figure fig7a`: one TCP flow on mlcc's BPF datapath through a \
+         {} Mbit/s link, its order rewritten every {} ms, the acknowledged rate sampled every \
+         {} ms ({} bytes verified end to end).\n\n| | ours |\n|---|---|\n\
+         | mean \\|delivered − ordered\\| / ordered, per interval (its first {} ms left out) | \
+         {:.1} % |\n| p95 | {:.1} % |\n\nThe paper (Fig. 7a): the scheduler \"can precisely \
+         control the flow rate\", even stepping from 20 to 5 Gbit/s; no error is given.\n",
+        Figure::RateConsistency.title(),
+        rc::LINK_MBIT,
+        rc::INTERVAL.as_millis(),
+        rc::SAMPLE.as_millis(),
+        r.bytes_verified,
+        rc::SAMPLE.as_millis(),
+        r.mean_error * 100.0,
+        r.p95_error * 100.0,
+    );
+    std::fs::write(dir.join("figure.md"), &md).map_err(|e| e.to_string())?;
     index(out)?;
     Ok(md)
 }
@@ -441,6 +526,44 @@ pub fn markdown(fig: Figure, r: &FigureResult) -> String {
                   than under CUBIC at 10 Gbit/s and **14.2 %** at 24 Gbit/s, ResNet50 least \
                   (Fig. 9).\n";
         }
+        Figure::TakingTurns | Figure::Coexistence => {
+            t += &format!(
+                "| CC | mean JCT (s) | {} |\n|---|---|",
+                "mean iteration (s), per model"
+            );
+            t += "---|\n";
+            for p in &r.points {
+                for (cc, c) in &p.ccs {
+                    let its: Vec<String> = c
+                        .iteration_s
+                        .iter()
+                        .map(|(m, i)| format!("{m} {i:.3}"))
+                        .collect();
+                    t += &format!("| {cc} | {} | {} |\n", f2(c.mean_jct_s), its.join(", "));
+                }
+            }
+            t += "\n";
+            for cc in &ccs {
+                let file = format!("senders-{}.svg", cc.replace('/', "+"));
+                t += &format!("![{cc}]({file})\n\n");
+            }
+            t += if fig == Figure::TakingTurns {
+                "Each line is one job's sending rate from h1 (its sockets' acknowledged bytes per \
+                 20 ms), the grey one h1's whole uplink, over 4 s a third of the way into the \
+                 time both jobs ran. The paper: under CUBIC the two jobs' communication \
+                 \"concurs over time, leading to congestion at the NIC and slower communication \
+                 in both jobs\" (Fig. 1b); under its scheduler \"flows are staggered to avoid \
+                 potential congestion\", letting one job's communication overlap the other's \
+                 computation (Fig. 11a). No numbers are given.\n"
+            } else {
+                "The job's sending rate from h1 beside h1's whole uplink (grey; the difference is \
+                 iperf3). The paper (Fig. 11b): an iperf flow joins at 600 ms; the scheduler, \
+                 estimating available bandwidth from the last 4 slots' maximum sending rate, \
+                 restricts its own increase and stays friendly to the TCP flow. No numbers are \
+                 given.\n"
+            };
+        }
+        Figure::RateConsistency => {}
         Figure::SlotLength => {
             t += "| τ | mlcc mean JCT (s) | vs τ = 60 ms |\n|---|---|---|\n";
             let at60 = r
@@ -482,7 +605,7 @@ fn plot(fig: Figure, r: &FigureResult, path: &Path) -> Result<(), String> {
         for cc in p.ccs.keys() {
             let y = match fig {
                 Figure::Loss => 1.0 / p.iteration(cc, &p.series),
-                Figure::Bandwidth | Figure::SlotLength => p.mean(cc),
+                _ => p.mean(cc),
             };
             if y.is_finite() && y > 0.0 {
                 lines
@@ -518,6 +641,7 @@ fn plot(fig: Figure, r: &FigureResult, path: &Path) -> Result<(), String> {
             Figure::Loss => "random loss (%)",
             Figure::Bandwidth => "host link (Mbit/s)",
             Figure::SlotLength => "slot length τ (ms)",
+            _ => "",
         })
         .y_desc(match fig {
             Figure::Loss => "training speed (iterations/s)",
@@ -565,6 +689,12 @@ pub fn index(out: &Path) -> Result<(), String> {
     for fig in Figure::ALL {
         let dir = fig.dir();
         match std::fs::read_to_string(out.join(dir).join("figure.md")) {
+            Ok(s) if matches!(fig, Figure::TakingTurns | Figure::Coexistence) => {
+                t += &format!(
+                    "{}\n",
+                    s.replace("](senders-", &format!("]({dir}/senders-"))
+                );
+            }
             Ok(s) => t += &format!("{s}\n![{dir}]({dir}/figure.svg)\n\n"),
             Err(_) => {
                 t += &format!(
@@ -575,9 +705,6 @@ pub fn index(out: &Path) -> Result<(), String> {
             }
         }
     }
-    t += "Fig. 7a (rate consistency) is `mlcc-testbed run --scenario micro-rate-consistency`; \
-          Fig. 1 vs 11a (two jobs colliding vs taking turns) is `mlcc-testbed run --scenario \
-          micro-two-jobs-heavy --cc cubic,mlcc` (bandwidth-<cc>.svg).\n";
     std::fs::write(out.join("README.md"), t).map_err(|e| e.to_string())
 }
 
@@ -615,11 +742,15 @@ mod tests {
             assert_eq!(Figure::parse(n), Ok(Figure::Bandwidth));
         }
         assert_eq!(Figure::parse("fig7b"), Ok(Figure::SlotLength));
+        assert_eq!(Figure::parse("fig7a"), Ok(Figure::RateConsistency));
+        assert_eq!(Figure::parse("fig1"), Ok(Figure::TakingTurns));
+        assert_eq!(Figure::parse("fig11a"), Ok(Figure::TakingTurns));
+        assert_eq!(Figure::parse("fig11b"), Ok(Figure::Coexistence));
+        for f in Figure::ALL {
+            assert_eq!(Figure::parse(f.name()), Ok(f), "{}", f.name());
+        }
         let e = Figure::parse("fig99").unwrap_err();
-        assert!(
-            e.contains("fig10") && e.contains("micro-rate-consistency"),
-            "{e}"
-        );
+        assert!(e.contains("fig10") && e.contains("fig11b"), "{e}");
         assert_eq!(pct(0.005), "0.5pct");
         assert_eq!(pct(0.02), "2pct");
     }

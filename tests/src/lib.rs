@@ -8,6 +8,7 @@ pub mod figure;
 pub mod net;
 pub mod predict;
 pub mod progress;
+pub mod rate_consistency;
 pub mod report;
 pub mod scenario;
 pub mod trainer;

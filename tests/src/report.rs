@@ -360,6 +360,80 @@ pub fn bandwidth(run: &CcRun, link_mbit: f64, path: &Path) -> Result<(), String>
     root.present().map_err(err)
 }
 
+/// Where `host`'s members of more than one job all ran: a window of `len` seconds a third
+/// of the way into that overlap (or into the run, with one job), as the paper's Fig. 1 / 11
+/// show a few seconds of two jobs side by side.
+fn shared_window(run: &CcRun, host: &str, len: f64) -> (f64, f64) {
+    let spans: Vec<(f64, f64)> = run
+        .jobs
+        .iter()
+        .flat_map(|j| j.senders.iter().filter(|s| s.host == host))
+        .filter_map(|s| Some((s.samples.first()?.0, s.samples.last()?.0)))
+        .collect();
+    let from = spans.iter().map(|s| s.0).fold(f64::NEG_INFINITY, f64::max);
+    let to = spans.iter().map(|s| s.1).fold(f64::INFINITY, f64::min);
+    if !(from.is_finite() && to.is_finite()) || to <= from {
+        return (0.0, len);
+    }
+    let start = from + (to - from) / 3.0;
+    (start, (start + len).min(to))
+}
+
+/// Each job's sending rate from `host` over a few seconds under one CC (first repetition), and
+/// the host's whole uplink: the paper's Fig. 1 (TCP: co-located jobs' bursts collide) against
+/// Fig. 11a (mlcc: they take turns), and Fig. 11b (beside unscheduled traffic: the uplink above
+/// the job's line).
+pub fn senders(run: &CcRun, host: &str, link_mbit: f64, path: &Path) -> Result<(), String> {
+    let (t0, t1) = shared_window(run, host, 4.0);
+    let inside = |t: f64| t >= t0 && t <= t1;
+    let root = SVGBackend::new(path, (1000, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("sending rate per job from {host} under {}", run.cc),
+            ("sans-serif", 22),
+        )
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(t0..t1.max(t0 + 0.1), 0.0..link_mbit * 1.1)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("time (s)")
+        .y_desc("Mbit/s")
+        .draw()
+        .map_err(err)?;
+    if let Some(b) = run.bandwidth.iter().find(|b| b.host == host) {
+        let c = RGBColor(170, 170, 170);
+        chart
+            .draw_series(LineSeries::new(
+                b.samples.iter().filter(|s| inside(s.0)).map(|s| (s.0, s.1)),
+                c.stroke_width(1),
+            ))
+            .map_err(err)?
+            .label(format!("{host} uplink, all traffic"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c));
+    }
+    let series = run
+        .jobs
+        .iter()
+        .flat_map(|j| j.senders.iter().filter(|s| s.host == host));
+    for (i, s) in series.enumerate() {
+        let c = COLORS[i % COLORS.len()];
+        chart
+            .draw_series(LineSeries::new(
+                s.samples.iter().filter(|p| inside(p.0)).copied(),
+                c.stroke_width(2),
+            ))
+            .map_err(err)?
+            .label(s.member.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c));
+    }
+    legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+    root.present().map_err(err)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,6 +459,7 @@ mod tests {
                     progress_files: true,
                     ok: true,
                     error: None,
+                    senders: vec![],
                 })
                 .collect(),
             wall_s: 1.0,

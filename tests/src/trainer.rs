@@ -53,6 +53,69 @@ pub struct TrainerReport {
     pub bytes_verified: u64,
     pub progress_file: bool,
     pub cc: String,
+    /// (Unix time s, bytes acknowledged on this member's sending sockets) every
+    /// [`SAMPLE_EVERY`]: each job's sending rate over time, for the paper's Fig. 1 / 11.
+    #[serde(default)]
+    pub acked: Vec<(f64, u64)>,
+}
+
+/// How often a member samples what its sending sockets had acknowledged.
+pub const SAMPLE_EVERY: Duration = Duration::from_millis(20);
+
+/// Samples `tcpi_bytes_acked` of a member's sending sockets on a thread of its own until
+/// [`Self::finish`].
+struct AckSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<(f64, u64)>>,
+}
+
+impl AckSampler {
+    fn start(sockets: &[&TcpStream]) -> Result<Self, TrainerError> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let socks = sockets
+            .iter()
+            .map(|s| s.try_clone())
+            .collect::<io::Result<Vec<_>>>()
+            .map_err(io_err("cloning a socket for sampling"))?;
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let halt = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut out = Vec::new();
+            while !halt.load(Ordering::Relaxed) {
+                let acked: u64 = socks.iter().filter_map(bytes_acked).sum();
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64());
+                out.push((now, acked));
+                std::thread::sleep(SAMPLE_EVERY);
+            }
+            out
+        });
+        Ok(Self { stop, thread })
+    }
+
+    fn finish(self) -> Vec<(f64, u64)> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap_or_default()
+    }
+}
+
+/// `tcp_info.tcpi_bytes_acked`: bytes the peer acknowledged on `s`.
+fn bytes_acked(s: &TcpStream) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: tcp_info is plain old data; getsockopt writes at most `len` bytes into it.
+    unsafe {
+        let mut info: libc::tcp_info = std::mem::zeroed();
+        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        let r = libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&raw mut info).cast(),
+            &mut len,
+        );
+        (r == 0).then_some(info.tcpi_bytes_acked)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -147,6 +210,7 @@ pub fn run(cfg: TrainerConfig) -> Result<TrainerReport, TrainerError> {
         bytes_verified: 0,
         progress_file: ctx.progress.is_open(),
         cc: String::new(),
+        acked: Vec::new(),
     };
     match ctx.cfg.shape.clone() {
         Shape::Ring { world, next } => ring(&ctx, &listener, world, next, &mut report)?,
@@ -197,6 +261,7 @@ fn ring(
     let (mut out, mut inp) = (out?, inp?);
     rep.cc = ctx.prepare(&out)?;
     ctx.prepare(&inp)?;
+    let sampler = AckSampler::start(&[&out])?;
     let chunk = ctx.cfg.model_bytes.div_ceil(u64::from(world));
     let prev = (ctx.cfg.rank + world - 1) % world;
     let steps = 2 * (world - 1);
@@ -253,7 +318,9 @@ fn ring(
         }
         r
     })?;
-    finish(&mut out, &mut inp)
+    let r = finish(&mut out, &mut inp);
+    rep.acked = sampler.finish();
+    r
 }
 
 /// Orderly end: FIN after the last byte, then wait for the peer's, so no process exits while
@@ -327,6 +394,7 @@ fn ps_worker(
         hello(&mut s, ctx.cfg.rank).map_err(io_err(format!("hello to {a}")))?;
         conns.push(s);
     }
+    let sampler = AckSampler::start(&conns.iter().collect::<Vec<_>>())?;
     let slice = ctx.cfg.model_bytes.div_ceil(servers.len() as u64);
     for it in 0..ctx.cfg.iterations {
         let t0 = Instant::now();
@@ -349,7 +417,9 @@ fn ps_worker(
         rep.bytes_sent += slice * got.len() as u64;
         rep.iteration_s.push(t0.elapsed().as_secs_f64());
     }
-    finish_all(&mut conns)
+    let r = finish_all(&mut conns);
+    rep.acked = sampler.finish();
+    r
 }
 
 fn ps_server(
@@ -377,6 +447,7 @@ fn ps_server(
         }
     }
     let mut conns: Vec<TcpStream> = conns.into_iter().flatten().collect();
+    let sampler = AckSampler::start(&conns.iter().collect::<Vec<_>>())?;
     let slice = ctx.cfg.model_bytes.div_ceil(u64::from(servers.max(1)));
     for it in 0..ctx.cfg.iterations {
         let t0 = Instant::now();
@@ -398,5 +469,7 @@ fn ps_server(
         rep.bytes_sent += slice * sent.len() as u64;
         rep.iteration_s.push(t0.elapsed().as_secs_f64());
     }
-    finish_all(&mut conns)
+    let r = finish_all(&mut conns);
+    rep.acked = sampler.finish();
+    r
 }
