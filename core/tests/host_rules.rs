@@ -243,6 +243,7 @@ fn each_rank_rule_decides_which_job_claims_a_shared_uplink_first() {
         (RankRule::JobBytes, "b"),
         (RankRule::AttainedService, "a"),
         (RankRule::RemainingBytes, "b"),
+        (RankRule::RemainingOctaves, "b"),
     ] {
         let cfg = PolicyConfig {
             rank: rule,

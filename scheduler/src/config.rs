@@ -195,8 +195,10 @@ pub struct DaemonArgs {
     pub ps_scheduler_port: Option<u16>,
     /// Rank rule that orders flows in precedence mode: job-bytes (smaller models first),
     /// attained-service (least bytes sent so far first), remaining-bytes (needs the job's
-    /// iteration count; else job-bytes) or iteration-start (the paper's first come, first
-    /// served) [default: job-bytes; job-size is accepted for it]. Every host must use the same.
+    /// iteration count; else attained-service), remaining-octaves (the same in whole octaves,
+    /// first come first served within one) or iteration-start (the paper's first come, first
+    /// served) [default: core's, see the README; job-size is accepted for job-bytes]. Every
+    /// host must use the same.
     #[arg(long, value_name = "RULE", value_parser = parse_rank)]
     pub precedence: Option<RankRule>,
     /// Starting point of the per-host policy: mlccd (every rule on; the default) or paper

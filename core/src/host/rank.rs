@@ -12,7 +12,14 @@ use crate::slot::Slot;
 /// start below it (first come, first served within a class). A rank that changed every slot
 /// would move every entry in every load table every slot.
 pub fn size_class_rank(bytes: f64, since: u64) -> Rank {
-    let class = (4.0 * bytes.max(1.0).log2()).floor().clamp(0.0, 4095.0) as u64;
+    class_rank(bytes, since, 4.0)
+}
+
+/// [`size_class_rank`] with `per_octave` classes in each doubling of bytes.
+fn class_rank(bytes: f64, since: u64, per_octave: f64) -> Rank {
+    let class = (per_octave * bytes.max(1.0).log2())
+        .floor()
+        .clamp(0.0, 4095.0) as u64;
     Rank((class << 40) | (since & ((1 << 40) - 1)))
 }
 
@@ -60,6 +67,10 @@ impl RankRule {
                 Some(x) => size_class_rank(x, since),
                 None => RankRule::AttainedService.rank(b),
             },
+            RankRule::RemainingOctaves => match b.job_remaining_bytes.or(b.job_attained_bytes) {
+                Some(x) => class_rank(x, since, 1.0),
+                None => UNKNOWN_SIZE,
+            },
         }
     }
 }
@@ -82,5 +93,32 @@ mod tests {
         // Within a quarter octave the class does not move.
         assert_eq!(size_class_rank(1.00e9, 5), size_class_rank(1.05e9, 5));
         assert!(size_class_rank(0.0, 0) < size_class_rank(2.0, 0));
+    }
+
+    #[test]
+    fn remaining_octaves_serve_alike_jobs_first_come_and_much_shorter_ones_first() {
+        let basis = |left: f64, since: u64| RankBasis {
+            iteration_start: Slot(since),
+            job_bytes: 1,
+            job_attained_bytes: Some(1.0),
+            job_remaining_bytes: Some(left),
+        };
+        let rank = |left, since| RankRule::RemainingOctaves.rank(basis(left, since));
+        // 11 and 13 iterations of 100 MB left: one octave, the earlier iteration first...
+        assert!(rank(1.3e9, 10) < rank(1.1e9, 11));
+        // ...where quarter octaves put the one with less left first whatever its start.
+        let quarter = |left, since| RankRule::RemainingBytes.rank(basis(left, since));
+        assert!(quarter(1.1e9, 11) < quarter(1.3e9, 10));
+        // A job with under half the bytes left goes first.
+        assert!(rank(0.5e9, 11) < rank(1.3e9, 10));
+        // Without a total, what it sent so far stands in (same scale), as for remaining-bytes.
+        let unknown = RankBasis {
+            job_remaining_bytes: None,
+            ..basis(0.0, 3)
+        };
+        assert_eq!(
+            RankRule::RemainingOctaves.rank(unknown),
+            class_rank(1.0, 3, 1.0)
+        );
     }
 }
