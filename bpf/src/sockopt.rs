@@ -11,6 +11,12 @@ pub fn congestion_control(socket: impl AsFd) -> io::Result<String> {
     sys::tcp_congestion(socket.as_fd())
 }
 
+/// `TCP_INFO` of a TCP socket: what the kernel's own counters say (acked bytes, RTO,
+/// retransmissions), for tests and the testbed's trainers.
+pub fn tcp_info(socket: impl AsFd) -> io::Result<libc::tcp_info> {
+    sys::tcp_info(socket.as_fd())
+}
+
 /// Puts a TCP socket on `cc` (setsockopt TCP_CONGESTION).
 pub fn set_congestion_control(socket: impl AsFd, cc: &CcName) -> io::Result<()> {
     sys::set_tcp_congestion(socket.as_fd(), cc.as_str())

@@ -52,6 +52,27 @@ fn getsockopt_bytes(
     Ok((len as usize).min(buf.len()))
 }
 
+/// `TCP_INFO` of a TCP socket.
+pub fn tcp_info(fd: BorrowedFd<'_>) -> io::Result<libc::tcp_info> {
+    // SAFETY: tcp_info is plain old data, for which all zeroes is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` is valid for `len` writable bytes and the kernel writes at most `len`.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&raw mut info).cast(),
+            &mut len,
+        )
+    };
+    if ret != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(info)
+}
+
 /// The cookie of the network namespace a socket lives in; the BPF side reads the same value
 /// from `sk->__sk_common.skc_net.net->net_cookie`.
 pub fn netns_cookie(fd: BorrowedFd<'_>) -> io::Result<u64> {

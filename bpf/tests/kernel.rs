@@ -671,21 +671,7 @@ fn netns_path(ns: &mlcc_bpf::testbed::Netns) -> PathBuf {
 }
 
 fn tcp_info(stream: &std::net::TcpStream) -> libc::tcp_info {
-    use std::os::fd::AsRawFd;
-    // SAFETY: tcp_info is plain old data; getsockopt writes at most `len` bytes into it.
-    unsafe {
-        let mut info: libc::tcp_info = std::mem::zeroed();
-        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-        let r = libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&raw mut info).cast(),
-            &mut len,
-        );
-        assert_eq!(r, 0, "TCP_INFO: {}", std::io::Error::last_os_error());
-        info
-    }
+    mlcc_bpf::tcp_info(stream).expect("TCP_INFO")
 }
 
 /// Segments the kernel retransmitted on `stream` (`tcp_info.tcpi_total_retrans`).

@@ -146,23 +146,12 @@ fn run(mut dp: KernelDatapath) -> Result<RateConsistency, String> {
 pub fn plot(r: &RateConsistency, path: &Path) -> Result<(), String> {
     let t_max = r.samples.last().map_or(1.0, |s| s.t_s);
     let root = SVGBackend::new(path, (1000, 480)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "Fig. 7a: ordered vs delivered rate, one flow on mlcc's datapath",
-            ("sans-serif", 22),
-        )
-        .margin(15)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..t_max, 0.0..LINK_MBIT as f64 * 1.1)
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc("time (s)")
-        .y_desc("Mbit/s")
-        .draw()
-        .map_err(err)?;
+    let mut chart = crate::report::rate_chart(
+        &root,
+        "Fig. 7a: ordered vs delivered rate, one flow on mlcc's datapath",
+        0.0..t_max,
+        LINK_MBIT as f64,
+    )?;
     let (c0, c1) = (COLORS[0], COLORS[1]);
     chart
         .draw_series(LineSeries::new(

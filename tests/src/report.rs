@@ -319,6 +319,37 @@ pub fn jct_bars(s: &Summary, path: &Path) -> Result<(), String> {
     root.present().map_err(err)
 }
 
+/// Mbit/s over time (s) on `root`, up to 1.1 × `link_mbit`: the frame of every rate plot.
+pub fn rate_chart<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    caption: &str,
+    x: std::ops::Range<f64>,
+    link_mbit: f64,
+) -> Result<
+    ChartContext<
+        'a,
+        SVGBackend<'b>,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    String,
+> {
+    root.fill(&WHITE).map_err(err)?;
+    let mut chart = ChartBuilder::on(root)
+        .caption(caption, ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x, 0.0..link_mbit * 1.1)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("time (s)")
+        .y_desc("Mbit/s")
+        .draw()
+        .map_err(err)?;
+    Ok(chart)
+}
+
 /// Every host's uplink over time under one CC (first repetition): bursts of co-located jobs
 /// collide under TCP and take turns under mlcc.
 pub fn bandwidth(run: &CcRun, link_mbit: f64, path: &Path) -> Result<(), String> {
@@ -328,23 +359,12 @@ pub fn bandwidth(run: &CcRun, link_mbit: f64, path: &Path) -> Result<(), String>
         .filter_map(|b| b.samples.last().map(|s| s.0))
         .fold(1.0, f64::max);
     let root = SVGBackend::new(path, (1000, 520)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("uplink per host under {}", run.cc),
-            ("sans-serif", 22),
-        )
-        .margin(15)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..t_max, 0.0..link_mbit * 1.1)
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc("time (s)")
-        .y_desc("Mbit/s")
-        .draw()
-        .map_err(err)?;
+    let mut chart = rate_chart(
+        &root,
+        &format!("uplink per host under {}", run.cc),
+        0.0..t_max,
+        link_mbit,
+    )?;
     for (i, b) in run.bandwidth.iter().enumerate() {
         let c = COLORS[i % COLORS.len()];
         chart
@@ -387,23 +407,12 @@ pub fn senders(run: &CcRun, host: &str, link_mbit: f64, path: &Path) -> Result<(
     let (t0, t1) = shared_window(run, host, 4.0);
     let inside = |t: f64| t >= t0 && t <= t1;
     let root = SVGBackend::new(path, (1000, 520)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("sending rate per job from {host} under {}", run.cc),
-            ("sans-serif", 22),
-        )
-        .margin(15)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(t0..t1.max(t0 + 0.1), 0.0..link_mbit * 1.1)
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc("time (s)")
-        .y_desc("Mbit/s")
-        .draw()
-        .map_err(err)?;
+    let mut chart = rate_chart(
+        &root,
+        &format!("sending rate per job from {host} under {}", run.cc),
+        t0..t1.max(t0 + 0.1),
+        link_mbit,
+    )?;
     if let Some(b) = run.bandwidth.iter().find(|b| b.host == host) {
         let c = RGBColor(170, 170, 170);
         chart

@@ -102,20 +102,7 @@ impl AckSampler {
 
 /// `tcp_info.tcpi_bytes_acked`: bytes the peer acknowledged on `s`.
 fn bytes_acked(s: &TcpStream) -> Option<u64> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: tcp_info is plain old data; getsockopt writes at most `len` bytes into it.
-    unsafe {
-        let mut info: libc::tcp_info = std::mem::zeroed();
-        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-        let r = libc::getsockopt(
-            s.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&raw mut info).cast(),
-            &mut len,
-        );
-        (r == 0).then_some(info.tcpi_bytes_acked)
-    }
+    mlcc_bpf::tcp_info(s).ok().map(|i| i.tcpi_bytes_acked)
 }
 
 #[derive(Debug, thiserror::Error)]
