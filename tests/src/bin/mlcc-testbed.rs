@@ -84,10 +84,12 @@ enum Cmd {
     },
     /// Reproduce one of the paper's testbed figures: fig10 (training speed vs random loss),
     /// fig8 / fig9 / table1 (one sweep of link rates: JCT, per-model speed-up, JCT statistics),
-    /// fig7b (mean JCT vs slot length). Writes `<out>/<figure>/figure.{md,svg,json}` with the
+    /// fig7b (mean JCT vs slot length), fig7a (ordered vs delivered rate of one flow on the
+    /// datapath), fig1 / fig11a (two co-located jobs' sending rates under cubic and mlcc),
+    /// fig11b (a job beside iperf3). Writes `<out>/<figure>/figure.{md,svg,json}` with the
     /// paper's values beside ours and `<out>/README.md` listing every figure run so far.
     Figure {
-        /// fig10, fig8, fig9, table1 or fig7b.
+        /// fig10, fig8, fig9, table1, fig7b, fig7a, fig1, fig11a or fig11b.
         name: String,
         /// The short sweep (fewer points and iterations; each figure within ~15 min here).
         #[arg(long)]
