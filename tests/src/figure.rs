@@ -115,21 +115,33 @@ impl Figure {
             .collect()
     }
 
-    /// The sweep: (series, x, scenario) per point. Scenario names carry the point so each
-    /// point's runs have a directory of their own.
-    fn points(self, quick: bool) -> Result<Vec<Point>, String> {
+    /// The x values the sweep runs by default, in the unit of its x axis: loss in % (fig10),
+    /// host-link Mbit/s (fig8 / fig9 / table1), τ in ms (fig7b); none for the single-point
+    /// figures. The quick sweeps keep every point of the paper's where they still finish within
+    /// ~15 min here (fig10's six loss levels took 10.6 min, fig7b's five slot lengths 3.6 min);
+    /// fig8's quick sweep leaves out 2 Gbit/s.
+    pub fn default_points(self, quick: bool) -> &'static [f64] {
+        match (self, quick) {
+            (Figure::Loss, _) => &[0.0, 0.1, 0.2, 0.5, 1.0, 2.0],
+            (Figure::Bandwidth, true) => &[250.0, 500.0, 1000.0],
+            (Figure::Bandwidth, false) => &[250.0, 500.0, 1000.0, 2000.0],
+            (Figure::SlotLength, _) => &[20.0, 40.0, 60.0, 100.0, 200.0],
+            _ => &[],
+        }
+    }
+
+    /// The sweep: (series, x, scenario) per point, at `xs` (default: [`Self::default_points`]).
+    /// Scenario names carry the point so each point's runs have a directory of their own.
+    fn points(self, quick: bool, xs: Option<&[f64]>) -> Result<Vec<Point>, String> {
         let find = |n: &str| {
             let s = Scenario::find(n).map_err(|e| e.to_string())?;
             Ok::<_, String>(if quick { s.quick() } else { s })
         };
+        let xs = xs.unwrap_or(self.default_points(quick));
+        let bad = |what: &str, x: f64| Err(format!("{}: {what}, not {x}", self.name()));
         let mut out = Vec::new();
         match self {
             Figure::Loss => {
-                let losses: &[f64] = if quick {
-                    &[0.0, 0.01, 0.02]
-                } else {
-                    &[0.0, 0.001, 0.002, 0.005, 0.01, 0.02]
-                };
                 for base in ["solo-ps", "solo-ps-resnet50"] {
                     let scn = find(base)?;
                     let model = scn
@@ -137,13 +149,17 @@ impl Figure {
                         .first()
                         .map(|j| j.model.clone())
                         .unwrap_or_default();
-                    for &p in losses {
+                    for &x in xs {
+                        if !(0.0..100.0).contains(&x) {
+                            return bad("a loss in % from 0 to below 100", x);
+                        }
+                        let p = x / 100.0;
                         let mut s = scn.clone();
                         s.name = format!("{base}-loss{}", pct(p));
                         s.set_loss(p);
                         out.push(Point {
                             series: model.clone(),
-                            x: p * 100.0,
+                            x,
                             scenario: s,
                         });
                     }
@@ -152,13 +168,12 @@ impl Figure {
             Figure::Bandwidth => {
                 // Bytes scale with the rate, so each iteration's communication-to-compute ratio
                 // is the one paper-small has at 1 Gbit/s (the paper's 10-25 Gbit/s, scaled).
-                let mbits: &[u64] = if quick {
-                    &[250, 500, 1000]
-                } else {
-                    &[250, 500, 1000, 2000]
-                };
                 let scn = find("paper-small")?;
-                for &m in mbits {
+                for &x in xs {
+                    if !(1.0..=100_000.0).contains(&x) || x.fract() != 0.0 {
+                        return bad("a whole number of Mbit/s from 1 to 100000", x);
+                    }
+                    let m = x as u64;
                     let f = (m * 1_000_000) as f64 / scn.host_link_bits as f64;
                     let mut s = scn.clone();
                     s.name = format!("paper-small-{m}mbit");
@@ -169,25 +184,24 @@ impl Figure {
                     }
                     out.push(Point {
                         series: "paper-small".into(),
-                        x: m as f64,
+                        x,
                         scenario: s,
                     });
                 }
             }
             Figure::SlotLength => {
-                let taus: &[u64] = if quick {
-                    &[20, 60, 200]
-                } else {
-                    &[20, 40, 60, 100, 200]
-                };
                 let scn = find("paper-small")?;
-                for &ms in taus {
+                for &x in xs {
+                    if !(1.0..=10_000.0).contains(&x) || x.fract() != 0.0 {
+                        return bad("a whole number of ms from 1 to 10000", x);
+                    }
+                    let ms = x as u64;
                     let mut s = scn.clone();
                     s.name = format!("paper-small-tau{ms}ms");
                     s.tau = std::time::Duration::from_millis(ms);
                     out.push(Point {
                         series: "paper-small".into(),
-                        x: ms as f64,
+                        x,
                         scenario: s,
                     });
                 }
@@ -215,6 +229,7 @@ fn pct(p: f64) -> String {
     format!("{}pct", (p * 1000.0).round() / 10.0)
 }
 
+#[derive(Debug)]
 struct Point {
     series: String,
     x: f64,
@@ -316,6 +331,7 @@ pub fn run(
     fig: Figure,
     ccs: Option<Vec<Cc>>,
     quick: bool,
+    points: Option<&[f64]>,
     repeat: usize,
     bins: &Binaries,
     out: &Path,
@@ -330,7 +346,14 @@ pub fn run(
     if fig == Figure::RateConsistency {
         return rate_consistency_page(&dir, out);
     }
-    let points = fig.points(quick)?;
+    let chosen = points.map(|xs| {
+        let xs: Vec<String> = xs.iter().map(|x| x.to_string()).collect();
+        format!(" --points {}", xs.join(","))
+    });
+    let points = fig.points(quick, points)?;
+    if points.is_empty() && fig != Figure::TakingTurns && fig != Figure::Coexistence {
+        return Err(format!("{}: --points named no point", fig.name()));
+    }
     let jobs: usize = points.iter().map(|p| p.scenario.jobs.len()).sum();
     let bar = experiment::job_bar((jobs * ccs.len() * repeat) as u64)?;
     let mut results = Vec::new();
@@ -361,9 +384,10 @@ pub fn run(
         quick,
         repetitions: repeat,
         command: format!(
-            "mlcc-testbed figure {}{} --repeat {repeat}{}",
+            "mlcc-testbed figure {}{}{} --repeat {repeat}{}",
             fig.name(),
             if quick { " --quick" } else { "" },
+            chosen.unwrap_or_default(),
             if custom {
                 format!(
                     " --cc {}",
@@ -753,6 +777,33 @@ mod tests {
         assert!(e.contains("fig10") && e.contains("fig11b"), "{e}");
         assert_eq!(pct(0.005), "0.5pct");
         assert_eq!(pct(0.02), "2pct");
+    }
+
+    #[test]
+    fn chosen_points_replace_the_sweep_and_bad_ones_are_refused() {
+        // Loss: both models at each chosen level, the level as the scenario's loss.
+        let p = Figure::Loss.points(true, Some(&[0.5, 0.1])).unwrap();
+        let got: Vec<(f64, Option<f64>)> = p
+            .iter()
+            .map(|p| (p.x, p.scenario.loss.as_ref().map(|l| l.probability)))
+            .collect();
+        assert_eq!(got.len(), 4);
+        assert!(
+            got.iter()
+                .all(|(x, l)| l.is_some_and(|l| (l * 100.0 - x).abs() < 1e-12))
+        );
+        assert_eq!(p[0].scenario.name, "solo-ps-loss0.5pct");
+        // The default sweep is the issue's: every loss level in the full version.
+        let full = Figure::Loss.points(false, None).unwrap();
+        assert_eq!(full.len(), 2 * Figure::Loss.default_points(false).len());
+        // τ and link rates must be whole numbers in range.
+        let t = Figure::SlotLength.points(true, Some(&[40.0])).unwrap();
+        assert_eq!(t[0].scenario.tau, std::time::Duration::from_millis(40));
+        assert!(Figure::SlotLength.points(true, Some(&[40.5])).is_err());
+        assert!(Figure::Loss.points(true, Some(&[100.0])).is_err());
+        let e = Figure::Bandwidth.points(true, Some(&[0.0])).unwrap_err();
+        assert!(e.contains("Mbit/s"), "{e}");
+        assert!(Figure::RateConsistency.default_points(false).is_empty());
     }
 
     #[test]

@@ -429,6 +429,7 @@ impl HostPolicy {
                 enforced = fo.enforced_rate() as u64,
                 achievable = fo.decision.achievable as u64,
                 done = fo.decision.done,
+                rank = fo.decision.key.rank.0,
             );
             self.memory.insert(
                 f.id.clone(),

@@ -91,7 +91,8 @@ enum Cmd {
     Figure {
         /// fig10, fig8, fig9, table1, fig7b, fig7a, fig1, fig11a or fig11b.
         name: String,
-        /// The short sweep (fewer points and iterations; each figure within ~15 min here).
+        /// The short sweep (fewer iterations per run, and fig8 without 2 Gbit/s; each figure
+        /// within ~15 min here).
         #[arg(long)]
         quick: bool,
         /// Repetitions of every point (CCs interleaved).
@@ -101,6 +102,11 @@ enum Cmd {
         /// to add `cubic/rto_floor=10ms` beside them.
         #[arg(long, value_delimiter = ',')]
         cc: Option<Vec<String>>,
+        /// Comma-separated x values instead of the sweep's: loss in % (fig10, e.g.
+        /// `0,0.1,0.2,0.5,1,2`), host-link Mbit/s (fig8 / fig9 / table1), τ in ms (fig7b).
+        /// With --quick, every point at the short length.
+        #[arg(long, value_delimiter = ',')]
+        points: Option<Vec<f64>>,
         #[arg(long, default_value = "results/figures")]
         out: PathBuf,
         #[arg(long)]
@@ -167,10 +173,16 @@ fn real_main(a: Args) -> Result<(), String> {
             quick,
             repeat,
             cc,
+            points,
             out,
             bin_dir,
         } => {
             let fig = figure::Figure::parse(&name)?;
+            if points.is_some() && fig.default_points(false).is_empty() {
+                return Err(format!(
+                    "{name} has a single point: --points does not apply"
+                ));
+            }
             if repeat == 0 {
                 return Err("--repeat must be at least 1".into());
             }
@@ -183,7 +195,7 @@ fn real_main(a: Args) -> Result<(), String> {
                 })
                 .transpose()?;
             let b = bins(bin_dir).map_err(|e| e.to_string())?;
-            let md = figure::run(fig, ccs, quick, repeat, &b, &out)?;
+            let md = figure::run(fig, ccs, quick, points.as_deref(), repeat, &b, &out)?;
             println!("{md}");
             println!("written to {}", out.join(fig.dir()).display());
             Ok(())
