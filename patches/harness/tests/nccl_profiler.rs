@@ -1,7 +1,9 @@
 //! The NCCL profiler plugin (`patches/nccl/profiler`) under a C harness that loads it with
-//! `dlopen` and drives every exported API version (`ncclProfiler_v1` … `_v6`) the way NCCL does.
-//! No GPU, no NCCL: the harness plays NCCL's side of the documented plugin interface. The
-//! progress file is read with mlccd's own reader after every step of a scripted training loop.
+//! `dlopen` and replays, for every exported API version (`ncclProfiler_v1` … `_v6`), the event
+//! sequence that NCCL version family emits (Group/GroupApi/CollApi/Coll/P2p, the proxy thread's
+//! ProxyOp/ProxyStep events with their state records, CeColl) — written from NCCL's sources, see
+//! the harness's header comment for tags and lines. No GPU, no NCCL. The progress file is read
+//! with mlccd's own reader after every step of a scripted training loop.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -11,8 +13,6 @@ use std::sync::OnceLock;
 use mlcc_core::job::{Arch, Role};
 use mlcc_patches::{ProgressWatch, c_compiler, cache_dir, repo_root, run};
 use mlcc_scheduler::progress::ProgressSnapshot;
-
-const VERSIONS: [u32; 6] = [1, 2, 3, 4, 5, 6];
 
 /// Builds the plugin (with its own Makefile, as an operator would) and the harness, once.
 fn built() -> &'static (PathBuf, PathBuf) {
@@ -65,6 +65,8 @@ impl Harness {
             "MLCC_CC",
             "MLCC_RANK",
             "MLCC_NCCL_ITERATION",
+            "MLCC_NCCL_MARK_MIN_BYTES",
+            "NCCL_ALLGATHERV_ENABLE",
         ] {
             cmd.env_remove(k);
         }
@@ -137,92 +139,231 @@ fn snapshot(watch: &mut ProgressWatch, dir: &Path) -> ProgressSnapshot {
     watch.readers.values().next().unwrap().snapshot().unwrap()
 }
 
-/// A training step: gradient buckets all-reduced in the same order every step, plus one send
-/// and one receive (pipeline-parallel activations).
-const STEP: [(&str, u64, &str); 6] = [
-    ("coll AllReduce", 1_048_576, "ncclFloat32"),
-    ("coll AllReduce", 262_144, "ncclFloat16"),
-    ("coll AllReduce", 1_000, "ncclFloat64"),
-    ("coll AllReduce", 7, "ncclUint8"),
-    ("p2p Send", 100, "ncclInt32"),
-    ("p2p Recv", 50, "ncclInt64"),
+/// NCCL's version families and the profiler API each speaks.
+const FAMILIES: [(u32, &str); 6] = [
+    (1, "2.23"),
+    (2, "2.24-2.25"),
+    (3, "2.26"),
+    (4, "2.27"),
+    (5, "2.28"),
+    (6, "2.29-2.30"),
 ];
 
+/// The job the replays model: rank 0 of 2, one GPU on each of 2 nodes, so every ring hop crosses
+/// the network. Per rank, a ring moves (the test's model, not NCCL's): all-reduce of S bytes
+/// 2(n-1)/n S each way; all-gather / reduce-scatter (n-1) × the per-rank share each way; a
+/// broadcast S out of the root and S into every other rank; send/recv their buffer.
+const NRANKS: u64 = 2;
+
+/// One operation of a step: the harness command, the network bytes it sends and receives on
+/// rank 0, and its kind (for the report).
+struct Op {
+    cmd: String,
+    sent: u64,
+    recv: u64,
+    kind: &'static str,
+}
+
+fn coll(kind: &'static str, func: &str, count: u64, t: &str, root: u64) -> Op {
+    let bytes = count * type_size(t);
+    let (sent, recv) = match func {
+        "AllReduce" => {
+            let b = 2 * (NRANKS - 1) * bytes / NRANKS;
+            (b, b)
+        }
+        "AllGather" | "ReduceScatter" => ((NRANKS - 1) * bytes, (NRANKS - 1) * bytes),
+        "Broadcast" if root == 0 => (bytes, 0),
+        "Broadcast" => (0, bytes),
+        _ => panic!("{func}"),
+    };
+    Op {
+        cmd: format!("coll {func} {count} {t} {root} {sent} {recv}"),
+        sent,
+        recv,
+        kind,
+    }
+}
+
+fn p2p(func: &str, count: u64, t: &str) -> Op {
+    let bytes = count * type_size(t);
+    let send = func == "Send";
+    Op {
+        cmd: format!("p2p {func} {count} {t} 1 1"),
+        sent: if send { bytes } else { 0 },
+        recv: if send { 0 } else { bytes },
+        kind: if send { "Send" } else { "Recv" },
+    }
+}
+
+/// An operation on the intra-node communicator (comm 1): no network bytes.
+fn local(cmd: &str, kind: &'static str) -> Op {
+    Op {
+        cmd: cmd.to_string(),
+        sent: 0,
+        recv: 0,
+        kind,
+    }
+}
+
+/// A training step on comm 0 (2 nodes) and comm 1 (this node only, e.g. tensor parallel).
+fn step(v: u32) -> Vec<Op> {
+    let mut ops = vec![
+        local("use 1", "-"),
+        // Tensor-parallel all-reduce first in the step: intra-node, never the marker.
+        local(
+            "coll AllReduce 4194304 ncclBfloat16 0 0 0",
+            "AllReduce (intra-node)",
+        ),
+        local("use 0", "-"),
+        coll("AllReduce", "AllReduce", 262_144, "ncclFloat32", 0),
+        coll("AllReduce", "AllReduce", 1_000_001, "ncclFloat16", 0),
+        coll("AllReduce", "AllReduce", 30_000, "ncclFloat64", 0),
+        coll("Broadcast", "Broadcast", 4096, "ncclFloat32", 0),
+        coll("Broadcast", "Broadcast", 1000, "ncclInt64", 1),
+        coll("AllGather", "AllGather", 65_536, "ncclBfloat16", 0),
+        coll("ReduceScatter", "ReduceScatter", 50_000, "ncclFloat32", 0),
+        p2p("Send", 100_000, "ncclInt32"),
+        p2p("Recv", 7, "ncclUint8"),
+        // The loss, reduced for logging: a few bytes, never the marker.
+        coll("AllReduce (metric)", "AllReduce", 1, "ncclFloat32", 0),
+    ];
+    if v >= 6 {
+        ops.push(local("use 1", "-"));
+        ops.push(local(
+            "ce AllGather 262144 ncclFloat32",
+            "CE AllGather (intra-node)",
+        ));
+        ops.push(local("use 0", "-"));
+    }
+    ops
+}
+
+/// Starts a harness with comm 0 (rank 0 of 2 on 2 nodes) and comm 1 (rank 0 of 2 on one node).
+fn start_job(v: u32, env: &[(&str, String)]) -> Harness {
+    let mut h = Harness::start(v, env);
+    let m0 = h.cmd("init 0 2 2");
+    let m1 = h.cmd("init 0 2 1");
+    assert!(m0.starts_with("comm=0 mask=") && m1.starts_with("comm=1 mask="));
+    h.cmd("use 0");
+    h
+}
+
+fn mask_of(reply: &str) -> u32 {
+    u32::from_str_radix(reply.rsplit("0x").next().unwrap(), 16).unwrap()
+}
+
 #[test]
-fn first_all_reduce_marks_iterations_with_exact_bytes_in_every_version() {
-    let step_sent: u64 = STEP
-        .iter()
-        .filter(|s| s.0 != "p2p Recv")
-        .map(|s| s.1 * type_size(s.2))
-        .sum();
-    let step_recv: u64 = STEP
-        .iter()
-        .filter(|s| s.0 != "p2p Send")
-        .map(|s| s.1 * type_size(s.2))
-        .sum();
-    let broadcast = 4096 * 4; // DDP broadcasts parameters once before training
-    println!("per step: sent {step_sent} B, received {step_recv} B; broadcast {broadcast} B");
-    for v in VERSIONS {
+fn replayed_training_steps_count_network_bytes_per_iteration_in_every_family() {
+    let mut table = Vec::new();
+    for (v, family) in FAMILIES {
         let dir = tempfile::tempdir().unwrap();
         let job = format!("nccl-v{v}");
         let mut h = Harness::start(v, &env(dir.path(), &job, &[]));
-        let mask = h.cmd("init 2 4");
-        assert_eq!(mask, "mask=0x6", "v{v}: asks for Coll and P2p events only");
+        let mask = mask_of(&h.cmd("init 0 2 2"));
+        h.cmd("init 0 2 1");
+        h.cmd("use 0");
+        // Coll (marks), ProxyOp (v1-v3 byte counts), ProxyStep (v4+ byte counts), v6 CeColl and
+        // CollApi (Broadcast); never P2p or Group, which NCCL emits anyway.
+        let want = match v {
+            1..=3 => 0x0a,
+            4 | 5 => 0x1a,
+            _ => 0x121a,
+        };
+        assert_eq!(mask, want, "v{v}");
         let mut watch = ProgressWatch::default();
-        h.cmd("coll Broadcast 4096 ncclFloat32");
+        // Before training: a barrier (one float: never the marker), the parameter broadcast.
+        let before = [
+            coll("-", "AllReduce", 1, "ncclFloat32", 0),
+            coll("-", "Broadcast", 1 << 20, "ncclFloat32", 0),
+        ];
+        for op in &before {
+            h.cmd(&op.cmd);
+        }
+        let pre_sent: u64 = before.iter().map(|o| o.sent).sum();
+        let pre_recv: u64 = before.iter().map(|o| o.recv).sum();
         let s = snapshot(&mut watch, dir.path());
-        assert_eq!((s.iteration, s.bytes_sent), (0, broadcast), "v{v}");
-        for step in 1..=4u64 {
-            for (i, (c, count, t)) in STEP.iter().enumerate() {
-                h.cmd(&format!("{c} {count} {t}"));
-                if i == 0 {
-                    let s = snapshot(&mut watch, dir.path());
-                    assert_eq!(s.iteration, step, "v{v}: first bucket starts step {step}");
+        assert_eq!(
+            (s.iteration, s.bytes_sent, s.bytes_received),
+            (0, pre_sent, pre_recv),
+            "v{v}: before training"
+        );
+        let ops = step(v);
+        let step_sent: u64 = ops.iter().map(|o| o.sent).sum();
+        let step_recv: u64 = ops.iter().map(|o| o.recv).sum();
+        let steps = 4u64;
+        for k in 1..=steps {
+            let (mut sent, mut recv) = (0, 0);
+            for op in &ops {
+                let before = snapshot(&mut watch, dir.path());
+                h.cmd(&op.cmd);
+                let after = snapshot(&mut watch, dir.path());
+                assert_eq!(
+                    (
+                        after.bytes_sent - before.bytes_sent,
+                        after.bytes_received - before.bytes_received
+                    ),
+                    (op.sent, op.recv),
+                    "v{v} step {k}: {}",
+                    op.cmd
+                );
+                sent += op.sent;
+                recv += op.recv;
+                if k == 1 && op.kind != "-" {
+                    table.push((family, v, op.kind, op.sent, op.recv));
+                }
+                if op.kind == "AllReduce" && op.cmd.contains(" 262144 ") {
+                    assert_eq!(after.iteration, k, "v{v}: the first bucket starts step {k}");
                 }
             }
+            assert_eq!((sent, recv), (step_sent, step_recv));
             let s = snapshot(&mut watch, dir.path());
-            assert_eq!(s.iteration, step, "v{v}");
-            assert_eq!(s.sent_this_iteration(), step_sent, "v{v} step {step}");
-            assert_eq!(s.bytes_sent, broadcast + step * step_sent, "v{v}");
-            assert_eq!(s.bytes_received, broadcast + step * step_recv, "v{v}");
-            let last = if step == 1 { 0 } else { step_sent };
-            assert_eq!(s.last_iteration_bytes, last, "v{v} step {step}");
+            assert_eq!(s.iteration, k, "v{v}");
+            assert_eq!(s.sent_this_iteration(), step_sent, "v{v} step {k}");
+            assert_eq!(s.bytes_sent, pre_sent + k * step_sent, "v{v}");
+            assert_eq!(s.bytes_received, pre_recv + k * step_recv, "v{v}");
+            let last = if k == 1 { 0 } else { step_sent };
+            assert_eq!(s.last_iteration_bytes, last, "v{v} step {k}");
         }
         let reader = watch.readers.values().next().unwrap();
         let hd = reader.header();
         assert_eq!(hd.job_id, job);
         assert_eq!(hd.arch, Some(Arch::Allreduce), "default for NCCL jobs");
         assert_eq!(hd.role, Role::Worker);
-        assert_eq!(
-            hd.rank, 2,
-            "v{v}: rank from init (v4+) or from the events (v1-v3)"
-        );
-        let world = if v >= 4 { 4 } else { 0 };
+        assert_eq!(hd.rank, 0);
+        let world = if v >= 4 { 2 } else { 0 };
         assert_eq!(hd.world_size, world, "v{v}: NCCL passes nranks from v4 on");
         assert_eq!(hd.model_bytes, 4_202_408);
         let path = reader.path().to_path_buf();
+        h.cmd("finalize");
+        assert!(path.exists(), "v{v}: one communicator is still alive");
+        h.cmd("use 1");
         h.cmd("finalize");
         assert!(
             !path.exists(),
             "v{v}: finalize of the last communicator removes the file"
         );
         println!(
-            "v{v}: 4 steps, last_iteration_bytes {} B, file {} removed at finalize",
-            step_sent,
-            path.file_name().unwrap().to_string_lossy()
+            "v{v} (NCCL {family}): {steps} iterations, {step_sent} B sent and {step_recv} B \
+             received per iteration, last_iteration_bytes {step_sent}"
         );
+    }
+    println!("family     api  kind                          sent B   recv B (per iteration)");
+    for (family, v, kind, sent, recv) in table {
+        println!("{family:<10} v{v}   {kind:<26} {sent:>9} {recv:>8}");
     }
 }
 
 #[test]
-fn group_mode_marks_each_outermost_group() {
+fn group_mode_marks_explicit_groups_only_from_v5_and_falls_back_before() {
+    // The same signature twice in a group: group mode marks the group once.
     let group: [(u64, &str); 3] = [
         (1 << 20, "ncclBfloat16"),
         (12_345, "ncclInt32"),
         (1 << 20, "ncclBfloat16"),
     ];
+    // ring all-reduce over 2 ranks: the buffer each way
     let bytes: u64 = group.iter().map(|(c, t)| c * type_size(t)).sum();
-    for v in VERSIONS {
+    for (v, _) in FAMILIES {
         let dir = tempfile::tempdir().unwrap();
         let mut h = Harness::start(
             v,
@@ -232,25 +373,42 @@ fn group_mode_marks_each_outermost_group() {
                 &[("MLCC_NCCL_ITERATION", "group"), ("MLCC_JOB_ARCH", "ps")],
             ),
         );
-        let mask = h.cmd("init 0 2");
-        let want = if v >= 5 { 0x106 } else { 0x7 };
-        assert_eq!(
-            mask,
-            format!("mask=0x{want:x}"),
-            "v{v}: Group (v1-4) / GroupApi (v5+)"
-        );
+        let mask = mask_of(&h.cmd("init 0 2 2"));
+        assert_eq!(mask & 0x100 != 0, v >= 5, "v{v}: GroupApi from v5 on only");
+        assert_eq!(mask & 0x1, 0, "v{v}: Group events come anyway");
         let mut watch = ProgressWatch::default();
-        for step in 1..=3u64 {
+        // A warm-up group (on v1-v3 it also shows the communicator's network, as NCCL would).
+        h.cmd("group_begin");
+        h.cmd("coll AllReduce 1 ncclFloat32 0 4 4");
+        h.cmd("group_end");
+        for k in 1..=3u64 {
             h.cmd("group_begin");
             for (c, t) in group {
-                h.cmd(&format!("coll AllReduce {c} {t}"));
+                let b = c * type_size(t);
+                h.cmd(&format!("coll AllReduce {c} {t} 0 {b} {b}"));
             }
             h.cmd("group_end");
+            // A standalone collective between groups is an implicit group (GroupApi with
+            // groupDepth 1 in v5+): no iteration of its own.
+            h.cmd("coll AllReduce 1 ncclFloat32 0 4 4");
             let s = snapshot(&mut watch, dir.path());
-            assert_eq!(s.iteration, step, "v{v}");
-            assert_eq!(s.sent_this_iteration(), bytes, "v{v}");
-            assert_eq!(s.last_iteration_bytes, if step == 1 { 0 } else { bytes });
-            // Repeated signatures inside a group do not start iterations in this mode.
+            if v >= 5 {
+                assert_eq!(
+                    s.iteration,
+                    1 + k,
+                    "v{v}: warm-up group, then one per group"
+                );
+                assert_eq!(s.sent_this_iteration(), bytes + 4, "v{v}");
+                let last = if k == 1 { 4 } else { bytes + 4 };
+                assert_eq!(s.last_iteration_bytes, last, "v{v} group {k}");
+            } else {
+                // NCCL <= 2.27 cannot tell an explicit group: first-coll, whose marker (the
+                // 2 MiB bucket) comes twice in the group's one kernel plan and marks once.
+                assert_eq!(s.iteration, k, "v{v}");
+                assert_eq!(s.sent_this_iteration(), bytes + 4, "v{v}");
+                let last = if k == 1 { 0 } else { bytes + 4 };
+                assert_eq!(s.last_iteration_bytes, last, "v{v} group {k}");
+            }
         }
         let hd = watch.readers.values().next().unwrap().header().clone();
         assert_eq!(hd.arch, Some(Arch::Ps), "MLCC_JOB_ARCH is honoured");
@@ -259,13 +417,97 @@ fn group_mode_marks_each_outermost_group() {
 }
 
 #[test]
+fn a_barrier_first_is_not_the_marker_unless_the_threshold_allows() {
+    for (v, _) in FAMILIES {
+        for min in [None, Some("1")] {
+            let dir = tempfile::tempdir().unwrap();
+            let extra: Vec<(&'static str, &str)> = match min {
+                Some(m) => vec![("MLCC_NCCL_MARK_MIN_BYTES", m)],
+                None => vec![],
+            };
+            let mut h = start_job(v, &env(dir.path(), &format!("tiny-v{v}"), &extra));
+            // v1-v3 learn that comm 0 crosses the network from a first transfer.
+            h.cmd("coll AllGather 16 ncclInt8 0 16 16");
+            h.cmd("coll AllReduce 1 ncclInt32 0 4 4"); // barrier, once
+            for _ in 0..3 {
+                h.cmd("coll AllReduce 262144 ncclFloat32 0 1048576 1048576");
+            }
+            let mut watch = ProgressWatch::default();
+            let s = snapshot(&mut watch, dir.path());
+            if min.is_none() {
+                assert_eq!(s.iteration, 3, "v{v}: the bucket marks");
+                assert_eq!(s.sent_this_iteration(), 1_048_576, "v{v}");
+                assert_eq!(s.last_iteration_bytes, 1_048_576, "v{v}");
+            } else {
+                assert_eq!(s.iteration, 1, "v{v}: the barrier became the marker");
+            }
+            h.cmd("finalize");
+            h.cmd("use 1");
+            h.cmd("finalize");
+        }
+    }
+}
+
+#[test]
+fn a_process_whose_communicators_stay_on_one_node_writes_nothing_from_v4() {
+    for (v, _) in FAMILIES.iter().filter(|f| f.0 >= 4) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut h = Harness::start(*v, &env(dir.path(), &format!("local-v{v}"), &[]));
+        h.cmd("init 3 8 1");
+        h.cmd("coll AllReduce 1048576 ncclFloat32 0 0 0");
+        h.cmd("coll Broadcast 1024 ncclFloat32 0 0 0");
+        h.cmd("p2p Send 100 ncclInt32 1 0");
+        if *v >= 6 {
+            h.cmd("ce AllGather 1024 ncclFloat32");
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "v{v}");
+        h.cmd("finalize");
+    }
+}
+
+#[test]
+fn copy_engine_collectives_on_a_multi_node_communicator_count_their_buffer() {
+    // 2.30's hierarchical CE path crosses nodes through RMA, with no proxy event.
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = Harness::start(6, &env(dir.path(), "ce", &[]));
+    h.cmd("init 1 4 2");
+    h.cmd("ce AllGather 1000 ncclBfloat16");
+    let mut watch = ProgressWatch::default();
+    let s = snapshot(&mut watch, dir.path());
+    assert_eq!((s.bytes_sent, s.bytes_received), (2000, 2000));
+    h.cmd("finalize");
+}
+
+#[test]
+fn broadcast_on_2_29_is_counted_from_its_api_event_or_its_proxy_events() {
+    // Default (NCCL_ALLGATHERV_ENABLE=1): no Coll or proxy event, the CollApi event counts it.
+    // NCCL_ALLGATHERV_ENABLE=0: an ordinary collective, counted from its proxy steps.
+    for agv in [None, Some("0")] {
+        let dir = tempfile::tempdir().unwrap();
+        let extra: Vec<(&'static str, &str)> = match agv {
+            Some(a) => vec![("NCCL_ALLGATHERV_ENABLE", a)],
+            None => vec![],
+        };
+        let mut h = Harness::start(6, &env(dir.path(), "bcast", &extra));
+        let mask = mask_of(&h.cmd("init 0 2 2"));
+        assert_eq!(mask & 0x200 != 0, agv.is_none(), "CollApi only when needed");
+        h.cmd("coll Broadcast 1024 ncclFloat32 0 4096 0");
+        h.cmd("coll Broadcast 10 ncclFloat64 1 0 80");
+        let mut watch = ProgressWatch::default();
+        let s = snapshot(&mut watch, dir.path());
+        assert_eq!((s.bytes_sent, s.bytes_received), (4096, 80), "{agv:?}");
+        h.cmd("finalize");
+    }
+}
+
+#[test]
 fn without_a_job_id_the_plugin_is_a_no_op() {
     let dir = tempfile::tempdir().unwrap();
-    for v in VERSIONS {
+    for (v, _) in FAMILIES {
         let mut h = Harness::start(v, &[("MLCC_SHM_DIR", dir.path().display().to_string())]);
-        h.cmd("init 0 1");
-        h.cmd("coll AllReduce 1024 ncclFloat32");
-        h.cmd("p2p Send 1 ncclInt8");
+        h.cmd("init 0 2 2");
+        h.cmd("coll AllReduce 1024 ncclFloat32 0 4096 4096");
+        h.cmd("p2p Send 1 ncclInt8 1 1");
         h.cmd("finalize");
     }
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
@@ -279,7 +521,7 @@ fn plugin_exports_every_version_and_nothing_else_of_note() {
         .arg("--defined-only")
         .arg(plugin));
     let syms = String::from_utf8_lossy(&out.stdout);
-    for v in VERSIONS {
+    for (v, _) in FAMILIES {
         assert!(
             syms.lines()
                 .any(|l| l.ends_with(&format!(" ncclProfiler_v{v}"))),
