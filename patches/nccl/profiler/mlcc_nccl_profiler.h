@@ -3,8 +3,7 @@
  * written from NCCL's documented plugin ABI (plugins/profiler/README.md and the versioned
  * descriptors in NCCL's plugins/profiler/example/nccl/profiler_v*.h). Only the fields the plugin
  * and its test harness touch are declared; every struct keeps NCCL's layout up to its last
- * declared member (checked by the static asserts below, which were compared against NCCL
- * v2.30.7-1's headers with offsetof).
+ * declared member (checked by the static asserts at the end, against NCCL v2.23.4-1 … v2.30.7-1).
  *
  * NCCL looks for the newest symbol it knows, ncclProfiler_v6 first, down to ncclProfiler_v1:
  *
@@ -19,8 +18,10 @@
  *   v6       ncclProfiler_v6   2.29        same as v5                               adds copy-engine (Ce*) events
  *
  * Every version: startEvent(ctx, &handle, descr) may leave handle NULL for events the plugin does
- * not track (NCCL then never passes it back); stopEvent(handle); recordEventState(handle, state,
- * args); finalize(ctx). init is called once per communicator and may set *ctx.
+ * not track (NCCL then records nothing on it and starts no child events under it, but 2.23-2.25
+ * still call stopEvent(NULL) for Coll/P2p: 2.23.4 src/misc/profiler.cc:334/339); stopEvent(handle);
+ * recordEventState(handle, state, args); finalize(ctx). init is called once per communicator and
+ * may set *ctx, which NCCL passes to every startEvent of that communicator, proxy thread included.
  */
 #ifndef MLCC_NCCL_PROFILER_H
 #define MLCC_NCCL_PROFILER_H
