@@ -28,6 +28,9 @@
  *                                ncclSend/ncclRecv; NET 1: the peer is on another node (the bytes
  *                                go through the net proxy), 0: intra-node (no proxy event)
  *   ce FUNC COUNT TYPE           a copy-engine collective (v6: zero-CTA policy, symmetric windows)
+ *   defer on|off                 on: keep the proxy thread's events for later (the launch
+ *                                returns before any byte moves, as in NCCL); off: emit at once
+ *   progress                     emit the kept proxy events (the transfers happen)
  *   finalize                     finalize() the communicator
  *
  * What the replay follows (all checked in the tags above):
@@ -105,6 +108,13 @@ struct task {
 };
 static struct task tasks[MAX_TASKS];
 static int ntasks;
+static int defer;
+static struct {
+  struct task t;
+  int is_send;
+  unsigned long long bytes;
+} pending[MAX_TASKS * 2];
+static int npending;
 
 #define ACCESS(T) ((T *)profiler)
 
@@ -423,8 +433,19 @@ static void run_plan(void) {
     for (int i = 0; i < ntasks; i++) {
       struct task *t = &tasks[i];
       if (t->kind == T_CE || !t->emask) continue;
-      if (t->sent) proxy_op(t, 1, t->sent);
-      if (t->recv) proxy_op(t, 0, t->recv);
+      for (int dir = 1; dir >= 0; dir--) {
+        unsigned long long b = dir ? t->sent : t->recv;
+        if (!b) continue;
+        if (!defer) {
+          proxy_op(t, dir, b);
+        } else {
+          if (npending == MAX_TASKS * 2) fail("too many deferred proxy ops");
+          pending[npending].t = *t;
+          pending[npending].is_send = dir;
+          pending[npending].bytes = b;
+          npending++;
+        }
+      }
     }
   }
   for (int i = 0; i < ntasks; i++) {
@@ -572,6 +593,16 @@ int main(int argc, char **argv) {
       t.count = (size_t)n;
       size_of_type(t.type);
       call(t);
+      printf("ok\n");
+    } else if (!strcmp(cmd, "defer")) {
+      char on[8] = "";
+      if (sscanf(line, "%*s %7s", on) != 1) fail("defer on|off");
+      defer = !strcmp(on, "on");
+      printf("ok\n");
+    } else if (!strcmp(cmd, "progress")) {
+      for (int i = 0; i < npending; i++)
+        proxy_op(&pending[i].t, pending[i].is_send, pending[i].bytes);
+      npending = 0;
       printf("ok\n");
     } else if (!strcmp(cmd, "finalize")) {
       if (ACCESS(ncclProfiler_v1_t)->finalize(ctx) != ncclSuccess) fail("finalize");

@@ -449,6 +449,34 @@ fn a_barrier_first_is_not_the_marker_unless_the_threshold_allows() {
 }
 
 #[test]
+fn bytes_count_when_the_proxy_moves_them_not_at_launch() {
+    // NCCL starts and stops Coll/P2p events at launch, before a byte moves: nothing may count
+    // until the proxy thread's transfers happen.
+    for (v, _) in FAMILIES {
+        let dir = tempfile::tempdir().unwrap();
+        let mut h = Harness::start(v, &env(dir.path(), &format!("late-v{v}"), &[]));
+        h.cmd("init 0 2 2");
+        h.cmd("defer on");
+        h.cmd("coll AllReduce 262144 ncclFloat32 0 1048576 1048576");
+        h.cmd("p2p Recv 1000 ncclInt32 1 1");
+        let mut watch = ProgressWatch::default();
+        watch.scan(dir.path());
+        if let Some(r) = watch.readers.values().next() {
+            let s = r.snapshot().unwrap();
+            assert_eq!((s.bytes_sent, s.bytes_received), (0, 0), "v{v}: at launch");
+        }
+        h.cmd("progress");
+        let s = snapshot(&mut watch, dir.path());
+        assert_eq!(
+            (s.bytes_sent, s.bytes_received),
+            (1_048_576, 1_048_576 + 4000),
+            "v{v}: after the transfers"
+        );
+        h.cmd("finalize");
+    }
+}
+
+#[test]
 fn a_process_whose_communicators_stay_on_one_node_writes_nothing_from_v4() {
     for (v, _) in FAMILIES.iter().filter(|f| f.0 >= 4) {
         let dir = tempfile::tempdir().unwrap();
