@@ -234,67 +234,21 @@ pub fn send_single_segments(netns: &Path, dev: &str) -> Result<(), DatapathError
         netns.display()
     )))?;
     let dev_owned = dev.to_owned();
-    sys::in_netns(ns.as_fd(), move || set_tso(&dev_owned, false)).map_err(DatapathError::io(
+    sys::in_netns(ns.as_fd(), move || sys::set_tso(&dev_owned, false)).map_err(DatapathError::io(
         format!("turning TSO off on {dev} in {}", netns.display()),
     ))
 }
 
+/// The index of `dev` in the calling thread's namespace: SIOCGIFINDEX on a datagram socket,
+/// as glibc's `if_nametoindex` does.
 fn if_index(dev: &str) -> io::Result<i32> {
-    let name = std::ffi::CString::new(dev)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "device name holds a NUL"))?;
-    // SAFETY: `name` is a valid NUL-terminated string for the call's duration.
-    let idx = unsafe { libc::if_nametoindex(name.as_ptr()) };
-    if idx == 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        i32::try_from(idx).map_err(|_| io::Error::other("interface index out of range"))
-    }
-}
-
-/// `ethtool -K DEV tso on|off` in the calling thread's namespace (the legacy ETHTOOL_STSO
-/// ioctl; iproute2 cannot, and this machine has no ethtool).
-fn set_tso(dev: &str, on: bool) -> io::Result<()> {
-    const SIOCETHTOOL: libc::c_ulong = 0x8946;
-    const ETHTOOL_STSO: u32 = 0x1f;
-    #[repr(C)]
-    struct EthtoolValue {
-        cmd: u32,
-        data: u32,
-    }
-    #[repr(C)]
-    struct IfReq {
-        name: [libc::c_char; libc::IFNAMSIZ],
-        data: *mut EthtoolValue,
-        _pad: [u8; 16],
-    }
-    if dev.len() >= libc::IFNAMSIZ || dev.as_bytes().contains(&0) {
+    if dev.as_bytes().contains(&0) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("{dev:?} is not a device name"),
+            "device name holds a NUL",
         ));
     }
-    let mut value = EthtoolValue {
-        cmd: ETHTOOL_STSO,
-        data: u32::from(on),
-    };
-    let mut req = IfReq {
-        name: [0; libc::IFNAMSIZ],
-        data: &mut value,
-        _pad: [0; 16],
-    };
-    for (d, s) in req.name.iter_mut().zip(dev.as_bytes()) {
-        *d = *s as libc::c_char;
-    }
-    // SAFETY: a plain datagram socket, closed below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `req` names a NUL-terminated device and points at `value`, both alive for the
-    // call; SIOCETHTOOL reads and writes only those.
-    let r = unsafe { libc::ioctl(fd, SIOCETHTOOL as _, &mut req as *mut IfReq) };
-    let err = io::Error::last_os_error();
-    // SAFETY: `fd` is ours and not used after.
-    unsafe { libc::close(fd) };
-    if r < 0 { Err(err) } else { Ok(()) }
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
+    let idx = rustix::net::netdevice::name_to_index(&socket, dev)?;
+    i32::try_from(idx).map_err(|_| io::Error::other("interface index out of range"))
 }

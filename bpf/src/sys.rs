@@ -1,5 +1,6 @@
-//! The few system and libbpf calls that neither std nor libbpf-rs wrap. Every `unsafe` block of
-//! the crate lives here, each next to the reason it is sound.
+//! The few system and libbpf calls that neither std nor libbpf-rs wrap: through rustix where it
+//! wraps them, raw where nothing does. Every `unsafe` block of the crate lives here, each next
+//! to the reason it is sound and why no safe wrapper is used.
 
 use std::ffi::CString;
 use std::io;
@@ -8,10 +9,12 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use rustix::net::sockopt;
+
 /// `SO_NETNS_COOKIE` (Linux 5.14); libc does not export it for every target.
 const SO_NETNS_COOKIE: libc::c_int = 71;
 /// `BPF_FS_MAGIC` from linux/magic.h.
-const BPF_FS_MAGIC: i64 = 0xcafe4a11;
+const BPF_FS_MAGIC: rustix::fs::FsWord = 0xcafe4a11_u32 as rustix::fs::FsWord;
 /// `TCP_CA_NAME_MAX`.
 pub const CC_NAME_MAX: usize = 16;
 
@@ -36,7 +39,8 @@ fn getsockopt_bytes(
     buf: &mut [u8],
 ) -> io::Result<usize> {
     let mut len = libc::socklen_t::try_from(buf.len()).unwrap_or(libc::socklen_t::MAX);
-    // SAFETY: `buf` is valid for `len` writable bytes and the kernel writes at most `len`.
+    // SAFETY: `buf` is valid for `len` writable bytes and the kernel writes at most `len`; raw
+    // because rustix has no option for SO_NETNS_COOKIE.
     let ret = unsafe {
         libc::getsockopt(
             fd.as_raw_fd(),
@@ -57,7 +61,8 @@ pub fn tcp_info(fd: BorrowedFd<'_>) -> io::Result<libc::tcp_info> {
     // SAFETY: tcp_info is plain old data, for which all zeroes is a valid value.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: `info` is valid for `len` writable bytes and the kernel writes at most `len`.
+    // SAFETY: `info` is valid for `len` writable bytes and the kernel writes at most `len`; raw
+    // because rustix has no option for TCP_INFO.
     let ret = unsafe {
         libc::getsockopt(
             fd.as_raw_fd(),
@@ -85,59 +90,22 @@ pub fn netns_cookie(fd: BorrowedFd<'_>) -> io::Result<u64> {
 }
 
 pub fn tcp_congestion(fd: BorrowedFd<'_>) -> io::Result<String> {
-    let mut buf = [0u8; CC_NAME_MAX];
-    let n = getsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, &mut buf)?;
-    let name = &buf[..n];
-    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-    Ok(String::from_utf8_lossy(&name[..end]).into_owned())
+    Ok(sockopt::tcp_congestion(fd)?)
 }
 
 pub fn set_tcp_congestion(fd: BorrowedFd<'_>, name: &str) -> io::Result<()> {
-    let len = libc::socklen_t::try_from(name.len())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "name too long"))?;
-    // SAFETY: `name` is valid for `len` readable bytes.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            name.as_ptr().cast(),
-            len,
-        )
-    };
-    if ret != 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    Ok(sockopt::set_tcp_congestion(fd, name)?)
 }
 
 /// Sets a socket's send buffer to `bytes` even above `net.core.wmem_max` (SO_SNDBUFFORCE,
 /// needs CAP_NET_ADMIN).
-pub fn force_send_buffer(fd: BorrowedFd<'_>, bytes: i32) -> io::Result<()> {
-    // SAFETY: `bytes` is a valid c_int for the duration of the call.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_SNDBUFFORCE,
-            (&bytes as *const i32).cast(),
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    if ret != 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+pub fn force_send_buffer(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<()> {
+    Ok(sockopt::set_socket_send_buffer_size_force(fd, bytes)?)
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock of `bpf_ktime_get_ns`.
 pub fn monotonic_ns() -> u64 {
-    // SAFETY: an all-zero timespec is valid and clock_gettime only writes it.
-    let mut ts: libc::timespec = unsafe { zeroed() };
-    // SAFETY: `ts` is a valid timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     (ts.tv_sec as u64)
         .saturating_mul(1_000_000_000)
         .saturating_add(ts.tv_nsec as u64)
@@ -162,60 +130,44 @@ pub fn in_netns<R: Send>(
 
 /// Moves the calling thread (only) into the network namespace `ns`.
 pub fn enter_netns(ns: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: setns only reads the fd; it affects the calling thread's namespace.
-    let ret = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-    if ret != 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    Ok(rustix::thread::move_into_link_name_space(
+        ns,
+        Some(rustix::thread::LinkNameSpaceType::Network),
+    )?)
 }
 
 pub fn euid_is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }
 
 pub fn is_bpffs(path: &Path) -> io::Result<bool> {
     let c = cpath(path)?;
-    // SAFETY: an all-zero statfs is valid; statfs writes it.
-    let mut st: libc::statfs = unsafe { zeroed() };
-    // SAFETY: `c` is NUL-terminated and `st` is writable.
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(st.f_type as i64 == BPF_FS_MAGIC)
+    let st = rustix::fs::statfs(c.as_c_str())?;
+    Ok(st.f_type == BPF_FS_MAGIC)
 }
 
 pub fn mount_bpffs(path: &Path) -> io::Result<()> {
     let target = cpath(path)?;
     let fstype = c"bpf";
-    // SAFETY: all pointers are NUL-terminated strings; no data argument.
-    let ret = unsafe {
-        libc::mount(
-            fstype.as_ptr(),
-            target.as_ptr(),
-            fstype.as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if ret != 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    Ok(rustix::mount::mount(
+        fstype,
+        target.as_c_str(),
+        fstype,
+        rustix::mount::MountFlags::empty(),
+        None,
+    )?)
 }
 
 pub fn obj_pin(fd: BorrowedFd<'_>, path: &Path) -> io::Result<()> {
     let c = cpath(path)?;
-    // SAFETY: `c` is NUL-terminated; the fd is borrowed for the call.
+    // SAFETY: `c` is NUL-terminated; the fd is borrowed for the call. Raw because libbpf-rs
+    // pins only through its own object handles, not a bare fd.
     libbpf_ret(unsafe { libbpf_sys::bpf_obj_pin(fd.as_raw_fd(), c.as_ptr()) }).map(drop)
 }
 
 pub fn obj_get(path: &Path) -> io::Result<OwnedFd> {
     let c = cpath(path)?;
-    // SAFETY: `c` is NUL-terminated.
+    // SAFETY: `c` is NUL-terminated. Raw because libbpf-rs reopens pinned maps, not programs.
     let fd = libbpf_ret(unsafe { libbpf_sys::bpf_obj_get(c.as_ptr()) })?;
     // SAFETY: on success bpf_obj_get returns a new fd that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
@@ -223,7 +175,8 @@ pub fn obj_get(path: &Path) -> io::Result<OwnedFd> {
 
 /// A `BPF_CGROUP_SOCK_OPS` link of `prog` on `cgroup`.
 pub fn link_sockops(prog: BorrowedFd<'_>, cgroup: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    // SAFETY: both fds are borrowed for the call; NULL opts are allowed.
+    // SAFETY: both fds are borrowed for the call; NULL opts are allowed. Raw because libbpf-rs
+    // attaches only a program it loaded, not one reopened from its pin.
     let fd = libbpf_ret(unsafe {
         libbpf_sys::bpf_link_create(
             prog.as_raw_fd(),
@@ -247,7 +200,8 @@ pub fn prog_info(prog: BorrowedFd<'_>) -> io::Result<ProgInfo> {
     // SAFETY: bpf_prog_info is plain data; all-zero asks for no variable-length arrays.
     let mut info: libbpf_sys::bpf_prog_info = unsafe { zeroed() };
     let mut len = size_of::<libbpf_sys::bpf_prog_info>() as u32;
-    // SAFETY: `info` is writable for `len` bytes.
+    // SAFETY: `info` is writable for `len` bytes. Raw because libbpf-rs reads no prog info
+    // by fd.
     libbpf_ret(unsafe {
         libbpf_sys::bpf_prog_get_info_by_fd(prog.as_raw_fd(), &mut info, &mut len)
     })?;
@@ -266,8 +220,86 @@ pub fn prog_info(prog: BorrowedFd<'_>) -> io::Result<ProgInfo> {
 
 /// Turns on BPF run-time accounting for as long as the returned fd lives.
 pub fn enable_run_time_stats() -> io::Result<OwnedFd> {
-    // SAFETY: no pointers involved.
+    // SAFETY: no pointers involved. Raw because libbpf-rs does not wrap BPF_ENABLE_STATS.
     let fd = libbpf_ret(unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) })?;
     // SAFETY: a new fd that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `ethtool -K DEV tso on|off` in the calling thread's namespace (the legacy ETHTOOL_STSO
+/// ioctl; iproute2 cannot, and this machine has no ethtool).
+pub fn set_tso(dev: &str, on: bool) -> io::Result<()> {
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    const ETHTOOL_STSO: u32 = 0x1f;
+    #[repr(C)]
+    struct EthtoolValue {
+        cmd: u32,
+        data: u32,
+    }
+    #[repr(C)]
+    struct IfReq {
+        name: [libc::c_char; libc::IFNAMSIZ],
+        data: *mut EthtoolValue,
+        _pad: [u8; 16],
+    }
+    if dev.len() >= libc::IFNAMSIZ || dev.as_bytes().contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{dev:?} is not a device name"),
+        ));
+    }
+    let mut value = EthtoolValue {
+        cmd: ETHTOOL_STSO,
+        data: u32::from(on),
+    };
+    let mut req = IfReq {
+        name: [0; libc::IFNAMSIZ],
+        data: &mut value,
+        _pad: [0; 16],
+    };
+    for (d, s) in req.name.iter_mut().zip(dev.as_bytes()) {
+        *d = *s as libc::c_char;
+    }
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
+    // SAFETY: `req` names a NUL-terminated device and points at `value`, both alive for the
+    // call; SIOCETHTOOL reads and writes only those. Raw because no crate wraps ethtool.
+    let r = unsafe { libc::ioctl(socket.as_raw_fd(), SIOCETHTOOL as _, &mut req as *mut IfReq) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+
+    use super::*;
+
+    #[test]
+    fn socket_options_round_trip_on_loopback() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        // reno is built in and allowed to unprivileged sockets.
+        set_tcp_congestion(stream.as_fd(), "reno").unwrap();
+        assert_eq!(tcp_congestion(stream.as_fd()).unwrap(), "reno");
+        assert!(set_tcp_congestion(stream.as_fd(), "no-such-cc").is_err());
+        assert_eq!(tcp_info(stream.as_fd()).unwrap().tcpi_state, 1); // TCP_ESTABLISHED
+    }
+
+    #[test]
+    fn monotonic_clock_moves_forward() {
+        let a = monotonic_ns();
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        assert!(monotonic_ns() > a && a > 0);
+    }
+
+    #[test]
+    fn bpffs_is_told_apart_and_bad_paths_are_refused() {
+        assert!(!is_bpffs(Path::new("/proc")).unwrap());
+        assert!(is_bpffs(Path::new("/no/such/dir")).is_err());
+        let e = is_bpffs(Path::new("a\0b")).unwrap_err();
+        assert_eq!(e.to_string(), "path contains a NUL byte");
+    }
 }

@@ -23,8 +23,7 @@ const LINK_BITS: u64 = 1_000_000_000;
 const SLOT: Duration = Duration::from_millis(50);
 
 fn root(test: &str) -> Option<MutexGuard<'static, ()>> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         eprintln!("skipped {test}: needs root (BPF struct_ops, network namespaces, bpffs)");
         return None;
     }
@@ -212,8 +211,7 @@ fn rate_follows_a_schedule_changed_every_slot() {
     for attempt in 1..=5 {
         // Let background work settle first (write-back after a big build showed up as starved
         // slots); a CC fault fails every attempt regardless.
-        // SAFETY: sync has no preconditions.
-        unsafe { libc::sync() };
+        rustix::fs::sync();
         if attempt > 1 {
             std::thread::sleep(Duration::from_secs(1));
         }
