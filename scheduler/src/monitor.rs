@@ -5,15 +5,15 @@
 //! a queue overflow, or a writer that died without removing its file, is seen within ≈1 s);
 //! between listings it only checks that the adopted files' writers live. Where inotify is not
 //! available (no watch could be set, e.g. the directory does not exist yet) it lists every slot
-//! and keeps trying to set the watch. Raw `inotify_init1`/`inotify_add_watch` through libc,
-//! already a dependency, rather than a crate: one watch on one directory, drained without
-//! blocking, is a few lines. Files are validated once when they appear; a bad
+//! and keeps trying to set the watch: one inotify watch (rustix) on one directory, drained
+//! without blocking. Files are validated once when they appear; a bad
 //! file is reported once per version of it (path + size + mtime) rather than every slot, and
 //! files whose writer died are dropped. The monitor never deletes files: they belong to the
 //! job's user.
 
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::mem::MaybeUninit;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -53,63 +53,42 @@ struct DirWatch {
 
 impl DirWatch {
     fn new(dir: &Path) -> std::io::Result<Self> {
+        use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
         use std::os::unix::ffi::OsStrExt;
         let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
             .map_err(|_| std::io::Error::other("directory path holds a NUL byte"))?;
-        // SAFETY: plain syscall; the fd is owned right away.
-        let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
-        if raw < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a fresh fd nobody else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mask = libc::IN_CREATE
-            | libc::IN_DELETE
-            | libc::IN_MOVED_FROM
-            | libc::IN_MOVED_TO
-            | libc::IN_CLOSE_WRITE
-            | libc::IN_ATTRIB
-            | libc::IN_DELETE_SELF
-            | libc::IN_MOVE_SELF
-            | libc::IN_ONLYDIR;
-        // SAFETY: valid fd and NUL-terminated path.
-        if unsafe { libc::inotify_add_watch(fd.as_raw_fd(), path.as_ptr(), mask) } < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC)?;
+        let mask = WatchFlags::CREATE
+            | WatchFlags::DELETE
+            | WatchFlags::MOVED_FROM
+            | WatchFlags::MOVED_TO
+            | WatchFlags::CLOSE_WRITE
+            | WatchFlags::ATTRIB
+            | WatchFlags::DELETE_SELF
+            | WatchFlags::MOVE_SELF
+            | WatchFlags::ONLYDIR;
+        inotify::add_watch(&fd, path.as_c_str(), mask)?;
         Ok(DirWatch { fd })
     }
 
     /// Drains the queued events. `Ok(true)`: something happened (or may have: overflow);
     /// `Err`: the watch is gone (directory removed or moved) and must be set again.
     fn drain(&self) -> std::io::Result<bool> {
-        let mut buf = [0u8; 4096];
+        use rustix::fs::inotify::{ReadFlags, Reader};
+        use rustix::io::Errno;
+        let gone = ReadFlags::IGNORED | ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF;
+        let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
+        let mut events = Reader::new(&self.fd, &mut buf);
         let mut any = false;
         loop {
-            // SAFETY: reading into a buffer we own, of the length given.
-            let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                return match e.kind() {
-                    std::io::ErrorKind::WouldBlock => Ok(any),
-                    std::io::ErrorKind::Interrupted => continue,
-                    _ => Err(e),
-                };
-            }
-            if n == 0 {
-                return Ok(any);
-            }
-            any = true;
-            let mut off = 0usize;
-            let head = std::mem::size_of::<libc::inotify_event>();
-            while off + head <= n as usize {
-                // SAFETY: the kernel wrote whole events; read_unaligned copes with the buffer's
-                // alignment.
-                let ev: libc::inotify_event =
-                    unsafe { std::ptr::read_unaligned(buf.as_ptr().add(off).cast()) };
-                if ev.mask & (libc::IN_IGNORED | libc::IN_DELETE_SELF | libc::IN_MOVE_SELF) != 0 {
+            match events.next() {
+                Ok(ev) if ev.events().intersects(gone) => {
                     return Err(std::io::Error::other("the watched directory went away"));
                 }
-                off += head + ev.len as usize;
+                Ok(_) => any = true,
+                Err(Errno::AGAIN) => return Ok(any),
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
             }
         }
     }

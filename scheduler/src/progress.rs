@@ -536,18 +536,18 @@ impl ProgressReader {
     /// Whether the writing process is gone (its pid no longer exists). A reused pid is caught
     /// by the caller comparing process start times if it matters.
     pub fn writer_alive(&self) -> bool {
-        use std::os::fd::AsRawFd;
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
         if let Some(fd) = &self.writer {
-            let mut p = libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
+            // A pidfd polls readable once its process has exited.
+            let mut fds = [PollFd::new(fd, PollFlags::IN)];
+            let now = Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
             };
-            // SAFETY: one valid pollfd, no timeout.
-            match unsafe { libc::poll(&mut p, 1, 0) } {
-                0 => return true,
-                n if n > 0 => return false,
-                _ => {}
+            match poll(&mut fds, Some(&now)) {
+                Ok(0) => return true,
+                Ok(_) => return false,
+                Err(_) => {}
             }
         }
         Path::new("/proc")
@@ -556,15 +556,11 @@ impl ProgressReader {
     }
 }
 
-/// A pidfd for `pid`, if the kernel gives one.
+/// A pidfd for `pid`, if the kernel gives one (Linux 5.3).
 fn pidfd_open(pid: u32) -> Option<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
-    let pid = libc::pid_t::try_from(pid).ok().filter(|&p| p > 0)?;
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    let fd = i32::try_from(fd).ok().filter(|&f| f >= 0)?;
-    // SAFETY: a fresh fd that nothing else owns.
-    Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+    use rustix::process::{Pid, PidfdFlags};
+    let pid = i32::try_from(pid).ok().and_then(Pid::from_raw)?;
+    rustix::process::pidfd_open(pid, PidfdFlags::empty()).ok()
 }
 
 #[cfg(test)]

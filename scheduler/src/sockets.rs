@@ -228,14 +228,7 @@ pub fn parse_tcp_table(text: &str) -> Vec<TcpRow> {
 
 /// Whether `path` is on a procfs (statfs magic), whose fd directories report their fd count.
 fn is_procfs(path: &std::path::Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: a valid NUL-terminated path and a zeroed out-struct of the right type.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::statfs(c.as_ptr(), &mut st) };
-    r == 0 && st.f_type == libc::PROC_SUPER_MAGIC
+    rustix::fs::statfs(path).is_ok_and(|st| st.f_type == rustix::fs::PROC_SUPER_MAGIC)
 }
 
 /// Joins a process's socket inodes with its namespace's TCP table.

@@ -15,8 +15,7 @@ fn chmod(p: &std::path::Path, mode: u32) {
 }
 
 fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }
 
 #[test]
