@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use mlcc_core::job::Arch;
+use rustix::process::{Pid, Signal};
 use serde::Serialize;
 
 use crate::net::{self, NetPlan, PREFIX};
@@ -25,7 +26,8 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 pub fn install_signal_handlers() {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe. Raw because
+    // rustix installs no signal handlers.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
@@ -225,8 +227,7 @@ pub fn run_id() -> String {
 }
 
 fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }
 
 /// Everything of every run on the machine, for `mlcc-testbed down`.
@@ -639,9 +640,8 @@ impl Cluster {
             .iter()
             .find(|d| d.name == name)
             .ok_or_else(|| RunError::Setup(format!("no daemon {name} to pause")))?;
-        let sig = if stop { libc::SIGSTOP } else { libc::SIGCONT };
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(d.child.id() as i32, sig) };
+        let sig = if stop { Signal::STOP } else { Signal::CONT };
+        signal_child(&d.child, sig);
         Ok(())
     }
 
@@ -720,11 +720,9 @@ impl Cluster {
         }
         self.removed = true;
         for d in &self.daemons {
-            // SAFETY: signalling our own child; SIGCONT for one a fault left stopped.
-            unsafe {
-                libc::kill(d.child.id() as i32, libc::SIGTERM);
-                libc::kill(d.child.id() as i32, libc::SIGCONT);
-            }
+            // SIGCONT for one a fault left stopped.
+            signal_child(&d.child, Signal::TERM);
+            signal_child(&d.child, Signal::CONT);
         }
         let deadline = Instant::now() + Duration::from_secs(5);
         for d in &mut self.daemons {
@@ -762,21 +760,28 @@ impl Drop for Cluster {
     }
 }
 
+/// Sends `sig` to our own child; one already gone is no error worth reporting.
+fn signal_child(child: &Child, sig: Signal) {
+    if let Some(pid) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) {
+        let _ = rustix::process::kill_process(pid, sig);
+    }
+}
+
 /// `program` run inside network namespace `ns`. Not `ip netns exec`: that also gives the
 /// process a mount namespace with a fresh /sys, hiding the bpffs where the datapath is pinned.
 pub fn ns_command(ns: &str, program: impl AsRef<std::ffi::OsStr>) -> Result<Command, RunError> {
-    use std::os::fd::AsRawFd;
+    use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
+    use std::os::fd::AsFd;
     use std::os::unix::process::CommandExt;
     let path = Path::new("/run/netns").join(ns);
     let f = File::open(&path).map_err(io_err(format!("network namespace {}", path.display())))?;
     let mut c = Command::new(program);
-    // SAFETY: only setns (async-signal-safe) between fork and exec; the fd stays open because
-    // the closure owns the File until the Command is dropped.
+    // SAFETY: only setns (one raw system call, async-signal-safe) between fork and exec; the
+    // fd stays open because the closure owns the File until the Command is dropped. std's
+    // pre_exec is unsafe itself; no safe way to run code in the child exists.
     unsafe {
         c.pre_exec(move || {
-            if libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            move_into_link_name_space(f.as_fd(), Some(LinkNameSpaceType::Network))?;
             Ok(())
         });
     }

@@ -7,6 +7,8 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::Command;
 
+use rustix::process::{Pid, Signal};
+
 use crate::scenario::Scenario;
 
 /// Every namespace of every run starts with this.
@@ -230,10 +232,10 @@ pub fn delete_namespace(ns: &str) {
     if let Ok(pids) = sh("ip", &["netns", "pids", ns]) {
         for pid in pids
             .split_whitespace()
-            .filter_map(|p| p.parse::<i32>().ok())
+            .filter_map(|p| p.parse::<i32>().ok().filter(|&p| p > 0))
+            .filter_map(Pid::from_raw)
         {
-            // SAFETY: kill has no memory preconditions; the pid came from the kernel just now.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = rustix::process::kill_process(pid, Signal::KILL);
         }
     }
     let _ = sh("ip", &["netns", "del", ns]);

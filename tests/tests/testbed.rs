@@ -11,8 +11,7 @@ use std::process::Command;
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }
 
 /// mlccd and mlcc-switchd live in other crates: build them (cargo does not hold its build lock
