@@ -12,6 +12,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use mlcc_scheduler::progress::{ProgressReader, parse_file_name};
+use rustix::process::{Pid, Signal, kill_process};
 
 /// The repository root (this crate lives in `patches/harness`).
 pub fn repo_root() -> PathBuf {
@@ -58,8 +59,7 @@ pub fn c_compiler() -> String {
 
 /// Whether this process runs as root (namespaces, TCP_CONGESTION on any CC).
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }
 
 /// A set of network namespaces `<prefix>-h1..hN` joined by a bridge in `<prefix>-sw`,
@@ -324,8 +324,10 @@ impl Children {
     pub fn terminate(&mut self, timeout: Duration) -> Vec<(String, bool)> {
         for (_, c) in &mut self.list {
             if let Ok(None) = c.try_wait() {
-                // SAFETY: kill(2) on the pid of our own child that has not been reaped yet.
-                unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
+                // Our own child, not reaped yet, so the pid is still its.
+                if let Some(pid) = i32::try_from(c.id()).ok().and_then(Pid::from_raw) {
+                    let _ = kill_process(pid, Signal::TERM);
+                }
             }
         }
         let deadline = Instant::now() + timeout;
