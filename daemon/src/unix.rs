@@ -23,7 +23,8 @@ pub fn resolve_group(group: &str) -> io::Result<u32> {
         let mut grp: libc::group = unsafe { std::mem::zeroed() };
         let mut result: *mut libc::group = std::ptr::null_mut();
         // SAFETY: name is NUL-terminated; grp, buf (with its true length) and result are valid
-        // for writes for the duration of the call; nothing is kept after it.
+        // for writes for the duration of the call; nothing is kept after it. Raw because rustix
+        // does no NSS lookups (LDAP/sssd groups need glibc's getgrnam_r).
         let rc = unsafe {
             libc::getgrnam_r(
                 name.as_ptr(),
