@@ -133,6 +133,34 @@ fn ccml_shifts_the_later_job_behind_the_earlier_one() {
 }
 
 #[test]
+fn mltcp_lets_the_job_further_into_its_phase_finish_first() {
+    // The ccml case: under fair sharing the two rings split the link from b's arrival on;
+    // MLTCP weighs a's flows by the share they already sent, so a gets more and finishes
+    // sooner than under fair, and b no later than a.
+    let mut b = job("b", Arch::Allreduce, 2, 0, 1);
+    b.arrival_s = 0.12;
+    let specs = [job("a", Arch::Allreduce, 2, 0, 1), b];
+    let mltcp = run("mltcp", &specs);
+    let fair = run("fair", &specs);
+    assert!(mltcp[0] < fair[0], "mltcp {mltcp:?} fair {fair:?}");
+    assert!(mltcp[1] >= mltcp[0]);
+}
+
+#[test]
+fn crux_serves_the_more_gpu_intensive_job_first() {
+    // Two rings on the same two hosts: ResNet-50 (98 MB, much compute per byte) and VGG-19
+    // (548 MB, little compute per byte, so more than 2x less intensive: a lower level). Crux
+    // gives ResNet-50 the link whenever both communicate; fair splits it.
+    let resnet = job("resnet", Arch::Allreduce, 2, 0, 3);
+    let mut vgg = job("vgg", Arch::Allreduce, 2, 0, 3);
+    vgg.model = models::by_name("vgg19").unwrap();
+    let specs = [vgg, resnet];
+    let crux = run("crux", &specs);
+    let fair = run("fair", &specs);
+    assert!(crux[1] < fair[1], "crux {crux:?} fair {fair:?}");
+}
+
+#[test]
 fn isolated_is_a_lower_bound_and_mlcc_staggers() {
     let specs = [
         job("a", Arch::Allreduce, 2, 0, 3),
@@ -148,6 +176,9 @@ fn isolated_is_a_lower_bound_and_mlcc_staggers() {
         "fair",
         "mcs",
         "ccml",
+        "mltcp",
+        "crux",
+        "priority",
     ] {
         let got = run(name, &specs);
         for (i, (g, b)) in got.iter().zip(&iso).enumerate() {

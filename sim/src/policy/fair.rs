@@ -18,6 +18,9 @@ pub struct Fair {
     demand: Vec<f64>,
     capacity: Vec<f64>,
     rates: Vec<f64>,
+    /// Position in the view being solved of each flow, by its index in the slot's full active
+    /// list (`u32::MAX`: not in the view).
+    pos: Vec<u32>,
 }
 
 impl Fair {
@@ -41,6 +44,20 @@ impl Fair {
         capacity: &[f64],
         out: &mut [f64],
     ) {
+        self.solve_weighted(view, cap, None, capacity, out);
+    }
+
+    /// [`Self::solve_within`] with weighted sharing ([`MaxMin::solve_weighted`]): flow `i` of
+    /// the view rises at `weight[i]` times the common level. The view's flows need not be one
+    /// contiguous run of the slot's active list.
+    pub fn solve_weighted(
+        &mut self,
+        view: &View<'_>,
+        cap: Option<&[f64]>,
+        weight: Option<&[f64]>,
+        capacity: &[f64],
+        out: &mut [f64],
+    ) {
         let paths: Vec<&[LinkId]> = view
             .active
             .iter()
@@ -53,15 +70,20 @@ impl Fair {
                 cap.map_or(d, |c| d.min(c[i]))
             }));
         self.solver
-            .solve(&paths, &self.demand, capacity, &mut self.rates);
-        // Second pass: broadcast demand from the aggregation rates just found.
-        // Upstream flows are found by their index in the full active list; a sub-view (one
-        // job, for `isolated`) starts at `base` in it.
-        let base = view
-            .active
-            .first()
-            .and_then(|&r| view.flow(r).active_idx)
-            .unwrap_or(0) as usize;
+            .solve_weighted(&paths, &self.demand, weight, capacity, &mut self.rates);
+        // Second pass: broadcast demand from the aggregation rates just found. Upstream flows
+        // are found by their index in the full active list, mapped to their place in this view
+        // (a sub-view holds one job for `isolated`, one priority level for `crux`).
+        self.pos.clear();
+        for (i, &r) in view.active.iter().enumerate() {
+            if let Some(k) = view.flow(r).active_idx {
+                let k = k as usize;
+                if self.pos.len() <= k {
+                    self.pos.resize(k + 1, u32::MAX);
+                }
+                self.pos[k] = i as u32;
+            }
+        }
         let mut changed = false;
         for (i, &r) in view.active.iter().enumerate() {
             let f = view.flow(r);
@@ -76,8 +98,8 @@ impl Fair {
                     let a = &j.flows[a];
                     let extra = a
                         .active_idx
-                        .and_then(|k| (k as usize).checked_sub(base))
-                        .and_then(|k| self.rates.get(k))
+                        .and_then(|k| self.pos.get(k as usize))
+                        .and_then(|&p| self.rates.get(p as usize))
                         .map_or(0.0, |r| r * view.tau);
                     ((a.sent + extra) / a.bytes.max(1.0)).min(1.0)
                 })
@@ -90,7 +112,7 @@ impl Fair {
         }
         if changed {
             self.solver
-                .solve(&paths, &self.demand, capacity, &mut self.rates);
+                .solve_weighted(&paths, &self.demand, weight, capacity, &mut self.rates);
         }
         out.copy_from_slice(&self.rates);
     }

@@ -41,6 +41,8 @@ pub struct MaxMin {
     used: Vec<(u32, u32, u32)>,
     frozen_load: Vec<f64>,
     count: Vec<u32>,
+    /// Per used link: the summed weight of its unfrozen flows.
+    weight: Vec<f64>,
     version: Vec<u32>,
     frozen: Vec<bool>,
     by_demand: Vec<u32>,
@@ -58,6 +60,21 @@ impl MaxMin {
         capacity: &[f64],
         out: &mut Vec<f64>,
     ) {
+        self.solve_weighted(paths, demand, None, capacity, out);
+    }
+
+    /// Weighted max-min: every unfrozen flow rises at `weight[f]` times a common level, so on
+    /// a shared bottleneck flows get capacity in proportion to their weights (none: all 1,
+    /// plain max-min, to the last bit). Weights must be finite and > 0.
+    pub fn solve_weighted(
+        &mut self,
+        paths: &[&[LinkId]],
+        demand: &[f64],
+        weight: Option<&[f64]>,
+        capacity: &[f64],
+        out: &mut Vec<f64>,
+    ) {
+        let w = |f: usize| weight.map_or(1.0, |w| w[f]);
         let n = paths.len();
         out.clear();
         out.resize(n, 0.0);
@@ -92,12 +109,18 @@ impl MaxMin {
         self.frozen_load.resize(m, 0.0);
         self.count.clear();
         self.count.extend(self.used.iter().map(|&(_, s, e)| e - s));
+        self.weight.clear();
+        self.weight.extend(self.used.iter().map(|&(_, s, e)| {
+            (s..e)
+                .map(|i| w(self.incidence[i as usize].1 as usize))
+                .sum::<f64>()
+        }));
         self.version.clear();
         self.version.resize(m, 0);
         self.heap.clear();
         for (k, &(l, _, _)) in self.used.iter().enumerate() {
             self.heap.push(Event {
-                level: (capacity[l as usize] / f64::from(self.count[k])).max(0.0),
+                level: (capacity[l as usize] / self.weight[k]).max(0.0),
                 link: k as u32,
                 version: 0,
             });
@@ -105,9 +128,10 @@ impl MaxMin {
         self.by_demand.clear();
         self.by_demand
             .extend((0..n as u32).filter(|&f| !self.frozen[f as usize]));
+        // A flow's demand is met at level demand / weight.
         self.by_demand.sort_by(|&a, &b| {
-            demand[a as usize]
-                .total_cmp(&demand[b as usize])
+            (demand[a as usize] / w(a as usize))
+                .total_cmp(&(demand[b as usize] / w(b as usize)))
                 .then(a.cmp(&b))
         });
         let mut next_demand = 0usize;
@@ -129,10 +153,10 @@ impl MaxMin {
             let demand_level = self
                 .by_demand
                 .get(next_demand)
-                .map(|&f| (demand[f as usize], f as usize));
+                .map(|&f| (demand[f as usize] / w(f as usize), f as usize));
             match (link_level, demand_level) {
                 (Some((lv, _)), Some((dv, f))) if dv <= lv => {
-                    unfrozen -= self.freeze(f, dv, paths, capacity, out);
+                    unfrozen -= self.freeze(f, demand[f], w(f), paths, capacity, out);
                 }
                 (Some((lv, k)), _) => {
                     self.heap.pop();
@@ -140,23 +164,26 @@ impl MaxMin {
                     for idx in s..e {
                         let f = self.incidence[idx as usize].1 as usize;
                         if !self.frozen[f] {
-                            unfrozen -= self.freeze(f, lv, paths, capacity, out);
+                            unfrozen -= self.freeze(f, w(f) * lv, w(f), paths, capacity, out);
                         }
                     }
                 }
-                (None, Some((dv, f))) => {
-                    let r = if dv.is_finite() { dv } else { 0.0 };
-                    unfrozen -= self.freeze(f, r, paths, capacity, out);
+                (None, Some((_, f))) => {
+                    let d = demand[f];
+                    let r = if d.is_finite() { d } else { 0.0 };
+                    unfrozen -= self.freeze(f, r, w(f), paths, capacity, out);
                 }
                 (None, None) => break,
             }
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn freeze(
         &mut self,
         f: usize,
         rate: f64,
+        weight: f64,
         paths: &[&[LinkId]],
         capacity: &[f64],
         out: &mut [f64],
@@ -170,11 +197,10 @@ impl MaxMin {
             };
             self.frozen_load[k] += out[f];
             self.count[k] -= 1;
+            self.weight[k] -= weight;
             self.version[k] += 1;
             if self.count[k] > 0 {
-                let level = ((capacity[l.index()] - self.frozen_load[k])
-                    / f64::from(self.count[k]))
-                .max(0.0);
+                let level = ((capacity[l.index()] - self.frozen_load[k]) / self.weight[k]).max(0.0);
                 self.heap.push(Event {
                     level,
                     link: k as u32,
@@ -210,6 +236,36 @@ mod tests {
             &mut out,
         );
         assert_eq!(out, vec![5.0, 5.0, 2.0]);
+    }
+
+    #[test]
+    fn weights_share_a_bottleneck_in_proportion_and_unit_weights_are_plain_max_min() {
+        let (a, b, c) = ([l(0), l(1)], [l(0)], [l(1)]);
+        let paths: Vec<&[LinkId]> = vec![&a, &b, &c];
+        let mut out = vec![];
+        // a weighs 3, b 1 on link 0 (cap 8): 6 and 2; c takes what a leaves on link 1.
+        MaxMin::default().solve_weighted(
+            &paths,
+            &[f64::INFINITY; 3],
+            Some(&[3.0, 1.0, 1.0]),
+            &[8.0, 10.0],
+            &mut out,
+        );
+        assert_eq!(out, vec![6.0, 2.0, 4.0]);
+        // A heavy flow limited by its demand leaves the rest to the others.
+        MaxMin::default().solve_weighted(
+            &paths,
+            &[1.0, f64::INFINITY, f64::INFINITY],
+            Some(&[3.0, 1.0, 1.0]),
+            &[8.0, 10.0],
+            &mut out,
+        );
+        assert_eq!(out, vec![1.0, 7.0, 9.0]);
+        let mut plain = vec![];
+        let d = [f64::INFINITY, 4.0, 2.5];
+        MaxMin::default().solve(&paths, &d, &[10.0, 7.0], &mut plain);
+        MaxMin::default().solve_weighted(&paths, &d, Some(&[1.0; 3]), &[10.0, 7.0], &mut out);
+        assert_eq!(out, plain);
     }
 
     #[test]

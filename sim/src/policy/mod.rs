@@ -13,11 +13,13 @@ use crate::model::{Flow, FlowRef, Job};
 use mlcc_harness::cluster::Visibility;
 
 pub mod ccml;
+pub mod crux;
 pub mod fair;
 pub mod isolated;
 pub mod maxmin;
 pub mod mcs;
 pub mod mlcc;
+pub mod mltcp;
 pub mod priority;
 
 /// What a policy sees at the start of a slot.
@@ -227,6 +229,16 @@ pub fn registry() -> Vec<Entry> {
             "ccml",
             "host-side interleaving of co-located jobs' communication phases, fair in the fabric",
             |c| Box::new(ccml::Ccml::new(c)),
+        ),
+        fixed(
+            "mltcp",
+            "MLTCP (HotNets'24) as a fluid: weighted max-min, each flow weighted by F = 1.75 r + 0.25 of the share r of its iteration's bytes already sent",
+            |_| Box::new(mltcp::Mltcp::default()),
+        ),
+        fixed(
+            "crux",
+            "Crux (SIGCOMM'24) as a fluid: jobs by GPU intensity (compute / communication on the most loaded link) in 8 octave levels, strict priority between levels, max-min within one; no path choice",
+            |_| Box::new(crux::Crux::default()),
         ),
         fixed(
             "priority",
