@@ -211,7 +211,7 @@ impl<'t> Engine<'t> {
         Ok(())
     }
 
-    fn admit(&mut self) -> Result<(), EngineError> {
+    fn admit(&mut self, policy: &mut dyn Policy) -> Result<(), EngineError> {
         while self.next_arrival < self.jobs.len()
             && self.jobs[self.next_arrival].arrival_slot <= self.now
         {
@@ -242,10 +242,11 @@ impl<'t> Engine<'t> {
             };
             self.queue.pop_front();
             self.materialize(ji, hosts)?;
+            let shift = policy.start_shift(&self.jobs, ji, self.now, self.topo, self.slots);
             let j = &mut self.jobs[ji];
             j.start_slot = Some(self.now);
             j.phase = Phase::Compute {
-                until: self.now + j.compute_slots,
+                until: self.now + shift + j.compute_slots,
             };
         }
         Ok(())
@@ -302,7 +303,7 @@ impl<'t> Engine<'t> {
     /// Runs one slot (or skips to the next event if nothing communicates). Returns whether
     /// flows were active.
     pub fn step(&mut self, policy: &mut dyn Policy) -> Result<bool, EngineError> {
-        self.admit()?;
+        self.admit(policy)?;
         let now = self.now;
         self.active.clear();
         for (ji, j) in self.jobs.iter_mut().enumerate() {

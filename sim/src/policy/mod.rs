@@ -12,6 +12,7 @@ use crate::model::Sharing;
 use crate::model::{Flow, FlowRef, Job};
 use mlcc_harness::cluster::Visibility;
 
+pub mod cassini;
 pub mod ccml;
 pub mod crux;
 pub mod fair;
@@ -73,6 +74,20 @@ pub trait Policy {
     /// the bookings of flows that just finished).
     fn wants_idle_slot(&self) -> bool {
         false
+    }
+
+    /// Slots by which job `job`, placed now (its flows and paths set, its first compute phase
+    /// about to start), delays that start: a scheduler's time shift (Cassini). `jobs` holds
+    /// every job, running or not.
+    fn start_shift(
+        &mut self,
+        _jobs: &[Job],
+        _job: usize,
+        _now: u64,
+        _topo: &Topology,
+        _slots: SlotConfig,
+    ) -> u64 {
+        0
     }
 
     /// Wall-clock microseconds of each planning decision, if the policy measures them.
@@ -234,6 +249,11 @@ pub fn registry() -> Vec<Entry> {
             "mltcp",
             "MLTCP (HotNets'24) as a fluid: weighted max-min, each flow weighted by F = 1.75 r + 0.25 of the share r of its iteration's bytes already sent",
             |_| Box::new(mltcp::Mltcp::default()),
+        ),
+        fixed(
+            "cassini",
+            "Cassini (NSDI'24): each arriving job's start shifted so its communication interleaves with the running jobs it shares a link with (isolated periods, whole slots), fair sharing underneath",
+            |_| Box::new(cassini::Cassini::default()),
         ),
         fixed(
             "crux",
