@@ -32,6 +32,14 @@
  *                                returns before any byte moves, as in NCCL); off: emit at once
  *   progress                     emit the kept proxy events (the transfers happen)
  *   finalize                     finalize() the communicator
+ *   unload / load                dlclose / dlopen the plugin again, as NCCL does when its last
+ *                                communicator is finalized and at the next init (2.30.7
+ *                                plugin/profiler.cc:113-123, 46-96); the program starts loaded
+ *   mark                         the application's explicit mark, as a training loop makes it:
+ *                                mlcc_nccl_iteration_begin() from mlcc_nccl_iteration.h; answers
+ *                                "ok R" with its return value
+ *   mark_progress_h              the same through mlcc_iteration_begin() from mlcc_progress.h (this
+ *                                program's own copy of the progress state; reaches no plugin)
  *
  * What the replay follows (all checked in the tags above):
  * - Activation mask: what init returned; v1-v2 read it once per group (2.23.4 misc/profiler.cc:247).
@@ -66,6 +74,7 @@
  *   (ce_coll.cc:99-104), so it would mark nothing).
  * A plan's collectives are replayed in call order (NCCL sorts them by traffic, enqueue.cc:392).
  */
+#define _GNU_SOURCE /* mlcc_nccl_iteration.h: dl_iterate_phdr */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +82,10 @@
 #include <unistd.h>
 
 #include "mlcc_nccl_profiler.h"
+/* The application's side of explicit mode: this program is linked like a training binary (an
+ * executable with -ldl) and loads the plugin exactly as NCCL does, RTLD_NOW | RTLD_LOCAL. */
+#include "mlcc_nccl_iteration.h"
+#include "mlcc_progress.h"
 
 /* NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8: one SIMPLE-protocol network transfer. */
 #define STEP_BYTES 524288u
@@ -518,6 +531,22 @@ static void init(int rank, int nranks, int nnodes) {
   ncomms++;
 }
 
+static void *lib;
+
+/* As NCCL opens it: dlopen(name, RTLD_NOW | RTLD_LOCAL) (2.23.4 misc/profiler.cc:32, 2.30.7
+ * os/linux.cc:52), then the newest ncclProfiler_v<N> it knows. */
+static void load(const char *name) {
+  lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    printf("err dlopen: %s\n", dlerror());
+    exit(1);
+  }
+  char sym[32];
+  snprintf(sym, sizeof sym, "ncclProfiler_v%d", version);
+  profiler = dlsym(lib, sym);
+  if (!profiler) fail("symbol not found");
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s PLUGIN.so VERSION\n", argv[0]);
@@ -525,16 +554,8 @@ int main(int argc, char **argv) {
   }
   version = atoi(argv[2]);
   if (version < 1 || version > 6) fail("version must be 1..6");
-  void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL); /* as NCCL opens it */
-  if (!lib) {
-    printf("err dlopen: %s\n", dlerror());
-    return 1;
-  }
-  char sym[32];
-  snprintf(sym, sizeof sym, "ncclProfiler_v%d", version);
-  profiler = dlsym(lib, sym);
-  if (!profiler) fail("symbol not found");
-  printf("ok loaded %s name=%s\n", sym, ACCESS(ncclProfiler_v1_t)->name);
+  load(argv[1]);
+  printf("ok loaded ncclProfiler_v%d name=%s\n", version, ACCESS(ncclProfiler_v1_t)->name);
   fflush(stdout);
 
   char line[256];
@@ -603,6 +624,20 @@ int main(int argc, char **argv) {
       for (int i = 0; i < npending; i++)
         proxy_op(&pending[i].t, pending[i].is_send, pending[i].bytes);
       npending = 0;
+      printf("ok\n");
+    } else if (!strcmp(cmd, "unload")) {
+      if (!lib) fail("not loaded");
+      dlclose(lib);
+      lib = NULL, profiler = NULL, ctx = NULL, ncomms = 0;
+      printf("ok\n");
+    } else if (!strcmp(cmd, "load")) {
+      if (lib) fail("loaded");
+      load(argv[1]);
+      printf("ok\n");
+    } else if (!strcmp(cmd, "mark")) {
+      printf("ok %d\n", mlcc_nccl_iteration_begin());
+    } else if (!strcmp(cmd, "mark_progress_h")) {
+      mlcc_iteration_begin();
       printf("ok\n");
     } else if (!strcmp(cmd, "finalize")) {
       if (ACCESS(ncclProfiler_v1_t)->finalize(ctx) != ncclSuccess) fail("finalize");

@@ -14,9 +14,17 @@ use mlcc_core::job::{Arch, Role};
 use mlcc_patches::{ProgressWatch, c_compiler, cache_dir, repo_root, run};
 use mlcc_scheduler::progress::ProgressSnapshot;
 
+/// What `built` makes: the plugin, the harness, and the harness linked with `-rdynamic` (an
+/// executable that exports its own copy of mlcc_progress.h's state).
+struct Built {
+    plugin: PathBuf,
+    harness: PathBuf,
+    harness_rdynamic: PathBuf,
+}
+
 /// Builds the plugin (with its own Makefile, as an operator would) and the harness, once.
-fn built() -> &'static (PathBuf, PathBuf) {
-    static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+fn built() -> &'static Built {
+    static BUILT: OnceLock<Built> = OnceLock::new();
     BUILT.get_or_init(|| {
         let out = cache_dir().join("nccl");
         std::fs::create_dir_all(&out).unwrap();
@@ -29,15 +37,25 @@ fn built() -> &'static (PathBuf, PathBuf) {
             .arg(format!("CC={}", c_compiler())));
         let plugin = out.join("libnccl-profiler-mlcc.so");
         let harness = out.join("nccl_profiler_harness");
-        run(Command::new(c_compiler())
-            .args(["-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror"])
-            .arg("-I")
-            .arg(root.join("patches/nccl/profiler"))
-            .arg("-o")
-            .arg(&harness)
-            .arg(root.join("patches/harness/c/nccl_profiler_harness.c"))
-            .arg("-ldl"));
-        (plugin, harness)
+        let harness_rdynamic = out.join("nccl_profiler_harness_rdynamic");
+        for (exe, extra) in [(&harness, None), (&harness_rdynamic, Some("-rdynamic"))] {
+            run(Command::new(c_compiler())
+                .args(["-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror"])
+                .args(extra)
+                .arg("-I")
+                .arg(root.join("patches/nccl/profiler"))
+                .arg("-I")
+                .arg(root.join("patches/progress"))
+                .arg("-o")
+                .arg(exe)
+                .arg(root.join("patches/harness/c/nccl_profiler_harness.c"))
+                .arg("-ldl"));
+        }
+        Built {
+            plugin,
+            harness,
+            harness_rdynamic,
+        }
     })
 }
 
@@ -50,7 +68,17 @@ struct Harness {
 
 impl Harness {
     fn start(version: u32, env: &[(&str, String)]) -> Harness {
-        let (plugin, harness) = built();
+        let b = built();
+        Harness::start_with(&b.harness, b.plugin.as_os_str(), version, env)
+    }
+
+    /// `plugin`: what the harness passes to dlopen (a path, or a name for the loader's search).
+    fn start_with(
+        harness: &Path,
+        plugin: &std::ffi::OsStr,
+        version: u32,
+        env: &[(&str, String)],
+    ) -> Harness {
         let mut cmd = Command::new(harness);
         cmd.arg(plugin)
             .arg(version.to_string())
@@ -543,17 +571,132 @@ fn without_a_job_id_the_plugin_is_a_no_op() {
 
 #[test]
 fn plugin_exports_every_version_and_nothing_else_of_note() {
-    let (plugin, _) = built();
     let out = run(Command::new("nm")
         .arg("-D")
         .arg("--defined-only")
-        .arg(plugin));
+        .arg(&built().plugin));
     let syms = String::from_utf8_lossy(&out.stdout);
-    for (v, _) in FAMILIES {
-        assert!(
-            syms.lines()
-                .any(|l| l.ends_with(&format!(" ncclProfiler_v{v}"))),
-            "ncclProfiler_v{v} missing:\n{syms}"
+    let mut names: Vec<&str> = syms
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    names.sort_unstable();
+    // The six tables NCCL looks for and explicit mode's entry point; the progress state stays
+    // hidden, so the plugin never binds to an application's copy of it.
+    let mut want: Vec<String> = FAMILIES
+        .iter()
+        .map(|(v, _)| format!("ncclProfiler_v{v}"))
+        .collect();
+    want.push("mlcc_nccl_profiler_iteration_begin".into());
+    want.sort_unstable();
+    assert_eq!(names, want, "{syms}");
+}
+
+#[test]
+fn explicit_mode_marks_reach_the_plugin_nccl_loaded_rtld_local() {
+    // The harness is the application: an executable that dlopens the plugin RTLD_NOW |
+    // RTLD_LOCAL as NCCL does and marks iterations with mlcc_nccl_iteration_begin()
+    // (mlcc_nccl_iteration.h). mlcc_iteration_begin() from mlcc_progress.h acts on the
+    // executable's own state and must change nothing, exported (-rdynamic) or not.
+    let b = built();
+    let by_path = b.plugin.as_os_str().to_owned();
+    let lib_dir = b.plugin.parent().unwrap().display().to_string();
+    let mut runs: Vec<(u32, &Path, std::ffi::OsString, bool)> = FAMILIES
+        .iter()
+        .map(|(v, _)| (*v, b.harness.as_path(), by_path.clone(), false))
+        .collect();
+    // A bare name found through the loader's search path (NCCL's
+    // "libnccl-profiler-<NCCL_PROFILER_PLUGIN>.so"), and an executable exporting its state.
+    runs.push((
+        6,
+        b.harness.as_path(),
+        "libnccl-profiler-mlcc.so".into(),
+        true,
+    ));
+    runs.push((6, b.harness_rdynamic.as_path(), by_path.clone(), false));
+    runs.push((2, b.harness_rdynamic.as_path(), by_path.clone(), false));
+    let step = [
+        (
+            "coll AllReduce 262144 ncclFloat32 0 1048576 1048576",
+            1_048_576u64,
+        ),
+        (
+            "coll AllReduce 262144 ncclFloat32 0 1048576 1048576",
+            1_048_576,
+        ),
+        ("coll AllGather 1000 ncclInt32 0 4000 4000", 4000),
+        ("p2p Send 100 ncclInt32 1 1", 400),
+    ];
+    let step_sent: u64 = step.iter().map(|s| s.1).sum();
+    for (v, harness, plugin, search) in runs {
+        let what = format!("v{v} {} {plugin:?}", harness.display());
+        let dir = tempfile::tempdir().unwrap();
+        let mut e = env(
+            dir.path(),
+            &format!("explicit-v{v}"),
+            &[("MLCC_NCCL_ITERATION", "explicit")],
         );
+        if search {
+            e.push(("LD_LIBRARY_PATH", lib_dir.clone()));
+        }
+        let mut h = Harness::start_with(harness, &plugin, v, &e);
+        // NCCL loads the plugin at the first communicator's init: before, nothing to find.
+        h.cmd("unload");
+        assert_eq!(h.cmd("mark"), "-1", "{what}: plugin not loaded yet");
+        h.cmd("load");
+        assert_eq!(h.cmd("mark"), "0", "{what}: no communicator yet");
+        h.cmd("init 0 2 2");
+        // A barrier before training (on v1-v3 the file opens at this first event with a rank).
+        h.cmd("coll AllReduce 1 ncclFloat32 0 4 4");
+        assert_eq!(h.cmd("mark_progress_h"), "", "{what}");
+        h.cmd(step[0].0);
+        let mut watch = ProgressWatch::default();
+        let s = snapshot(&mut watch, dir.path());
+        assert_eq!(
+            (s.iteration, s.bytes_sent),
+            (0, 4 + 1_048_576),
+            "{what}: neither mlcc_progress.h's mark nor the plugin itself marks"
+        );
+        for k in 1..=3u64 {
+            assert_eq!(h.cmd("mark"), "1", "{what} step {k}");
+            // The same all-reduce twice in the step: explicit mode marks only where told to.
+            for (c, _) in step {
+                h.cmd(c);
+            }
+            let s = snapshot(&mut watch, dir.path());
+            assert_eq!(s.iteration, k, "{what}");
+            assert_eq!(s.sent_this_iteration(), step_sent, "{what} step {k}");
+            let last = if k == 1 { 0 } else { step_sent };
+            assert_eq!(s.last_iteration_bytes, last, "{what} step {k}");
+            h.cmd("mark_progress_h");
+            assert_eq!(snapshot(&mut watch, dir.path()).iteration, k, "{what}");
+        }
+        let path = watch.readers.values().next().unwrap().path().to_path_buf();
+        h.cmd("finalize");
+        assert!(!path.exists(), "{what}");
+        // NCCL dlcloses the plugin after its last communicator's finalize: the reference the
+        // application's lookup keeps leaves it mapped (else this call would jump into an
+        // unmapped library), and the next init's dlopen gets the same object back.
+        h.cmd("unload");
+        assert_eq!(h.cmd("mark"), "0", "{what}: every communicator finalized");
+        h.cmd("load");
+        h.cmd("init 0 2 2");
+        h.cmd("coll AllReduce 1 ncclFloat32 0 4 4");
+        assert_eq!(h.cmd("mark"), "1", "{what}: after a new init");
+        h.cmd("finalize");
+    }
+    // Other modes ignore the application's mark.
+    for (v, mode) in [(6, "first-coll"), (5, "group"), (1, "first-coll")] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut h = Harness::start(
+            v,
+            &env(dir.path(), "not-explicit", &[("MLCC_NCCL_ITERATION", mode)]),
+        );
+        h.cmd("init 0 2 2");
+        h.cmd("coll AllReduce 1 ncclFloat32 0 4 4");
+        assert_eq!(h.cmd("mark"), "-2", "v{v} {mode}");
+        let mut watch = ProgressWatch::default();
+        assert_eq!(snapshot(&mut watch, dir.path()).iteration, 0, "v{v} {mode}");
+        h.cmd("finalize");
     }
 }

@@ -47,7 +47,12 @@
  *                         implicit group has depth 1 and does not). NCCL ≤ 2.27 has no event that
  *                         tells an explicit group from a standalone call's kernel plan, so there
  *                         the plugin warns and uses first-coll.
- *   explicit              no marks (the application calls mlcc_iteration_begin() itself).
+ *   explicit              no marks of the plugin's own: the application calls
+ *                         mlcc_nccl_iteration_begin() from mlcc_nccl_iteration.h, which finds this
+ *                         library although NCCL dlopens it RTLD_LOCAL and calls the exported
+ *                         mlcc_nccl_profiler_iteration_begin() below. (mlcc_iteration_begin() from
+ *                         mlcc_progress.h cannot reach it: the progress state here is built hidden,
+ *                         -fvisibility=hidden, and every module has its own copy.)
  *
  * The progress file is opened at the init of the first communicator spanning nodes (v4+: with its
  * rank and size) or at the first event that carries a rank (v1-v3) — MLCC_RANK overrides the
@@ -185,6 +190,26 @@ static ncclResult_t mlcc_init_common(void **context, int *mask, int version, int
   *mask = m;
   *context = c;
   return ncclSuccess;
+}
+
+/* MLCC_NCCL_ITERATION=explicit: the application's mark (mlcc_nccl_iteration.h looks this symbol
+ * up on an RTLD_NOLOAD handle of this library). 1: an iteration began; 0: no progress file open
+ * (MLCC_JOB_ID unset, no communicator spanning nodes yet, v1-v3 before the first event with a
+ * rank, or every communicator finalized); -2: another iteration mode is on, the call is ignored.
+ * Serialized with the plugin's own marks, the file's opening and its removal. */
+MLCC_EXPORT int mlcc_nccl_profiler_iteration_begin(void) {
+  int r = 0;
+  pthread_mutex_lock(&mlcc_mu);
+  if (mlcc_comms > 0 && mlcc_progress_state_.open) {
+    if (mlcc_iter_mode == MLCC_ITER_EXPLICIT) {
+      mlcc_iteration_begin();
+      r = 1;
+    } else {
+      r = -2;
+    }
+  }
+  pthread_mutex_unlock(&mlcc_mu);
+  return r;
 }
 
 static ncclResult_t mlcc_finalize(void *context) {
