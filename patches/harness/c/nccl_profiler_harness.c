@@ -23,7 +23,8 @@
  *   group_begin / group_end      an explicit ncclGroupStart / ncclGroupEnd
  *   coll FUNC COUNT TYPE ROOT SENT RECV
  *                                one collective call; SENT/RECV: the bytes its net-transport
- *                                proxy sub-ops move (the test's network model: 0 on one node)
+ *                                proxy sub-ops move (the test's network model: 0 on one node);
+ *                                FUNC AlltoAll, Gather, Scatter (v5+) become p2p tasks as in NCCL
  *   p2p Send|Recv COUNT TYPE PEER NET
  *                                ncclSend/ncclRecv; NET 1: the peer is on another node (the bytes
  *                                go through the net proxy), 0: intra-node (no proxy event)
@@ -32,6 +33,10 @@
  *                                returns before any byte moves, as in NCCL); off: emit at once
  *   progress                     emit the kept proxy events (the transfers happen)
  *   finalize                     finalize() the communicator
+ *   replay                       a CUDA graph replay of the last plan: hostStreamPlanTask again
+ *                                (its host node; 2.30.7 enqueue.cc:1703-1717, 1436-1444): Group,
+ *                                Coll/P2p and proxy events, no API events (those came at capture,
+ *                                from ncclEnqueueCheck, which a replay never calls)
  *   unload / load                dlclose / dlopen the plugin again, as NCCL does when its last
  *                                communicator is finalized and at the next init (2.30.7
  *                                plugin/profiler.cc:113-123, 46-96); the program starts loaded
@@ -121,6 +126,8 @@ struct task {
 };
 static struct task tasks[MAX_TASKS];
 static int ntasks;
+static struct task last_plan[MAX_TASKS]; /* the last plan launched, for `replay` */
+static int nlast;
 static int defer;
 static struct {
   struct task t;
@@ -476,6 +483,8 @@ static void run_plan(void) {
     d.ceColl.root = t->root;
     stop(start(&d));
   }
+  memcpy(last_plan, tasks, sizeof tasks[0] * (size_t)ntasks);
+  nlast = ntasks;
   ntasks = 0;
 }
 
@@ -492,19 +501,29 @@ static void group_end(void) {
   }
 }
 
-static void call(struct task t) {
-  if (ntasks == MAX_TASKS) fail("too many tasks in one group");
+/* One API call that appends n tasks (AlltoAll/Gather/Scatter: several p2p tasks). */
+static void call_tasks(struct task *ts, int n) {
+  if (ntasks + n > MAX_TASKS) fail("too many tasks in one group");
   group_api_begin(explicit_group ? 2 : 1);
-  t.emask = mask;
-  if (t.kind != T_P2P) t.api = coll_api(&t);
-  /* 2.29+: a Broadcast becomes an ncclTaskBcast and comes back with mask 0, unless
-   * NCCL_ALLGATHERV_ENABLE=0 (2.30.7 enqueue.cc:2703) */
-  const char *agv = getenv("NCCL_ALLGATHERV_ENABLE");
-  if (version >= 6 && t.kind == T_COLL && !strcmp(t.func, "Broadcast") &&
-      !(agv && *agv && atoi(agv) == 0))
-    t.emask = 0;
-  tasks[ntasks++] = t;
+  for (int i = 0; i < n; i++) {
+    struct task t = ts[i];
+    t.emask = mask;
+    if (t.kind != T_P2P) t.api = coll_api(&t);
+    /* 2.29+: a Broadcast becomes an ncclTaskBcast and comes back with mask 0, unless
+     * NCCL_ALLGATHERV_ENABLE=0 (2.30.7 enqueue.cc:2703) */
+    const char *agv = getenv("NCCL_ALLGATHERV_ENABLE");
+    if (version >= 6 && t.kind == T_COLL && !strcmp(t.func, "Broadcast") &&
+        !(agv && *agv && atoi(agv) == 0))
+      t.emask = 0;
+    tasks[ntasks++] = t;
+  }
   if (!explicit_group) group_end();
+}
+
+static void call(struct task t) { call_tasks(&t, 1); }
+
+static int is_p2p_coll(const char *f) {
+  return !strcmp(f, "AlltoAll") || !strcmp(f, "Gather") || !strcmp(f, "Scatter");
 }
 
 static void init(int rank, int nranks, int nnodes) {
@@ -592,8 +611,22 @@ int main(int argc, char **argv) {
         fail("coll FUNC COUNT TYPE ROOT SENT RECV");
       t.kind = T_COLL;
       t.count = (size_t)n;
-      code_of_func(t.func), code_of_type(t.type);
-      call(t);
+      code_of_type(t.type);
+      if (is_p2p_coll(t.func)) {
+        /* 2.28+ (v5+): ncclAlltoAll/Gather/Scatter append one p2p task per peer and direction,
+         * with ncclEnqueueCheck's per-peer count (2.30.7 enqueue.cc:3070-3109, 2.28.9
+         * enqueue.cc:2585); replayed as one Send and one Recv task carrying the bytes that go to
+         * and come from the remote peers (the own rank's chunk is a local copy). */
+        if (version < 5) fail("AlltoAll/Gather/Scatter came with NCCL 2.28 (v5)");
+        struct task pt[2] = {t, t};
+        for (int i = 0; i < 2; i++) pt[i].kind = T_P2P;
+        strcpy(pt[0].func, "Send"), strcpy(pt[1].func, "Recv");
+        pt[0].recv = 0, pt[1].sent = 0;
+        call_tasks(pt, 2);
+      } else {
+        code_of_func(t.func);
+        call(t);
+      }
       printf("ok\n");
     } else if (!strcmp(cmd, "p2p")) {
       int net = 0;
@@ -624,6 +657,12 @@ int main(int argc, char **argv) {
       for (int i = 0; i < npending; i++)
         proxy_op(&pending[i].t, pending[i].is_send, pending[i].bytes);
       npending = 0;
+      printf("ok\n");
+    } else if (!strcmp(cmd, "replay")) {
+      if (explicit_group) fail("replay inside a group");
+      memcpy(tasks, last_plan, sizeof tasks[0] * (size_t)nlast);
+      ntasks = nlast;
+      run_plan();
       printf("ok\n");
     } else if (!strcmp(cmd, "unload")) {
       if (!lib) fail("not loaded");

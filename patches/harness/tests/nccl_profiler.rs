@@ -202,6 +202,13 @@ fn coll(kind: &'static str, func: &str, count: u64, t: &str, root: u64) -> Op {
         "AllGather" | "ReduceScatter" => ((NRANKS - 1) * bytes, (NRANKS - 1) * bytes),
         "Broadcast" if root == 0 => (bytes, 0),
         "Broadcast" => (0, bytes),
+        // NCCL 2.28+: p2p tasks per peer with the call's per-peer count; the own chunk stays
+        // local. (The NCCL patch before this model counted count x sizeof once.)
+        "AlltoAll" => ((NRANKS - 1) * bytes, (NRANKS - 1) * bytes),
+        "Gather" if root == 0 => (0, (NRANKS - 1) * bytes),
+        "Gather" => (bytes, 0),
+        "Scatter" if root == 0 => ((NRANKS - 1) * bytes, 0),
+        "Scatter" => (0, bytes),
         _ => panic!("{func}"),
     };
     Op {
@@ -255,6 +262,11 @@ fn step(v: u32) -> Vec<Op> {
         // The loss, reduced for logging: a few bytes, never the marker.
         coll("AllReduce (metric)", "AllReduce", 1, "ncclFloat32", 0),
     ];
+    if v >= 5 {
+        ops.push(coll("AlltoAll", "AlltoAll", 30_000, "ncclFloat32", 0));
+        ops.push(coll("Gather", "Gather", 5000, "ncclBfloat16", 0));
+        ops.push(coll("Scatter", "Scatter", 7000, "ncclInt64", 1));
+    }
     if v >= 6 {
         ops.push(local("use 1", "-"));
         ops.push(local(
@@ -501,6 +513,50 @@ fn bytes_count_when_the_proxy_moves_them_not_at_launch() {
             "v{v}: after the transfers"
         );
         h.cmd("finalize");
+    }
+}
+
+#[test]
+fn graph_replays_count_and_mark_like_launches_but_the_v6_broadcast_only_at_capture() {
+    // A CUDA graph replay runs the captured plan's host node (hostStreamPlanTask) again: Group,
+    // Coll/P2p and proxy events, but no API events (ncclEnqueueCheck ran at capture only).
+    for (v, _) in FAMILIES {
+        for agv in [None, Some("0")] {
+            if agv.is_some() && v < 6 {
+                continue;
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let extra: Vec<(&'static str, &str)> = match agv {
+                Some(a) => vec![("NCCL_ALLGATHERV_ENABLE", a)],
+                None => vec![],
+            };
+            let mut h = Harness::start(v, &env(dir.path(), &format!("graph-v{v}"), &extra));
+            h.cmd("init 0 2 2");
+            // v1-v3 learn that comm 0 crosses the network from a first transfer.
+            h.cmd("coll AllGather 16 ncclInt8 0 16 16");
+            let mut watch = ProgressWatch::default();
+            let s0 = snapshot(&mut watch, dir.path());
+            h.cmd("coll AllReduce 262144 ncclFloat32 0 1048576 1048576"); // captured
+            for _ in 0..3 {
+                h.cmd("replay");
+            }
+            let s = snapshot(&mut watch, dir.path());
+            assert_eq!(s.iteration, 4, "v{v}: capture and every replay mark");
+            assert_eq!(s.bytes_sent - s0.bytes_sent, 4 * 1_048_576, "v{v}");
+            assert_eq!(s.bytes_received - s0.bytes_received, 4 * 1_048_576, "v{v}");
+            assert_eq!(s.last_iteration_bytes, 1_048_576, "v{v}");
+            h.cmd("coll Broadcast 1024 ncclFloat32 0 4096 0");
+            h.cmd("replay");
+            let b = snapshot(&mut watch, dir.path()).bytes_sent - s.bytes_sent;
+            // 2.29+ by default: counted from its CollApi event, which a replay does not repeat.
+            let want = if v >= 6 && agv.is_none() {
+                4096
+            } else {
+                2 * 4096
+            };
+            assert_eq!(b, want, "v{v} {agv:?}: a captured broadcast and its replay");
+            h.cmd("finalize");
+        }
     }
 }
 
