@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up the machine and runs every check CI runs: formatting, clippy (which also type-checks
-# the benches), the whole test suite.
+# the benches), the whole test suite, the Debian packages installed into a fresh root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -19,6 +19,8 @@ export INSTA_UPDATE=no
 cargo test --workspace --locked --no-run
 sync
 cargo test --workspace --locked
+echo "== Debian packages, installed into a fresh Debian root (scripts/test-packages.sh)"
+scripts/test-packages.sh
 echo "== fuzz targets, bounded (scripts/fuzz.sh; FUZZ_SECONDS per target, default 30)"
 scripts/fuzz.sh
 echo "== Alg. 1 against the exact optimum (core/tests/optimality.rs)"
