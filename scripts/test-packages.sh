@@ -72,6 +72,7 @@ for p in "${pkgs[@]}"; do
 done
 
 # --- the fresh root --------------------------------------------------------------------------
+# shellcheck disable=SC1091 # the host's, read at run time
 suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
 [ -n "$suite" ] || skip "cannot tell this host's Debian suite (no VERSION_CODENAME in /etc/os-release)"
 mirror=${MLCC_DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -86,9 +87,8 @@ root=$(mktemp -d "$target_dir/pkgtest/root.XXXXXX")
 scratch=$(mktemp -d)
 cleanup() {
   local m
-  for m in $(awk -v r="$root/" 'index($2, r) == 1 { print $2 }' /proc/self/mounts | sort -r); do
-    umount -l "$m" || true
-  done
+  awk -v r="$root/" 'index($2, r) == 1 { print $2 }' /proc/self/mounts | sort -r |
+    while IFS= read -r m; do umount -l "$m" || true; done
   rm -rf --one-file-system "$root" "$scratch"
 }
 trap cleanup EXIT
