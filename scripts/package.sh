@@ -64,8 +64,10 @@ arch=$(dpkg --print-architecture)
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || cc -print-multiarch)
 maintainer="mlcc developers <mlcc@users.noreply.github.com>"
 homepage=$(sed -n '/^\[workspace\.package\]/,/^\[/ s/^repository *= *"\(.*\)"/\1/p' Cargo.toml)
-# Reproducible timestamps (changelog date, file mtimes): the last commit's time.
-export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
+# Reproducible timestamps (changelog date, file mtimes): the last commit's time. Not exported
+# before cargo runs: crates whose build scripts read SOURCE_DATE_EPOCH (ring, libbpf-sys,
+# mimalloc) would be rebuilt after every commit.
+epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 
 if [ "$build" -eq 1 ]; then
   echo "package.sh: cargo build --profile $profile (mlccd, mlccctl, mlcc-bpf, mlcc-switchd)"
@@ -110,7 +112,7 @@ EOF
   local commit
   commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   printf '%s (%s) unstable; urgency=medium\n\n  * Built by scripts/package.sh from commit %s.\n\n -- %s  %s\n' \
-    "$1" "$version" "$commit" "$maintainer" "$(date -u -R -d "@$SOURCE_DATE_EPOCH")" |
+    "$1" "$version" "$commit" "$maintainer" "$(date -u -R -d "@$epoch")" |
     gzip -9n >"$root/usr/share/doc/$1/changelog.Debian.gz"
   echo "$root"
 }
@@ -247,9 +249,9 @@ finish() {
   } >"$root/DEBIAN/control"
   (cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z |
     xargs -0 -r md5sum >DEBIAN/md5sums)
-  find "$root" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
+  find "$root" -exec touch -h -d "@$epoch" {} +
   rm -f "$out/${pkg}"_*.deb
-  dpkg-deb --build --root-owner-group -Zxz "$root" "$out/${pkg}_${version}_${arch}.deb" >/dev/null
+  SOURCE_DATE_EPOCH=$epoch dpkg-deb --build --root-owner-group -Zxz "$root" "$out/${pkg}_${version}_${arch}.deb" >/dev/null
   echo "package.sh: $out/${pkg}_${version}_${arch}.deb ($(du -k "$out/${pkg}_${version}_${arch}.deb" | cut -f1) KiB)"
 }
 
