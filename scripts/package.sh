@@ -9,7 +9,8 @@
 #                          mlcc-bpf as skeletons: there is no object file to ship.
 #   mlcc-switchd           /usr/sbin/mlcc-switchd, its systemd unit, example configs.
 #   libnccl-profiler-mlcc  the NCCL profiler plugin (/usr/lib/<multiarch>/libnccl-profiler-mlcc.so,
-#                          so NCCL_PROFILER_PLUGIN=mlcc finds it) and the progress header
+#                          on the loader path: NCCL_PROFILER_PLUGIN=libnccl-profiler-mlcc.so
+#                          finds it by name) and the progress header
 #                          /usr/include/mlcc_progress.h.
 #
 #   scripts/package.sh [--profile release|dev] [--no-build] [--out DIR]
@@ -24,6 +25,11 @@
 # make). dpkg-deb, dpkg-shlibdeps and strip come with dpkg-dev / binutils (build-essential),
 # which scripts/setup.sh already installs. Depends are computed by dpkg-shlibdeps from the ELF
 # files (libc6, libelf1, zlib1g, libgcc-s1 for mlccd) plus what the maintainer scripts call.
+#
+# Lintian (not run by CI) still reports, deliberately: unstripped-binary-or-object (the symbol
+# table is kept, see bin() below), sharedobject-in-library-directory-missing-soname (a plugin,
+# opened by file name), maintainer-script-calls-systemctl (`systemctl is-active`, a read-only
+# query so postinst can say that a running service still runs the old binary), no-manual-page.
 #
 # Configuration is deliberately not a conffile: mlccd.toml must name this host and the
 # topology describes the cluster, so there is no default that works. The examples go to
@@ -97,14 +103,15 @@ mkdir -p "$out"
 stage() {
   local root=$work/debian/$1
   mkdir -p "$root/DEBIAN" "$root/usr/share/doc/$1"
-  # Policy: every package carries its copyright and a changelog.
+  # Policy: every package carries its copyright and a changelog (changelog.gz: a version without
+  # a Debian revision is a native package).
   cat >"$root/usr/share/doc/$1/copyright" <<EOF
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: mlcc
 Source: $homepage
 
 Files: *
-Copyright: the mlcc developers
+Copyright: 2026 the mlcc developers
 License: Apache-2.0
  On Debian systems the full text of the Apache License 2.0 is in
  /usr/share/common-licenses/Apache-2.0.
@@ -113,7 +120,7 @@ EOF
   commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   printf '%s (%s) unstable; urgency=medium\n\n  * Built by scripts/package.sh from commit %s.\n\n -- %s  %s\n' \
     "$1" "$version" "$commit" "$maintainer" "$(date -u -R -d "@$epoch")" |
-    gzip -9n >"$root/usr/share/doc/$1/changelog.Debian.gz"
+    gzip -9n >"$root/usr/share/doc/$1/changelog.gz"
   echo "$root"
 }
 
@@ -165,7 +172,8 @@ EOF
 #!/bin/sh
 set -e
 if [ "\$1" = remove ] && [ -d /run/systemd/system ]; then
-  systemctl stop $unit 2>/dev/null || true
+  # deb-systemd-invoke (init-system-helpers, Essential) honours policy-rc.d, as in image builds.
+  deb-systemd-invoke stop $unit >/dev/null || true
 fi
 exit 0
 EOF
@@ -278,10 +286,11 @@ done
 maint mlccd mlccd.service
 finish mlccd net "passwd" \
   "mlcc per-host scheduler of distributed DNN training traffic" \
-  "mlccd plans every inter-server training flow's sending rate slot by slot, so that" \
-  "co-located jobs stagger their gradient bursts, and paces each flow in the kernel with a" \
-  "BPF congestion control. mlccctl inspects it; mlcc-bpf loads, attaches (cgroup selector)" \
-  "and unloads the BPF datapath. The unit is installed but neither enabled nor started."
+  "mlccd plans every inter-server training flow's sending rate slot by slot," \
+  "so that co-located jobs stagger their gradient bursts, and paces each flow" \
+  "in the kernel with a BPF congestion control. mlccctl inspects it; mlcc-bpf" \
+  "loads, attaches (the cgroup selector) and unloads the BPF datapath." \
+  "The systemd unit is installed but neither enabled nor started."
 
 # --- mlcc-switchd --------------------------------------------------------------------------
 root=$(stage mlcc-switchd)
@@ -296,8 +305,9 @@ install -D -m 0644 deploy/examples/cluster-2rack/topology.toml "$ex/cluster-2rac
 maint mlcc-switchd mlcc-switchd.service
 finish mlcc-switchd net "" \
   "mlcc switch emulator: the K-slot link load table of one switch over gRPC" \
-  "One mlcc-switchd per top-of-rack switch that cannot be programmed keeps the load the" \
-  "mlccd schedulers booked on its links. The unit is installed but neither enabled nor started."
+  "One mlcc-switchd per top-of-rack switch that cannot be programmed keeps" \
+  "the load the mlccd schedulers booked on its links. The systemd unit is" \
+  "installed but neither enabled nor started."
 
 # --- libnccl-profiler-mlcc -----------------------------------------------------------------
 root=$(stage libnccl-profiler-mlcc)
@@ -305,12 +315,13 @@ install -D -m 0644 "$work/plugin/libnccl-profiler-mlcc.so" "$root/usr/lib/$multi
 strip --strip-debug "$root/usr/lib/$multiarch/libnccl-profiler-mlcc.so"
 install -D -m 0644 patches/progress/mlcc_progress.h "$root/usr/include/mlcc_progress.h"
 install -D -m 0644 patches/README.md "$root/usr/share/doc/libnccl-profiler-mlcc/README.md"
-# The plugin lands in a library directory: refresh ld.so.cache after install and removal.
-echo "activate-noawait ldconfig" >"$root/DEBIAN/triggers"
+# No ldconfig trigger: the plugin has no SONAME (NCCL dlopens it by file name), so ld.so.cache
+# has nothing to record (lintian: package-has-unnecessary-activation-of-ldconfig-trigger).
 finish libnccl-profiler-mlcc libs "" \
   "NCCL profiler plugin that reports training progress to mlccd" \
-  "Loaded by stock NCCL >= 2.23 (NCCL_PROFILER_PLUGIN=mlcc), it writes the progress file" \
-  "mlccd reads (bytes per iteration, iterations) from NCCL's network transfers. Also ships" \
-  "mlcc_progress.h, the header-only writer of that file, for other communication libraries."
+  "Loaded by stock NCCL >= 2.23 (NCCL_PROFILER_PLUGIN=libnccl-profiler-mlcc.so)," \
+  "it writes the progress file mlccd reads (bytes per iteration, iterations)" \
+  "from NCCL's network transfers. Also ships mlcc_progress.h, the header-only" \
+  "writer of that file, for other communication libraries."
 
 ls -l "$out"/*.deb
