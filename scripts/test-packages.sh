@@ -11,6 +11,10 @@
 #     it, and replays patches/README.md's harness example with the same counters; a program built
 #     against the installed /usr/include/mlcc_progress.h writes a progress file;
 #   - the `mlcc` group exists (a system group), and /etc/mlcc;
+#   - the maintainer scripts' systemd branch, against a stub systemctl (minbase has no systemd):
+#     daemon-reload after the install, nothing ever enabled, started or restarted, an upgrade
+#     while mlccd runs leaves it running and says so, `dpkg -r` stops both services, purge
+#     removes the link `systemctl enable` made;
 #   - `dpkg -r` then `dpkg -P` leave the root as it was before the install: every path, its type,
 #     mode, owner and content, except dpkg's own database and log and shadow's backups
 #     (/etc/group- etc., rewritten by groupadd/groupdel on any Debian system).
@@ -113,7 +117,18 @@ else
   tar -C "$root" -xzf "$cache"
 fi
 
-in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C "$@"; }
+in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C "$@"; }
+# What the maintainer scripts asked systemctl since the last call; fails on any request that
+# would enable, start or restart a unit: the packages must never do that unasked.
+systemctl_calls() {
+  local log=$root/tmp/systemctl.log
+  touch "$log"
+  if grep -E '(^| )(enable|start|restart|try-restart|reload-or-restart|preset|unmask)( |$)' "$log" >&2; then
+    fail "a maintainer script enabled, started or restarted a unit (above)"
+  fi
+  cat "$log"
+  : >"$log"
+}
 
 # Everything about the root's files: type, mode, owner, path, and content (md5) for files.
 # Skipped: dpkg's database and log (they record the install and removal by design), shadow's
@@ -130,6 +145,18 @@ snapshot() {
     \( -name 'group-' -o -name 'gshadow-' -o -name 'passwd-' -o -name 'shadow-' \) -prune -o \
     -type f -print0 | sort -z | xargs -0 md5sum)
 }
+# The maintainer scripts' systemd branch: they test /run/systemd/system to tell whether systemd
+# runs; minbase has no systemd, so a stub systemctl first on the PATH logs what they ask of it
+# (deb-systemd-invoke, which the scripts use to stop, execs systemctl from the PATH too). It and
+# the directories are part of the root before the install, so they are no difference after it.
+mkdir -p "$root/run/systemd/system" "$root/usr/local/sbin" "$root/etc/systemd/system/multi-user.target.wants"
+cat >"$root/usr/local/sbin/systemctl" <<'STUB'
+#!/bin/sh
+echo "$*" >>/tmp/systemctl.log
+case "$*" in *is-active*) [ -e /tmp/systemctl.active ] && exit 0 || exit 3 ;; esac
+exit 0
+STUB
+chmod 0755 "$root/usr/local/sbin/systemctl"
 snapshot >"$scratch/before"
 
 # --- install -----------------------------------------------------------------------------------
@@ -148,6 +175,9 @@ t1=$(date +%s.%N)
 rm -f "$scratch/dpkg.log"
 [ "$out" = "mlccd $version" ] || fail "mlccd --version printed '$out', not 'mlccd $version'"
 echo "ok   mlccd --version: $out"
+calls=$(systemctl_calls)
+grep -qx daemon-reload <<<"$calls" || fail "no systemctl daemon-reload after the install: $calls"
+echo "ok   maintainer scripts: systemctl daemon-reload, nothing enabled or started"
 
 check() {
   local what=$1
@@ -219,27 +249,45 @@ chroot "$root" /usr/bin/env -i MLCC_JOB_ID=hdr MLCC_SHM_DIR=/tmp/pkgtest/shm /tm
 sent=$(od -An -t u8 -j 264 -N 8 "$root"/tmp/pkgtest/shm/mlcc.hdr.worker.3.* | xargs)
 [ "$sent" = 1000 ] || fail "progress file from the header: sent '$sent', want 1000"
 echo "ok   mlcc_progress.h from /usr/include writes a progress file"
+
+echo "== upgrade (the same packages again) while mlccd runs, and removal"
+touch "$root/tmp/systemctl.active"
+out=$(in_root dpkg -i /tmp/pkgtest/mlccd_"${version}"_"$arch".deb 2>&1) || { echo "$out" >&2; fail "dpkg -i again"; }
+rm -f "$root/tmp/systemctl.active"
+grep -q 'mlccd.service still runs the previous version' <<<"$out" ||
+  fail "postinst of an upgrade did not say that the running mlccd keeps the old binary: $out"
+systemctl_calls >/dev/null
+echo "ok   an upgrade leaves the running mlccd alone and says so"
 rm -rf "$root/tmp/pkgtest"
+# As `systemctl enable mlccd` would: the purge must remove the link.
+ln -s /usr/lib/systemd/system/mlccd.service "$root/etc/systemd/system/multi-user.target.wants/mlccd.service"
 
 # --- remove, purge -------------------------------------------------------------------------
 echo "== dpkg -r, dpkg -P"
 in_root dpkg -r "${pkgs[@]}" >/dev/null 2>&1 || fail "dpkg -r"
+calls=$(systemctl_calls)
+for u in mlccd.service mlcc-switchd.service; do
+  grep -qx "stop $u" <<<"$calls" || fail "dpkg -r did not stop $u: $calls"
+done
+echo "ok   dpkg -r stops the services"
 in_root getent group mlcc >/dev/null || fail "dpkg -r removed group mlcc (only purge may)"
 snapshot >"$scratch/removed"
 in_root dpkg -P "${pkgs[@]}" >/dev/null 2>&1 || fail "dpkg -P"
 snapshot >"$scratch/purged"
+systemctl_calls >/dev/null
 if ! diff -u "$scratch/before" "$scratch/purged" >"$units/diff"; then
   sed 's/^/    /' "$units/diff" | head -n 60 >&2
   fail "dpkg -P left the root different from before the install (diff before → after purge above)"
 fi
-echo "ok   after dpkg -P the root is as before the install"
-# After -r (no purge), only the group may differ: there are no conffiles.
-diff "$scratch/before" "$scratch/removed" | grep -E '^[<>]' | grep -v -E ' \./etc/(group|gshadow)$' >"$units/diff" || true
+echo "ok   after dpkg -P the root is as before the install (group and enablement link gone)"
+# After -r (no purge), only the group and the enablement link may differ: no conffiles.
+diff "$scratch/before" "$scratch/removed" | grep -E '^[<>]' |
+  grep -v -E ' \./etc/(group|gshadow|systemd/system/multi-user\.target\.wants/mlccd\.service)$' >"$units/diff" || true
 if [ -s "$units/diff" ]; then
   sed 's/^/    /' "$units/diff" >&2
-  fail "dpkg -r left files other than the mlcc group's"
+  fail "dpkg -r left files other than the mlcc group's and the enablement link"
 fi
-echo "ok   after dpkg -r only the group mlcc remains"
+echo "ok   after dpkg -r only the group mlcc and the enablement link remain"
 
 # --- report ------------------------------------------------------------------------------
 sizes=
