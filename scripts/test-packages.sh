@@ -220,8 +220,10 @@ for u in mlccd.service mlcc-switchd.service; do
 done
 
 echo "== the NCCL plugin and the progress header"
-cc -std=gnu11 -O2 -Ipatches/nccl/profiler -o "$root/tmp/pkgtest/harness" \
-  patches/harness/c/nccl_profiler_harness.c -ldl
+# The harness's own "mlcc_progress.h" comes from the package (-iquote: only quoted includes
+# look there, so the host's system headers stay the host's).
+cc -std=gnu11 -O2 -Ipatches/nccl/profiler -iquote "$root/usr/include" \
+  -o "$root/tmp/pkgtest/harness" patches/harness/c/nccl_profiler_harness.c -ldl
 mkdir -p "$root/tmp/pkgtest/shm"
 # patches/README.md's example: sent 2101152, received 2097152, iteration 2.
 printf 'init 0 2 2\ncoll AllReduce 262144 ncclFloat32 0 1048576 1048576\np2p Send 1000 ncclFloat32 1 1\ncoll AllReduce 262144 ncclFloat32 0 1048576 1048576\n' |
