@@ -588,24 +588,36 @@ mod tests {
         assert!(parse_peer("h2").unwrap_err().contains("HOST=ADDR"));
     }
 
-    #[test]
-    fn rto_floor_defaults_to_10ms_and_takes_kernel_or_a_duration_from_file_or_flag() {
+    const MINIMAL: &str = "host = \"h1\"\ntopology = \"t.toml\"\n";
+
+    /// A config file holding only the required keys, and arguments that read it.
+    fn minimal_config() -> (tempfile::TempDir, std::path::PathBuf, DaemonArgs) {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("mlccd.toml");
-        let base = "host = \"h1\"\ntopology = \"t.toml\"\n";
-        std::fs::write(&p, base).unwrap();
+        rewrite(&p, "");
         let args = DaemonArgs {
             config: Some(p.clone()),
             ..Default::default()
         };
+        (dir, p, args)
+    }
+
+    /// Rewrites the config file at `p` as the required keys followed by `extra`.
+    fn rewrite(p: &std::path::Path, extra: &str) {
+        std::fs::write(p, format!("{MINIMAL}{extra}")).unwrap();
+    }
+
+    #[test]
+    fn rto_floor_defaults_to_10ms_and_takes_kernel_or_a_duration_from_file_or_flag() {
+        let (_dir, p, args) = minimal_config();
         let floor = |c: &DaemonArgs| c.resolve().unwrap().rto_floor.get();
         assert_eq!(floor(&args), Some(Duration::from_millis(10)));
-        std::fs::write(&p, format!("{base}rto_floor = \"kernel\"\n")).unwrap();
+        rewrite(&p, "rto_floor = \"kernel\"\n");
         assert_eq!(floor(&args), None);
-        std::fs::write(&p, format!("{base}rto_floor = \"1s\"\n")).unwrap();
+        rewrite(&p, "rto_floor = \"1s\"\n");
         let e = args.resolve().unwrap_err().to_string();
         assert!(e.contains("rto_floor") && e.contains("200 ms"), "{e}");
-        std::fs::write(&p, format!("{base}rto_floor = \"kernel\"\n")).unwrap();
+        rewrite(&p, "rto_floor = \"kernel\"\n");
         let flag = DaemonArgs {
             rto_floor: Some(parse_rto_floor("20ms").unwrap()),
             ..args
@@ -616,22 +628,15 @@ mod tests {
 
     #[test]
     fn tso_rtt_log_defaults_to_zero_and_takes_keep_from_file_or_flag() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("mlccd.toml");
-        let base = "host = \"h1\"\ntopology = \"t.toml\"\n";
-        std::fs::write(&p, base).unwrap();
-        let args = DaemonArgs {
-            config: Some(p.clone()),
-            ..Default::default()
-        };
+        let (_dir, p, args) = minimal_config();
         assert_eq!(args.resolve().unwrap().tcp_tso_rtt_log, TsoRttLog::Set(0));
-        std::fs::write(&p, format!("{base}tcp_tso_rtt_log = \"keep\"\n")).unwrap();
+        rewrite(&p, "tcp_tso_rtt_log = \"keep\"\n");
         assert_eq!(args.resolve().unwrap().tcp_tso_rtt_log, TsoRttLog::Keep);
-        std::fs::write(&p, format!("{base}tcp_tso_rtt_log = 3\n")).unwrap();
+        rewrite(&p, "tcp_tso_rtt_log = 3\n");
         assert_eq!(args.resolve().unwrap().tcp_tso_rtt_log, TsoRttLog::Set(3));
-        std::fs::write(&p, format!("{base}tcp_tso_rtt_log = 40\n")).unwrap();
+        rewrite(&p, "tcp_tso_rtt_log = 40\n");
         assert!(args.resolve().unwrap_err().to_string().contains("0..=31"));
-        std::fs::write(&p, format!("{base}tcp_tso_rtt_log = 3\n")).unwrap();
+        rewrite(&p, "tcp_tso_rtt_log = 3\n");
         let flag = DaemonArgs {
             tcp_tso_rtt_log: Some(parse_tso("keep").unwrap()),
             ..args

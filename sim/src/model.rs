@@ -6,7 +6,7 @@ use std::sync::Arc;
 use mlcc_core::FlowId;
 use mlcc_core::flow::FlowRole;
 use mlcc_core::job::Arch;
-use mlcc_core::topology::{LinkId, NodeId};
+use mlcc_core::topology::{LinkId, NodeId, Topology};
 use serde::Serialize;
 
 use crate::workload::JobSpec;
@@ -79,6 +79,22 @@ pub struct Job {
     pub finish_slot: Option<u64>,
     /// Slots spent communicating, summed over iterations.
     pub comm_slots: u64,
+}
+
+impl Job {
+    /// Seconds one iteration's bytes take on the job's most loaded link with the fabric to
+    /// itself: what Crux's GPU intensity and Cassini's communication windows are profiled from.
+    pub fn comm_secs_alone(&self, topo: &Topology) -> f64 {
+        let mut load: std::collections::HashMap<LinkId, f64> = std::collections::HashMap::new();
+        for f in &self.flows {
+            for l in &f.path {
+                *load.entry(*l).or_default() += f.bytes;
+            }
+        }
+        load.iter()
+            .map(|(l, b)| b / topo.link(*l).capacity.0.max(1.0))
+            .fold(0.0, f64::max)
+    }
 }
 
 /// One active flow: `jobs[job].flows[flow]`.

@@ -336,6 +336,12 @@ pub fn run(
     bins: &Binaries,
     out: &Path,
 ) -> Result<String, String> {
+    if points.is_some() && fig.default_points(false).is_empty() {
+        return Err(format!(
+            "{} has a single point: --points does not apply",
+            fig.name()
+        ));
+    }
     let custom = ccs.is_some();
     let ccs = ccs.unwrap_or_else(|| fig.ccs());
     if !ccs.iter().any(|c| c.name() == "mlcc") {
@@ -351,9 +357,6 @@ pub fn run(
         format!(" --points {}", xs.join(","))
     });
     let points = fig.points(quick, points)?;
-    if points.is_empty() && fig != Figure::TakingTurns && fig != Figure::Coexistence {
-        return Err(format!("{}: --points named no point", fig.name()));
-    }
     let jobs: usize = points.iter().map(|p| p.scenario.jobs.len()).sum();
     let bar = experiment::job_bar((jobs * ccs.len() * repeat) as u64)?;
     let mut results = Vec::new();

@@ -350,6 +350,26 @@ pub fn rate_chart<'a, 'b>(
     Ok(chart)
 }
 
+/// One labelled line of (s, Mbit/s) points on a [`rate_chart`].
+fn rate_line(
+    chart: &mut ChartContext<
+        '_,
+        SVGBackend<'_>,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    points: impl IntoIterator<Item = (f64, f64)>,
+    color: RGBColor,
+    width: u32,
+    label: String,
+) -> Result<(), String> {
+    chart
+        .draw_series(LineSeries::new(points, color.stroke_width(width)))
+        .map_err(err)?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+    Ok(())
+}
+
 /// Every host's uplink over time under one CC (first repetition): bursts of co-located jobs
 /// collide under TCP and take turns under mlcc.
 pub fn bandwidth(run: &CcRun, link_mbit: f64, path: &Path) -> Result<(), String> {
@@ -366,15 +386,14 @@ pub fn bandwidth(run: &CcRun, link_mbit: f64, path: &Path) -> Result<(), String>
         link_mbit,
     )?;
     for (i, b) in run.bandwidth.iter().enumerate() {
-        let c = COLORS[i % COLORS.len()];
-        chart
-            .draw_series(LineSeries::new(
-                b.samples.iter().map(|s| (s.0, s.1)),
-                c.stroke_width(1),
-            ))
-            .map_err(err)?
-            .label(b.host.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c));
+        let points = b.samples.iter().map(|s| (s.0, s.1));
+        rate_line(
+            &mut chart,
+            points,
+            COLORS[i % COLORS.len()],
+            1,
+            b.host.clone(),
+        )?;
     }
     legend(&mut chart, SeriesLabelPosition::MiddleRight)?;
     root.present().map_err(err)
@@ -414,30 +433,23 @@ pub fn senders(run: &CcRun, host: &str, link_mbit: f64, path: &Path) -> Result<(
         link_mbit,
     )?;
     if let Some(b) = run.bandwidth.iter().find(|b| b.host == host) {
-        let c = RGBColor(170, 170, 170);
-        chart
-            .draw_series(LineSeries::new(
-                b.samples.iter().filter(|s| inside(s.0)).map(|s| (s.0, s.1)),
-                c.stroke_width(1),
-            ))
-            .map_err(err)?
-            .label(format!("{host} uplink, all traffic"))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c));
+        let points = b.samples.iter().filter(|s| inside(s.0)).map(|s| (s.0, s.1));
+        let label = format!("{host} uplink, all traffic");
+        rate_line(&mut chart, points, RGBColor(170, 170, 170), 1, label)?;
     }
     let series = run
         .jobs
         .iter()
         .flat_map(|j| j.senders.iter().filter(|s| s.host == host));
     for (i, s) in series.enumerate() {
-        let c = COLORS[i % COLORS.len()];
-        chart
-            .draw_series(LineSeries::new(
-                s.samples.iter().filter(|p| inside(p.0)).copied(),
-                c.stroke_width(2),
-            ))
-            .map_err(err)?
-            .label(s.member.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c));
+        let points = s.samples.iter().filter(|p| inside(p.0)).copied();
+        rate_line(
+            &mut chart,
+            points,
+            COLORS[i % COLORS.len()],
+            2,
+            s.member.clone(),
+        )?;
     }
     legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     root.present().map_err(err)

@@ -23,18 +23,9 @@ use crate::model::{Job, Phase};
 /// Periods of the longest period the overlap is counted over.
 const HORIZON_PERIODS: u64 = 8;
 
-/// A job's communication slots per iteration when alone: its bytes on its most loaded link.
-pub fn comm_slots(job: &Job, topo: &Topology, tau: f64) -> u64 {
-    let mut load: std::collections::HashMap<usize, f64> = std::collections::HashMap::new();
-    for f in &job.flows {
-        for l in &f.path {
-            *load.entry(l.index()).or_default() += f.bytes;
-        }
-    }
-    load.iter()
-        .map(|(&l, &b)| b / topo.links()[l].capacity.0.max(1.0) / tau)
-        .fold(0.0, f64::max)
-        .ceil() as u64
+/// A job's communication slots per iteration when alone ([`Job::comm_secs_alone`]).
+fn comm_slots(job: &Job, topo: &Topology, tau: f64) -> u64 {
+    (job.comm_secs_alone(topo) / tau).ceil() as u64
 }
 
 /// Slots of overlap between two periodic windows over `[0, horizon)`: windows of length `la`

@@ -10,7 +10,7 @@
 //! ranks onto queues by its own clustering), at most [`LEVELS`] of them; Crux's path selection
 //! is not modelled (the simulator routes by ECMP hash like mlccd).
 
-use std::collections::HashMap;
+use mlcc_core::topology::Topology;
 
 use super::fair::Fair;
 use super::{Policy, View};
@@ -21,36 +21,26 @@ pub const LEVELS: usize = 8;
 
 /// A job's GPU intensity: compute seconds per iteration over the seconds its iteration's bytes
 /// take on its most loaded link alone. Infinite for a job that moves nothing.
-pub fn intensity(job: &Job, tau: f64, capacity: impl Fn(usize) -> f64) -> f64 {
-    let mut load: HashMap<usize, f64> = HashMap::new();
-    for f in &job.flows {
-        for l in &f.path {
-            *load.entry(l.index()).or_default() += f.bytes;
-        }
-    }
-    let comm = load
-        .iter()
-        .map(|(&l, &b)| b / capacity(l).max(1.0))
-        .fold(0.0, f64::max);
-    let compute = job.compute_slots as f64 * tau;
+pub fn intensity(job: &Job, tau: f64, topo: &Topology) -> f64 {
+    let comm = job.comm_secs_alone(topo);
     if comm > 0.0 {
-        compute / comm
+        job.compute_slots as f64 * tau / comm
     } else {
         f64::INFINITY
     }
 }
 
 /// The level of a job of intensity `i` when the most intensive active job has `top`: 0 for
-/// `top` and anything within 2× of it, one more per halving, at most `LEVELS - 1`.
+/// `top` and anything within 2× of it, one more per halving, at most `LEVELS - 1`; a job of no
+/// (or no known) intensity goes last.
 pub fn level(i: f64, top: f64) -> usize {
-    if !(i.is_finite() && top.is_finite()) || i >= top || i <= 0.0 {
-        return if i.is_finite() && i > 0.0 || i == f64::INFINITY {
-            0
-        } else {
-            LEVELS - 1
-        };
+    if i.is_nan() || i <= 0.0 {
+        return LEVELS - 1;
     }
-    ((top / i).log2().floor().max(0.0) as usize).min(LEVELS - 1)
+    if i >= top || !top.is_finite() {
+        return 0;
+    }
+    ((top / i).log2().floor() as usize).min(LEVELS - 1)
 }
 
 #[derive(Default)]
@@ -60,8 +50,10 @@ pub struct Crux {
     active: Vec<FlowRef>,
     sendable: Vec<f64>,
     out: Vec<f64>,
-    /// Per job run of the active list: (level, run).
-    runs: Vec<(usize, std::ops::Range<usize>)>,
+    /// Intensity per job index (NaN: not yet computed); fixed once a job is placed.
+    intensity: Vec<f64>,
+    /// Per job run of the active list: (intensity, then level; run).
+    runs: Vec<(f64, usize, std::ops::Range<usize>)>,
 }
 
 impl Policy for Crux {
@@ -69,24 +61,26 @@ impl Policy for Crux {
         self.residual.clear();
         self.residual
             .extend(view.topo.links().iter().map(|l| l.capacity.0));
-        let cap = |l: usize| view.topo.links()[l].capacity.0;
-        let runs: Vec<(f64, std::ops::Range<usize>)> = job_runs(view.active)
-            .map(|run| {
-                (
-                    intensity(view.job(view.active[run.start]), view.tau, cap),
-                    run,
-                )
-            })
-            .collect();
-        let top = runs.iter().map(|r| r.0).fold(0.0, f64::max);
+        if self.intensity.len() < view.jobs.len() {
+            self.intensity.resize(view.jobs.len(), f64::NAN);
+        }
         self.runs.clear();
-        self.runs
-            .extend(runs.into_iter().map(|(i, run)| (level(i, top), run)));
+        for run in job_runs(view.active) {
+            let j = view.active[run.start].job as usize;
+            if self.intensity[j].is_nan() {
+                self.intensity[j] = intensity(&view.jobs[j], view.tau, view.topo);
+            }
+            self.runs.push((self.intensity[j], 0, run));
+        }
+        let top = self.runs.iter().map(|r| r.0).fold(0.0, f64::max);
+        for r in &mut self.runs {
+            r.1 = level(r.0, top);
+        }
         for lv in 0..LEVELS {
             // The level's flows, from every job on it, as one max-min problem.
             self.active.clear();
             self.sendable.clear();
-            for (_, run) in self.runs.iter().filter(|r| r.0 == lv) {
+            for (_, _, run) in self.runs.iter().filter(|r| r.1 == lv) {
                 self.active.extend_from_slice(&view.active[run.clone()]);
                 self.sendable.extend_from_slice(&view.sendable[run.clone()]);
             }
@@ -109,7 +103,7 @@ impl Policy for Crux {
                 }
             }
             let mut k = 0;
-            for (_, run) in self.runs.iter().filter(|r| r.0 == lv) {
+            for (_, _, run) in self.runs.iter().filter(|r| r.1 == lv) {
                 out[run.clone()].copy_from_slice(&self.out[k..k + run.len()]);
                 k += run.len();
             }

@@ -178,7 +178,6 @@ impl MaxMin {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn freeze(
         &mut self,
         f: usize,

@@ -178,11 +178,6 @@ fn real_main(a: Args) -> Result<(), String> {
             bin_dir,
         } => {
             let fig = figure::Figure::parse(&name)?;
-            if points.is_some() && fig.default_points(false).is_empty() {
-                return Err(format!(
-                    "{name} has a single point: --points does not apply"
-                ));
-            }
             if repeat == 0 {
                 return Err("--repeat must be at least 1".into());
             }
