@@ -9,8 +9,9 @@ need_apt=()
 # kernel's vmlinux.h, iproute2 (ip, tc) builds the namespace testbed, iperf3 is its cross
 # traffic. systemd provides systemd-analyze, which scripts/validate-deploy.sh runs on deploy/*.service.
 # debootstrap makes the fresh Debian root scripts/test-packages.sh installs the packages into
-# (build-essential's dpkg-dev builds them: dpkg-deb, dpkg-shlibdeps).
-want_pkgs=(build-essential pkg-config clang llvm libelf-dev zlib1g-dev bpftool iproute2 iperf3 libzmq3-dev python3-pip systemd debootstrap)
+# (build-essential's dpkg-dev builds them: dpkg-deb, dpkg-shlibdeps); systemd-container's
+# systemd-nspawn boots that root with systemd for scripts/test-guide.sh.
+want_pkgs=(build-essential pkg-config clang llvm libelf-dev zlib1g-dev bpftool iproute2 iperf3 libzmq3-dev python3-pip systemd systemd-container debootstrap)
 for p in "${want_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$p")
 done

@@ -21,6 +21,8 @@ sync
 cargo test --workspace --locked
 echo "== Debian packages, installed into a fresh Debian root (scripts/test-packages.sh)"
 scripts/test-packages.sh
+echo "== the operator's guide, run in a systemd container (scripts/test-guide.sh)"
+scripts/test-guide.sh
 echo "== fuzz targets, bounded (scripts/fuzz.sh; FUZZ_SECONDS per target, default 30)"
 scripts/fuzz.sh
 echo "== Alg. 1 against the exact optimum (core/tests/optimality.rs)"

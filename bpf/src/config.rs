@@ -24,9 +24,11 @@ impl CcName {
         }
         if !name
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
         {
-            return Err(invalid("only ASCII letters, digits, '_' and '-'"));
+            // The kernel copies the name with bpf_obj_name_cpy (kernel/bpf/syscall.c), which
+            // takes nothing else: a '-' made the struct_ops attach fail with a bare EINVAL.
+            return Err(invalid("only ASCII letters, digits, '_' and '.'"));
         }
         Ok(Self(name.to_owned()))
     }
@@ -261,12 +263,15 @@ mod tests {
         assert!(CcName::new("").is_err());
         assert!(CcName::new("0123456789abcdef").is_err());
         assert!(CcName::new("a/b").is_err());
+        assert!(CcName::new("mlcc.t1").is_ok());
+        // The kernel refuses these (EINVAL at attach): say so before loading.
+        assert!(CcName::new("mlcc-t1").is_err());
     }
 
     #[test]
     fn config_round_trip() {
         let config = RawConfig {
-            cc_name: CcName::new("x-1").unwrap(),
+            cc_name: CcName::new("x_1").unwrap(),
             cwnd: CwndPolicy::new(150, 8, Duration::from_micros(250)).unwrap(),
             rto_floor: RtoFloor::new(Duration::from_millis(12)).unwrap(),
         };

@@ -60,6 +60,10 @@ fn parse_dur(s: &str) -> Result<Duration, String> {
 }
 
 /// `--rto-floor`: a duration up to 200 ms, or "kernel" (0 too) for the kernel's own.
+fn parse_cc_name(s: &str) -> Result<mlcc_bpf::CcName, String> {
+    mlcc_bpf::CcName::new(s).map_err(|e| e.to_string())
+}
+
 fn parse_rto_floor(s: &str) -> Result<mlcc_bpf::RtoFloor, String> {
     let d = if s == "kernel" {
         Duration::ZERO
@@ -179,6 +183,12 @@ pub struct DaemonArgs {
     /// bpffs directory of the pinned BPF datapath [default: /sys/fs/bpf/mlcc].
     #[arg(long, value_name = "DIR")]
     pub bpf_pin_dir: Option<PathBuf>,
+    /// Name the BPF congestion control registers under when mlccd loads the datapath (letters,
+    /// digits, '_' and '.'; at most 15 bytes) [default: mlcc]. The kernel's CC names are global
+    /// across network namespaces and containers: a second datapath on one machine needs its own.
+    /// A pinned datapath keeps the name it was loaded with.
+    #[arg(long, value_name = "NAME", value_parser = parse_cc_name)]
+    pub bpf_cc_name: Option<mlcc_bpf::CcName>,
     /// net.ipv4.tcp_tso_rtt_log set in mlccd's network namespace with the BPF datapath, or
     /// "keep" [default: 0]. At the kernel's 9, small-RTT sockets send 64 KB bursts whatever
     /// their pacing rate, and one burst under a low rate stalls the socket for 64 KB / rate.
@@ -257,6 +267,7 @@ struct FileConfig {
     rpc_deadline: Option<String>,
     datapath: Option<DatapathKind>,
     bpf_pin_dir: Option<PathBuf>,
+    bpf_cc_name: Option<String>,
     tcp_tso_rtt_log: Option<TsoRttLog>,
     rto_floor: Option<String>,
     ps_scheduler_port: Option<u16>,
@@ -290,6 +301,7 @@ pub struct Config {
     pub rpc_deadline: Duration,
     pub datapath: DatapathKind,
     pub bpf_pin_dir: PathBuf,
+    pub bpf_cc_name: mlcc_bpf::CcName,
     pub tcp_tso_rtt_log: TsoRttLog,
     pub rto_floor: mlcc_bpf::RtoFloor,
     pub ps_scheduler_port: Option<u16>,
@@ -348,6 +360,12 @@ impl DaemonArgs {
             .map(parse_rto_floor)
             .transpose()
             .map_err(|e| invalid("rto_floor", e))?;
+        let file_cc_name = file
+            .bpf_cc_name
+            .as_deref()
+            .map(parse_cc_name)
+            .transpose()
+            .map_err(|e| invalid("bpf_cc_name", e))?;
         let file_mode = file
             .feedback_mode
             .as_deref()
@@ -461,6 +479,11 @@ impl DaemonArgs {
                 .clone()
                 .or(file.bpf_pin_dir)
                 .unwrap_or_else(|| PathBuf::from(mlcc_bpf::DEFAULT_PIN_DIR)),
+            bpf_cc_name: self
+                .bpf_cc_name
+                .clone()
+                .or(file_cc_name)
+                .unwrap_or_default(),
             tcp_tso_rtt_log: self
                 .tcp_tso_rtt_log
                 .or(file.tcp_tso_rtt_log)
@@ -624,6 +647,25 @@ mod tests {
         };
         assert_eq!(floor(&flag), Some(Duration::from_millis(20)));
         assert!(parse_rto_floor("soon").is_err());
+    }
+
+    #[test]
+    fn cc_name_defaults_to_mlcc_and_refuses_what_the_kernel_would() {
+        let (_dir, p, args) = minimal_config();
+        let name = |c: &DaemonArgs| c.resolve().unwrap().bpf_cc_name.to_string();
+        assert_eq!(name(&args), "mlcc");
+        rewrite(&p, "bpf_cc_name = \"mlcc_ci.1\"\n");
+        assert_eq!(name(&args), "mlcc_ci.1");
+        rewrite(&p, "bpf_cc_name = \"mlcc-ci\"\n");
+        let e = args.resolve().unwrap_err().to_string();
+        assert!(e.contains("bpf_cc_name") && e.contains("'.'"), "{e}");
+        rewrite(&p, "bpf_cc_name = \"mlcc_ci.1\"\n");
+        let flag = DaemonArgs {
+            bpf_cc_name: Some(parse_cc_name("other").unwrap()),
+            ..args
+        };
+        assert_eq!(name(&flag), "other");
+        assert!(parse_cc_name("0123456789abcdef").is_err());
     }
 
     #[test]

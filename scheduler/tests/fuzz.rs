@@ -567,6 +567,7 @@ const MLCCD_WORDS: toml_doc::Vocabulary = toml_doc::Vocabulary {
         "rpc_deadline",
         "datapath",
         "bpf_pin_dir",
+        "bpf_cc_name",
         "tcp_tso_rtt_log",
         "rto_floor",
         "ps_scheduler_port",

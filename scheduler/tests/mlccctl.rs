@@ -57,6 +57,7 @@ async fn mlccctl_drives_every_admin_call() {
         rpc_deadline: Duration::from_millis(10),
         datapath: DatapathKind::DryRun,
         bpf_pin_dir: "unused".into(),
+        bpf_cc_name: Default::default(),
         tcp_tso_rtt_log: mlcc_scheduler::config::TsoRttLog::Keep,
         rto_floor: mlcc_bpf::RtoFloor::default(),
         ps_scheduler_port: None,

@@ -216,6 +216,7 @@ async fn mlccd_peer_service_requires_a_cluster_certificate() {
         rpc_deadline: Duration::from_millis(5),
         datapath: DatapathKind::DryRun,
         bpf_pin_dir: "unused".into(),
+        bpf_cc_name: Default::default(),
         tcp_tso_rtt_log: mlcc_scheduler::config::TsoRttLog::Keep,
         rto_floor: mlcc_bpf::RtoFloor::default(),
         ps_scheduler_port: None,

@@ -76,6 +76,7 @@ fn main() -> ExitCode {
 /// their rates across mlccd restarts because the programs and maps stay pinned.
 fn open_bpf(
     pin_dir: &std::path::Path,
+    cc_name: &mlcc_bpf::CcName,
     rto_floor: mlcc_bpf::RtoFloor,
 ) -> Result<mlcc_bpf::KernelDatapath, String> {
     match mlcc_bpf::KernelDatapath::open(pin_dir) {
@@ -93,6 +94,7 @@ fn open_bpf(
         Err(mlcc_bpf::DatapathError::NotLoaded(_)) => {
             let opts = mlcc_bpf::LoadOptions {
                 pin_dir: pin_dir.to_path_buf(),
+                cc_name: cc_name.clone(),
                 rto_floor,
                 ..Default::default()
             };
@@ -146,7 +148,7 @@ async fn serve(config: Config) -> Result<(), String> {
     let datapath = match config.datapath {
         DatapathKind::DryRun => DatapathPort::dry_run(),
         DatapathKind::Bpf => {
-            let d = open_bpf(&config.bpf_pin_dir, config.rto_floor)?;
+            let d = open_bpf(&config.bpf_pin_dir, &config.bpf_cc_name, config.rto_floor)?;
             set_tso_rtt_log(config.tcp_tso_rtt_log);
             DatapathPort::enforcing("bpf", d)
         }
