@@ -180,6 +180,24 @@ fn cassini_shifts_a_colliding_newcomer_so_the_two_interleave() {
 }
 
 #[test]
+fn sincronia_serves_the_smaller_coflow_first() {
+    // A ResNet-50 ring and a VGG-19 ring (548 MB) on the same two hosts, arriving together:
+    // on their shared link BSSI puts the larger coflow last, so ResNet-50 communicates alone
+    // and finishes sooner than under fair sharing; all bytes still arrive (run checks).
+    let resnet = job("resnet", Arch::Allreduce, 2, 0, 2);
+    let mut vgg = job("vgg", Arch::Allreduce, 2, 0, 2);
+    vgg.model = models::by_name("vgg19").unwrap();
+    let specs = [vgg, resnet];
+    let sincronia = run("sincronia", &specs);
+    let fair = run("fair", &specs);
+    assert!(
+        sincronia[1] < fair[1],
+        "sincronia {sincronia:?} fair {fair:?}"
+    );
+    assert!(sincronia[1] < sincronia[0]);
+}
+
+#[test]
 fn isolated_is_a_lower_bound_and_mlcc_staggers() {
     let specs = [
         job("a", Arch::Allreduce, 2, 0, 3),
@@ -198,6 +216,7 @@ fn isolated_is_a_lower_bound_and_mlcc_staggers() {
         "mltcp",
         "crux",
         "cassini",
+        "sincronia",
         "priority",
     ] {
         let got = run(name, &specs);

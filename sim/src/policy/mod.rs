@@ -22,6 +22,7 @@ pub mod mcs;
 pub mod mlcc;
 pub mod mltcp;
 pub mod priority;
+pub mod sincronia;
 
 /// What a policy sees at the start of a slot.
 pub struct View<'a> {
@@ -259,6 +260,11 @@ pub fn registry() -> Vec<Entry> {
             "crux",
             "Crux (SIGCOMM'24) as a fluid: jobs by GPU intensity (compute / communication on the most loaded link) in 8 octave levels, strict priority between levels, max-min within one; no path choice",
             |_| Box::new(crux::Crux::default()),
+        ),
+        fixed(
+            "sincronia",
+            "Sincronia (SIGCOMM'18) as a fluid: each job's iteration a coflow, ordered by BSSI over every link each slot, strict priority in that order, max-min within a coflow",
+            |_| Box::new(sincronia::Sincronia::default()),
         ),
         fixed(
             "priority",
