@@ -19,59 +19,90 @@ pub struct Sincronia {
     fair: Fair,
     residual: Vec<f64>,
     out: Vec<f64>,
-    /// Per coflow (job run of `active`): its load on every link.
-    load: Vec<Vec<f64>>,
     runs: Vec<std::ops::Range<usize>>,
+    /// Per coflow (job run of `active`): its load per link it uses, (link index, bytes).
+    load: Vec<Vec<(usize, f64)>>,
+    /// Per link: the unordered coflows' load on it, and (coflow, its load) for each user.
+    total: Vec<f64>,
+    users: Vec<Vec<(usize, f64)>>,
+    touched: Vec<usize>,
     weight: Vec<f64>,
+    left: Vec<bool>,
     /// Coflow indices, first served first.
     order: Vec<usize>,
 }
 
 impl Sincronia {
-    /// BSSI over `self.load` (coflows × links): fills `self.order`, first served first.
-    fn order(&mut self) {
+    /// BSSI over `self.load`: fills `self.order`, first served first. Sparse: a step costs the
+    /// links in use plus the users of the bottleneck, not coflows × links (1000 hosts).
+    fn order(&mut self, links: usize) {
         let n = self.load.len();
-        let links = self.load.first().map_or(0, Vec::len);
+        self.total.clear();
+        self.total.resize(links, 0.0);
+        self.users.resize_with(links, Vec::new);
+        for &l in &self.touched {
+            self.users[l].clear();
+        }
+        self.touched.clear();
+        for (c, load) in self.load.iter().enumerate() {
+            for &(l, b) in load {
+                if self.users[l].is_empty() {
+                    self.touched.push(l);
+                }
+                self.total[l] += b;
+                self.users[l].push((c, b));
+            }
+        }
+        self.touched.sort_unstable();
         self.weight.clear();
         self.weight.resize(n, 1.0);
-        let mut left: Vec<usize> = (0..n).collect();
+        self.left.clear();
+        self.left.resize(n, true);
         let mut last_first = Vec::with_capacity(n);
-        while !left.is_empty() {
-            // The bottleneck: the link with the most bytes of the coflows still unordered.
-            let b = (0..links)
-                .map(|l| (l, left.iter().map(|&c| self.load[c][l]).sum::<f64>()))
-                .max_by(|x, y| x.1.total_cmp(&y.1).then(y.0.cmp(&x.0)))
-                .map(|(l, _)| l);
-            // Of its coflows, the one with the largest load per weight goes last (Smith's rule
-            // backwards); ties: the later job last. Without any load left, keep job order.
-            let pick = b
-                .filter(|&b| left.iter().any(|&c| self.load[c][b] > 0.0))
-                .map(|b| {
-                    let (pos, _) = left
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, c)| self.load[**c][b] > 0.0)
-                        .max_by(|&(_, &x), &(_, &y)| {
-                            let rx = self.load[x][b] / self.weight[x].max(f64::MIN_POSITIVE);
-                            let ry = self.load[y][b] / self.weight[y].max(f64::MIN_POSITIVE);
-                            rx.total_cmp(&ry).then(x.cmp(&y))
-                        })
-                        .expect("some coflow has load on b");
-                    (pos, b)
+        while last_first.len() < n {
+            // The bottleneck: the link with the most bytes of the coflows still unordered
+            // (ties: the lowest link).
+            let b = self
+                .touched
+                .iter()
+                .copied()
+                .filter(|&l| self.total[l] > 0.0)
+                .fold(None, |best: Option<usize>, l| match best {
+                    Some(x) if self.total[x] >= self.total[l] => Some(x),
+                    _ => Some(l),
                 });
-            let Some((pos, b)) = pick else {
+            let Some(b) = b else {
                 // Nothing left on any link: the rest in job order.
-                last_first.extend(left.iter().rev());
+                last_first.extend((0..n).rev().filter(|&c| self.left[c]));
                 break;
             };
-            let c = left.swap_remove(pos);
-            let (wc, pc) = (self.weight[c], self.load[c][b]);
-            for &o in &left {
-                self.weight[o] -= wc * self.load[o][b] / pc;
+            // Of its coflows, the one with the largest load per weight goes last (Smith's rule
+            // backwards); ties: the later job last.
+            let Some((c, pc)) = self.users[b]
+                .iter()
+                .copied()
+                .filter(|&(c, p)| self.left[c] && p > 0.0)
+                .max_by(|&(x, px), &(y, py)| {
+                    let rx = px / self.weight[x].max(f64::MIN_POSITIVE);
+                    let ry = py / self.weight[y].max(f64::MIN_POSITIVE);
+                    rx.total_cmp(&ry).then(x.cmp(&y))
+                })
+            else {
+                // Rounding left a little on a link whose coflows are all ordered.
+                self.total[b] = 0.0;
+                continue;
+            };
+            self.left[c] = false;
+            let wc = self.weight[c];
+            for &(o, p) in &self.users[b] {
+                if self.left[o] {
+                    self.weight[o] -= wc * p / pc;
+                }
+            }
+            for &(l, p) in &self.load[c] {
+                self.total[l] = (self.total[l] - p).max(0.0);
             }
             last_first.push(c);
-            // Keep `left` in job order, as the tie-breaks assume.
-            left.sort_unstable();
         }
         self.order.clear();
         self.order.extend(last_first.into_iter().rev());
@@ -87,15 +118,24 @@ impl Policy for Sincronia {
         self.load.truncate(self.runs.len());
         for (load, run) in self.load.iter_mut().zip(&self.runs) {
             load.clear();
-            load.resize(nlinks, 0.0);
             for &r in &view.active[run.clone()] {
                 let f = view.flow(r);
                 for l in &f.path {
-                    load[l.index()] += f.remaining();
+                    load.push((l.index(), f.remaining()));
                 }
             }
+            // One entry per link.
+            load.sort_unstable_by_key(|e| e.0);
+            load.dedup_by(|a, b| {
+                if a.0 == b.0 {
+                    b.1 += a.1;
+                    true
+                } else {
+                    false
+                }
+            });
         }
-        self.order();
+        self.order(nlinks);
         self.residual.clear();
         self.residual
             .extend(view.topo.links().iter().map(|l| l.capacity.0));
@@ -124,12 +164,17 @@ impl Policy for Sincronia {
 mod tests {
     use super::*;
 
+    /// BSSI's order for dense loads (coflows × links).
     fn order(load: Vec<Vec<f64>>) -> Vec<usize> {
+        let links = load.first().map_or(0, Vec::len);
         let mut s = Sincronia {
-            load,
+            load: load
+                .into_iter()
+                .map(|l| l.into_iter().enumerate().filter(|e| e.1 > 0.0).collect())
+                .collect(),
             ..Default::default()
         };
-        s.order();
+        s.order(links);
         s.order.clone()
     }
 
