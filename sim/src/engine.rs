@@ -11,7 +11,8 @@ use mlcc_core::job::{self, Arch, Member, Role};
 use mlcc_core::routing::{Routes, ecmp_hash_str};
 use mlcc_core::topology::{NodeId, Topology};
 
-pub use crate::model::{BYTE_EPSILON, Flow, FlowRef, Job, Phase};
+use crate::layers;
+pub use crate::model::{BYTE_EPSILON, Flow, FlowRef, Job, Phase, Shape};
 use crate::physics;
 use crate::placement::{Cluster, Placement};
 use crate::policy::{Policy, View};
@@ -72,7 +73,15 @@ pub struct Engine<'t> {
     link_load: Vec<f64>,
     rates: Vec<f64>,
     scratch: physics::Scratch,
+    /// Whether jobs communicate layer by layer ([`crate::layers`]) instead of one blob after
+    /// the compute.
+    per_layer: bool,
     pub stats: RunStats,
+}
+
+/// Whole slots of `secs` of compute (at least one).
+fn compute_slots(secs: f64, tau: f64) -> u64 {
+    ((secs / tau).round() as u64).max(1)
 }
 
 impl<'t> Engine<'t> {
@@ -103,12 +112,15 @@ impl<'t> Engine<'t> {
                 arrival_slot: (s.arrival_s / tau).ceil() as u64,
                 hosts: vec![],
                 flows: vec![],
-                compute_slots: ((compute / tau).round() as u64).max(1),
+                compute_slots: compute_slots(compute, tau),
                 iteration: 0,
                 phase: Phase::Queued,
                 start_slot: None,
                 finish_slot: None,
                 comm_slots: 0,
+                layers: None,
+                shape: Shape::NONE,
+                last_comm_secs: None,
             });
         }
         Ok(Engine {
@@ -125,8 +137,34 @@ impl<'t> Engine<'t> {
             link_load: vec![],
             rates: vec![],
             scratch: physics::Scratch::new(topo),
+            per_layer: false,
             stats: RunStats::default(),
         })
+    }
+
+    /// Switches the per-layer communication model ([`crate::layers`]) on or off (off by
+    /// default: one blob of bytes after each iteration's compute).
+    pub fn with_per_layer(mut self, on: bool) -> Self {
+        self.per_layer = on;
+        self
+    }
+
+    /// Slots job `ji`'s policy-added compute ([`Shape::extra_secs`]) costs.
+    fn extra_slots(&self, ji: usize) -> u64 {
+        let j = &self.jobs[ji];
+        if j.shape.extra_secs <= 0.0 {
+            return 0;
+        }
+        let tau = self.slots.tau_secs();
+        compute_slots(j.spec.compute_secs() + j.shape.extra_secs, tau)
+            .saturating_sub(j.compute_slots)
+    }
+
+    /// Slots from the start of an iteration to its first byte: the whole compute, or under the
+    /// per-layer model the forward pass; the policy's added compute on top.
+    fn slots_before_comm(&self, ji: usize) -> u64 {
+        let j = &self.jobs[ji];
+        j.layers.as_ref().map_or(j.compute_slots, |l| l.fwd_slots) + self.extra_slots(ji)
     }
 
     pub fn now(&self) -> u64 {
@@ -139,7 +177,12 @@ impl<'t> Engine<'t> {
 
     /// Builds the job's flow groups with mlcc-core's own job model, so flow ids, byte counts
     /// and dependencies are exactly what the daemon derives.
-    fn materialize(&mut self, ji: usize, hosts: Vec<NodeId>) -> Result<(), EngineError> {
+    fn materialize(
+        &mut self,
+        ji: usize,
+        hosts: Vec<NodeId>,
+        front_first: bool,
+    ) -> Result<(), EngineError> {
         let topo = self.topo;
         let j = &mut self.jobs[ji];
         let name = |h: NodeId| topo.node(h).name.clone();
@@ -188,15 +231,21 @@ impl<'t> Engine<'t> {
                 .iter()
                 .filter_map(|u| groups.iter().position(|x| &x.id == u))
                 .collect();
+            let bytes = g.bytes_per_iteration.as_f64();
             flows.push(Flow {
                 id: g.id.clone(),
                 src,
                 dst,
                 role: g.role,
-                bytes: g.bytes_per_iteration.as_f64(),
+                bytes,
+                base_bytes: bytes,
+                released: bytes,
+                buckets: vec![],
+                bucket_sent: vec![],
                 path,
                 upstream,
                 slack: g.slack_bytes.as_f64(),
+                base_slack: g.slack_bytes.as_f64(),
                 sent: 0.0,
                 last_rate: 0.0,
                 last_achieved: 0.0,
@@ -206,6 +255,9 @@ impl<'t> Engine<'t> {
         }
         j.hosts = hosts;
         j.flows = flows;
+        if self.per_layer {
+            j.layers = Some(layers::plan(j.spec.model, j.compute_slots, front_first));
+        }
         let per_iteration: f64 = j.flows.iter().map(|f| f.bytes).sum();
         self.stats.bytes_expected += per_iteration * f64::from(j.spec.iterations);
         Ok(())
@@ -241,13 +293,13 @@ impl<'t> Engine<'t> {
                 hosts
             };
             self.queue.pop_front();
-            self.materialize(ji, hosts)?;
+            self.materialize(ji, hosts, policy.front_first())?;
             let shift = policy.start_shift(&self.jobs, ji, self.now, self.topo, self.slots);
+            self.jobs[ji].shape = policy.shape(&self.jobs, ji, self.slots.tau_secs());
+            let until = self.now + shift + self.slots_before_comm(ji);
             let j = &mut self.jobs[ji];
             j.start_slot = Some(self.now);
-            j.phase = Phase::Compute {
-                until: self.now + shift + j.compute_slots,
-            };
+            j.phase = Phase::Compute { until };
         }
         Ok(())
     }
@@ -311,14 +363,15 @@ impl<'t> Engine<'t> {
                 && until <= now
             {
                 j.phase = Phase::Comm { since: now };
-                for f in &mut j.flows {
-                    f.sent = 0.0;
-                    f.last_rate = 0.0;
-                    f.last_achieved = 0.0;
-                    f.last_link_limited = false;
+                layers::begin_iteration(j, self.topo);
+                // What a policy's shape or the per-layer latency changed about the bytes.
+                let changed: f64 = j.flows.iter().map(|f| f.bytes - f.base_bytes).sum();
+                if changed != 0.0 {
+                    self.stats.bytes_expected += changed;
                 }
             }
-            if let Phase::Comm { .. } = j.phase {
+            if let Phase::Comm { since } = j.phase {
+                layers::release(j, now, since);
                 j.comm_slots += 1;
                 for (fi, f) in j.flows.iter_mut().enumerate() {
                     f.active_idx = None;
@@ -358,13 +411,23 @@ impl<'t> Engine<'t> {
                 &mut self.scratch,
             );
             self.account_idle(tau);
+            for j in &mut self.jobs {
+                if matches!(j.phase, Phase::Comm { .. }) {
+                    layers::account(j, now);
+                }
+            }
         }
         // Iterations that completed in this slot.
-        for j in &mut self.jobs {
-            if !matches!(j.phase, Phase::Comm { .. }) || !j.flows.iter().all(Flow::is_done) {
+        for ji in 0..self.jobs.len() {
+            let j = &mut self.jobs[ji];
+            let Phase::Comm { since } = j.phase else {
+                continue;
+            };
+            if !j.flows.iter().all(Flow::is_done) {
                 continue;
             }
             j.iteration += 1;
+            j.last_comm_secs = Some((now + 1 - since) as f64 * tau);
             if j.iteration >= j.spec.iterations {
                 j.phase = Phase::Done;
                 j.finish_slot = Some(now + 1);
@@ -372,9 +435,14 @@ impl<'t> Engine<'t> {
                     self.cluster.release(&j.hosts);
                 }
             } else {
-                j.phase = Phase::Compute {
-                    until: now + 1 + j.compute_slots,
+                self.jobs[ji].shape = policy.shape(&self.jobs, ji, tau);
+                let extra = self.extra_slots(ji);
+                let j = &mut self.jobs[ji];
+                let until = match &j.layers {
+                    None => now + 1 + j.compute_slots + extra,
+                    Some(l) => layers::next_backward(l, now, extra),
                 };
+                j.phase = Phase::Compute { until };
             }
         }
         self.stats.slots = now + 1;

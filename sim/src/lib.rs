@@ -4,6 +4,7 @@
 //! the isolated lower bound (DESIGN.md §15).
 
 pub mod engine;
+pub mod layers;
 pub mod model;
 pub mod models;
 pub mod physics;

@@ -78,6 +78,12 @@ struct RunArgs {
     /// Override the scenario's placement rule.
     #[arg(long, value_enum)]
     placement: Option<Placement>,
+    /// Per-layer communication (ASC-WFBP's model, `sim/src/layers.rs`): each iteration's
+    /// gradient leaves in four buckets as the backward pass computes them, each message
+    /// costing a = 1.4 ms, and the next forward pass starts on front layers that arrived;
+    /// off: one blob after the whole compute.
+    #[arg(long)]
+    per_layer: bool,
     /// Give up after this many slots (jobs left are reported unfinished).
     #[arg(long, default_value_t = 2_000_000)]
     max_slots: u64,
@@ -215,14 +221,16 @@ fn run_cmd(a: RunArgs) -> Result<(), String> {
         max_slots: a.max_slots,
         progress: !a.quiet,
         switch_tables,
+        per_layer: a.per_layer,
     };
     std::fs::create_dir_all(&a.out).map_err(|e| format!("creating {}: {e}", a.out.display()))?;
     eprintln!(
-        "mlcc-sim: {} — {}; {} jobs; policies {}",
+        "mlcc-sim: {} — {}; {} jobs; policies {}{}",
         name,
         topo_desc,
         jobs.len(),
-        a.policies.join(",")
+        a.policies.join(","),
+        if a.per_layer { "; per-layer" } else { "" }
     );
     let mut runs = Vec::new();
     for p in &a.policies {
@@ -240,6 +248,11 @@ fn run_cmd(a: RunArgs) -> Result<(), String> {
         );
         runs.push(r);
     }
+    let name = if a.per_layer {
+        format!("{name} (per-layer)")
+    } else {
+        name
+    };
     let summary = report::summarize(&name, &topo_desc, a.seed, &runs);
     let write = |name: &str, body: String| {
         let p = a.out.join(name);

@@ -20,15 +20,27 @@ pub struct Flow {
     pub src: NodeId,
     pub dst: NodeId,
     pub role: FlowRole,
-    /// Bytes per iteration.
+    /// Bytes of the current iteration: [`Self::base_bytes`] unless the per-layer model
+    /// (per-bucket latency) or the policy's [`Shape`] (compression, loss tolerance) changed it.
     pub bytes: f64,
+    /// Bytes per iteration as mlcc-core's job model derives them.
+    pub base_bytes: f64,
+    /// Bytes of the current iteration the sender's application has handed over so far: all
+    /// of them, except under the per-layer model, which releases them bucket by bucket.
+    pub released: f64,
+    /// Per-layer model (else empty): bytes of each bucket on this flow in the current
+    /// iteration, front layers first, and how many of each were delivered.
+    pub buckets: Vec<f64>,
+    pub bucket_sent: Vec<f64>,
     pub path: Vec<LinkId>,
     /// Indices (in the job's `flows`) of the flows this one depends on: a broadcast flow's
     /// aggregation flows into its PS, a ring flow's predecessor, an aggregation flow's
     /// broadcast flows (Alg. 2 uses the latter; physics does not).
     pub upstream: Vec<usize>,
-    /// How far a ring flow can run ahead of its predecessor: one chunk M/N.
+    /// How far a ring flow can run ahead of its predecessor: one chunk M/N (of this
+    /// iteration's bytes; `base_slack` of the job model's).
     pub slack: f64,
+    pub base_slack: f64,
     /// Bytes delivered in the current iteration.
     pub sent: f64,
     /// Last slot: the rate the policy set, the rate achieved, and whether a link (not the
@@ -48,6 +60,70 @@ impl Flow {
     pub fn is_done(&self) -> bool {
         self.sent + BYTE_EPSILON >= self.bytes
     }
+
+    /// Per-layer model: the bucket this flow's next byte belongs to, among the buckets
+    /// released (`released_from..`), in the order its sender sends them: front layers first,
+    /// or the order the backward pass released them (back layers first). `None` when it holds
+    /// nothing or the model is off.
+    pub fn head_bucket(&self, released_from: usize, front_first: bool) -> Option<usize> {
+        let waiting = |&k: &usize| self.bucket_sent[k] + BYTE_EPSILON < self.buckets[k];
+        let n = self.buckets.len();
+        if front_first {
+            (released_from..n).find(waiting)
+        } else {
+            (released_from..n).rev().find(waiting)
+        }
+    }
+}
+
+/// How a policy changes an iteration's bytes and compute (DC2's compression, DLCP's loss
+/// tolerance); [`Shape::NONE`] for every other policy.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Shape {
+    /// Share of the gradient bytes sent (a compression ratio); 1: all.
+    pub scale: f64,
+    /// Share of a push (PS aggregation) or ring flow's bytes its receiver does not wait for,
+    /// and of a PS broadcast's (pull): taken off the front-layer bucket.
+    pub tolerance: f64,
+    pub pull_tolerance: f64,
+    /// Compute seconds added to the iteration (compressing and decompressing).
+    pub extra_secs: f64,
+}
+
+impl Shape {
+    pub const NONE: Shape = Shape {
+        scale: 1.0,
+        tolerance: 0.0,
+        pull_tolerance: 0.0,
+        extra_secs: 0.0,
+    };
+}
+
+impl Default for Shape {
+    fn default() -> Self {
+        Shape::NONE
+    }
+}
+
+/// The per-layer model's state of one job ([`crate::layers`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layers {
+    /// Each bucket's share of the gradient bytes and of the compute, front layers first.
+    pub bytes_share: [f64; crate::models::BUCKETS],
+    pub compute_share: [f64; crate::models::BUCKETS],
+    /// Slots of an iteration's forward and backward passes (they add up to the job's
+    /// `compute_slots`).
+    pub fwd_slots: u64,
+    pub bwd_slots: u64,
+    /// Slots after the backward pass starts at which bucket k's gradient is complete.
+    pub release: [u64; crate::models::BUCKETS],
+    /// The lowest bucket released so far this iteration (buckets are released back to front).
+    pub released_from: usize,
+    /// Whether senders send the buckets they hold front layers first (a layer-priority policy)
+    /// instead of in the order they were released.
+    pub front_first: bool,
+    /// The slot at whose end every flow of the job had delivered bucket k, this iteration.
+    pub arrived: [Option<u64>; crate::models::BUCKETS],
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,8 +153,15 @@ pub struct Job {
     pub phase: Phase,
     pub start_slot: Option<u64>,
     pub finish_slot: Option<u64>,
-    /// Slots spent communicating, summed over iterations.
+    /// Slots spent communicating, summed over iterations (under the per-layer model from the
+    /// start of each backward pass, the first bucket's release).
     pub comm_slots: u64,
+    /// The per-layer model's state (`None`: one blob per iteration after the compute).
+    pub layers: Option<Layers>,
+    /// The current (or, while computing, the next) iteration's shape.
+    pub shape: Shape,
+    /// Seconds the last iteration's communication phase took (what DC2 measures).
+    pub last_comm_secs: Option<f64>,
 }
 
 impl Job {

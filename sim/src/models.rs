@@ -21,6 +21,26 @@
 //! do not compute. Cross-check against ASC-WFBP's all-reduce model t = a + b·m (a = 1.4 ms,
 //! b = 1.7 ns/B, peer paper 001): a 549 MB all-reduce costs ≈ 0.93 s there, the same order as
 //! VGG19's compute (0.44 s) — so these jobs are communication-heavy, as the paper's are.
+//!
+//! **Buckets** (the per-layer model, [`crate::layers`]): each model's layers in four groups,
+//! front (input side) first, with each group's share of the gradient bytes (parameter counts)
+//! and of the compute (multiply-accumulates per sample), from the models' published layer
+//! shapes (torchvision's VGG and ResNet definitions; GPT-2 medium, 24 blocks of width 1024):
+//!
+//! | model    | bucket 0 (front)            | bucket 1        | bucket 2        | bucket 3 (back)            |
+//! |----------|-----------------------------|-----------------|-----------------|----------------------------|
+//! | VGG19    | conv1–3: 1.6 % B, 57.1 % C  | conv4: 5.7 / 33.0 | conv5: 6.6 / 9.4 | fc6–8: 86.1 / 0.5        |
+//! | VGG16    | conv1–3: 1.3 / 60.3         | conv4: 4.3 / 29.9 | conv5: 5.1 / 9.0 | fc6–8: 89.3 / 0.8        |
+//! | ResNet50 | conv1, stages 1–2: 5.7 / 44.6 | stage 3: 27.8 / 35.9 | stage 4: 58.5 / 19.5 | fc: 8.0 / 0.0 |
+//! | GPT-2    | embeddings: 14.8 / 0.0      | blocks 1–8: 28.4 / 28.5 | blocks 9–16: 28.4 / 28.5 | blocks 17–24 + head: 28.4 / 43.0 |
+//!
+//! (B: bytes, C: compute. GPT-2's token embedding is tied to its output head, so its gradient
+//! is complete only when the backward pass reaches the input: it is the front bucket, and the
+//! head's compute is counted with the back blocks.) Four buckets is our choice: frameworks fuse
+//! gradients into buckets of tens of MB (PyTorch DDP: 25 MB), i.e. 4–48 buckets for these
+//! models; four keeps every bucket a whole group of layers and the bookkeeping small, and the
+//! VGG models' fully-connected bucket — 86–89 % of the bytes, computed first in the backward
+//! pass — is where the overlap comes from.
 
 use mlcc_core::job::Arch;
 
@@ -36,6 +56,30 @@ pub struct Model {
     /// The paper's job shape: PS jobs have 2 servers + 2 workers, ring jobs 3 workers.
     pub workers: u32,
     pub servers: u32,
+    /// The per-layer model's buckets, front layers (input side) first: each bucket's share of
+    /// the gradient bytes and of the compute (see [`Model::buckets`]).
+    pub buckets: [Bucket; BUCKETS],
+}
+
+/// Buckets an iteration's gradient leaves in under the per-layer model.
+pub const BUCKETS: usize = 4;
+
+/// A group of consecutive layers whose gradients leave as one message (tensor fusion).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bucket {
+    pub layers: &'static str,
+    /// Share of the model's gradient bytes.
+    pub bytes: f64,
+    /// Share of the forward (and of the backward) compute.
+    pub compute: f64,
+}
+
+const fn b(layers: &'static str, bytes: f64, compute: f64) -> Bucket {
+    Bucket {
+        layers,
+        bytes,
+        compute,
+    }
 }
 
 pub const MODELS: [Model; 4] = [
@@ -47,6 +91,12 @@ pub const MODELS: [Model; 4] = [
         samples_per_sec: 195.0,
         workers: 3,
         servers: 0,
+        buckets: [
+            b("conv1-conv3", 0.016, 0.571),
+            b("conv4", 0.057, 0.330),
+            b("conv5", 0.066, 0.094),
+            b("fc6-fc8", 0.861, 0.005),
+        ],
     },
     Model {
         name: "vgg16",
@@ -56,6 +106,12 @@ pub const MODELS: [Model; 4] = [
         samples_per_sec: 236.0,
         workers: 2,
         servers: 2,
+        buckets: [
+            b("conv1-conv3", 0.013, 0.603),
+            b("conv4", 0.043, 0.299),
+            b("conv5", 0.051, 0.090),
+            b("fc6-fc8", 0.893, 0.008),
+        ],
     },
     Model {
         name: "resnet50",
@@ -65,6 +121,12 @@ pub const MODELS: [Model; 4] = [
         samples_per_sec: 368.0,
         workers: 2,
         servers: 2,
+        buckets: [
+            b("conv1, stages 1-2", 0.057, 0.446),
+            b("stage 3", 0.278, 0.359),
+            b("stage 4", 0.585, 0.195),
+            b("fc", 0.080, 0.0),
+        ],
     },
     Model {
         name: "gpt2",
@@ -74,6 +136,12 @@ pub const MODELS: [Model; 4] = [
         samples_per_sec: 16.0,
         workers: 3,
         servers: 0,
+        buckets: [
+            b("embeddings (tied with the output head)", 0.148, 0.0),
+            b("blocks 1-8", 0.284, 0.285),
+            b("blocks 9-16", 0.284, 0.285),
+            b("blocks 17-24, output head", 0.284, 0.430),
+        ],
     },
 ];
 
@@ -85,6 +153,26 @@ impl Model {
     /// Seconds of compute per iteration with `workers` workers sharing the global batch.
     pub fn compute_secs(&self, workers: u32) -> f64 {
         self.global_batch / (f64::from(workers.max(1)) * self.samples_per_sec)
+    }
+
+    /// The buckets' shares of bytes and compute, each normalised to sum to 1.
+    pub fn bucket_shares(&self) -> ([f64; BUCKETS], [f64; BUCKETS]) {
+        let (mut bytes, mut compute) = ([0.0; BUCKETS], [0.0; BUCKETS]);
+        for (k, b) in self.buckets.iter().enumerate() {
+            bytes[k] = b.bytes.max(0.0);
+            compute[k] = b.compute.max(0.0);
+        }
+        for v in [&mut bytes, &mut compute] {
+            let sum: f64 = v.iter().sum();
+            for x in v.iter_mut() {
+                *x = if sum > 0.0 {
+                    *x / sum
+                } else {
+                    1.0 / BUCKETS as f64
+                };
+            }
+        }
+        (bytes, compute)
     }
 }
 
@@ -99,5 +187,21 @@ mod tests {
         assert!((by_name("resnet50").unwrap().compute_secs(2) - 0.3478).abs() < 1e-3);
         assert!((by_name("gpt2").unwrap().compute_secs(3) - 0.5).abs() < 1e-9);
         assert!(by_name("bert").is_none());
+    }
+
+    #[test]
+    fn bucket_shares_sum_to_one_and_vgg_is_back_heavy() {
+        for m in &MODELS {
+            let (b, c) = m.bucket_shares();
+            assert!((b.iter().sum::<f64>() - 1.0).abs() < 1e-9, "{}", m.name);
+            assert!((c.iter().sum::<f64>() - 1.0).abs() < 1e-9, "{}", m.name);
+            assert!(
+                (m.buckets.iter().map(|x| x.bytes).sum::<f64>() - 1.0).abs() < 1e-3,
+                "{}",
+                m.name
+            );
+        }
+        let (b, c) = by_name("vgg16").unwrap().bucket_shares();
+        assert!(b[3] > 0.85 && c[3] < 0.01);
     }
 }

@@ -73,7 +73,8 @@ pub fn sendable(topo: &Topology, jobs: &[Job], active: &[FlowRef], tau: f64, out
                     })
                     .fold(1.0, f64::min);
                 (f.remaining()
-                    .min(fluid::bcast_allows(frac, f.bytes) - f.sent))
+                    .min(fluid::bcast_allows(frac, f.bytes) - f.sent)
+                    .min(f.released - f.sent))
                 .max(0.0)
             }
         };
@@ -84,7 +85,8 @@ pub fn sendable(topo: &Topology, jobs: &[Job], active: &[FlowRef], tau: f64, out
 /// Bytes the sender of `f` holds at the start of the slot and has not sent: what its
 /// application has handed to the sockets (the daemon's backlog). A worker holds its whole
 /// gradient; a ring worker its own chunk plus what its predecessor delivered; a PS what it has
-/// aggregated from every worker.
+/// aggregated from every worker — each no more than the backward pass has released so far
+/// (the per-layer model; [`Flow::released`]).
 pub fn held(j: &Job, f: &Flow) -> f64 {
     let have = match f.role {
         FlowRole::Agg => f.bytes,
@@ -97,7 +99,7 @@ pub fn held(j: &Job, f: &Flow) -> f64 {
             f.bytes,
         ),
     };
-    (have.min(f.bytes) - f.sent).max(0.0)
+    (have.min(f.bytes).min(f.released) - f.sent).max(0.0)
 }
 
 /// Moves one slot's bytes at `rates` (bytes/s per active flow), applying link sharing and the
@@ -122,7 +124,7 @@ pub fn advance(
         } else {
             0.0
         };
-        let mut want = (rate * tau).min(f.remaining());
+        let mut want = (rate * tau).min(f.remaining()).min(f.released - f.sent);
         match f.role {
             FlowRole::Agg => {}
             FlowRole::Ring => {

@@ -32,6 +32,9 @@ pub struct RunConfig<'a> {
     pub progress: bool,
     /// Whether switches keep load tables (false: cloud mode).
     pub switch_tables: bool,
+    /// Whether jobs communicate layer by layer as the backward pass goes
+    /// ([`crate::layers`]) instead of one blob after the compute.
+    pub per_layer: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -61,7 +64,8 @@ pub fn run_policy(
         specs,
         cfg.placement,
         cfg.seed,
-    )?;
+    )?
+    .with_per_layer(cfg.per_layer);
     let bar = if cfg.progress {
         let b = ProgressBar::new(specs.len() as u64);
         b.set_style(

@@ -28,6 +28,7 @@ fn every_testbed_scenario_simulates_and_isolated_bounds_every_job() {
             max_slots: 1_000_000,
             progress: false,
             switch_tables: scn.switch_emulators,
+            per_layer: false,
         };
         let jobs = scn.sim_jobs();
         assert_eq!(jobs.len(), scn.jobs.len());

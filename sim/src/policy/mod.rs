@@ -9,7 +9,7 @@ use mlcc_core::host::{PolicyConfig, RankRule};
 use mlcc_core::topology::Topology;
 
 use crate::model::Sharing;
-use crate::model::{Flow, FlowRef, Job};
+use crate::model::{Flow, FlowRef, Job, Shape};
 use mlcc_harness::cluster::Visibility;
 
 pub mod cassini;
@@ -89,6 +89,21 @@ pub trait Policy {
         _slots: SlotConfig,
     ) -> u64 {
         0
+    }
+
+    /// Whether senders send the gradient buckets they hold front layers first (a layer-priority
+    /// scheme's hosts) rather than in the order the backward pass released them; matters under
+    /// the per-layer model only ([`crate::layers`]).
+    fn front_first(&self) -> bool {
+        false
+    }
+
+    /// How job `job`'s next iteration is shaped (its bytes compressed or partly not waited
+    /// for, compute added): asked when the job is placed and after each iteration, before
+    /// that iteration's compute starts. `jobs[job].last_comm_secs` is the iteration just done's
+    /// communication time.
+    fn shape(&mut self, _jobs: &[Job], _job: usize, _tau: f64) -> Shape {
+        Shape::NONE
     }
 
     /// Wall-clock microseconds of each planning decision, if the policy measures them.
