@@ -218,6 +218,7 @@ fn isolated_is_a_lower_bound_and_mlcc_staggers() {
         "cassini",
         "sincronia",
         "priority",
+        "tensorexpress",
     ] {
         let got = run(name, &specs);
         for (i, (g, b)) in got.iter().zip(&iso).enumerate() {

@@ -15,8 +15,10 @@ use mlcc_harness::cluster::Visibility;
 pub mod cassini;
 pub mod ccml;
 pub mod crux;
+pub mod dc2;
 pub mod fair;
 pub mod isolated;
+pub mod layerprio;
 pub mod maxmin;
 pub mod mcs;
 pub mod mlcc;
@@ -280,6 +282,21 @@ pub fn registry() -> Vec<Entry> {
             "sincronia",
             "Sincronia (SIGCOMM'18) as a fluid: each job's iteration a coflow, ordered by BSSI over every link each slot, strict priority in that order, max-min within a coflow",
             |_| Box::new(sincronia::Sincronia::default()),
+        ),
+        fixed(
+            "tensorexpress",
+            "TensorExpress (layer-ID priority queues in switches) as a fluid: under --per-layer, strict priority by the layer bucket a flow is sending on switch-owned links, hosts send front layers first, max-min on host uplinks and within a level; plain max-min without --per-layer",
+            |_| Box::new(layerprio::LayerPriority::tensorexpress()),
+        ),
+        fixed(
+            "dlcp",
+            "DLCP as a fluid: tensorexpress's front-layers-first priority plus bounded loss tolerance (1 % of a push or ring flow's bytes, 0.5 % of a PS reply's, taken off the front-layer bucket, are not waited for)",
+            |_| Box::new(layerprio::LayerPriority::dlcp()),
+        ),
+        fixed(
+            "dc2",
+            "DC2 (delay-aware compression control, DA5): each job's compression ratio k in [0.005, 0.3] set per iteration from its measured communication time, bytes × k, compression compute added; max-min sharing",
+            |_| Box::new(dc2::Dc2::default()),
         ),
         fixed(
             "priority",
