@@ -363,8 +363,8 @@ impl<'t> Engine<'t> {
                 && until <= now
             {
                 j.phase = Phase::Comm { since: now };
-                layers::begin_iteration(j, self.topo);
-                // What a policy's shape or the per-layer latency changed about the bytes.
+                layers::begin_iteration(j);
+                // What a policy's shape changed about the bytes.
                 let changed: f64 = j.flows.iter().map(|f| f.bytes - f.base_bytes).sum();
                 if changed != 0.0 {
                     self.stats.bytes_expected += changed;

@@ -22,9 +22,13 @@
 //!   ([`crate::policy::Policy::front_first`]: TensorExpress and DLCP, whose hosts tag and
 //!   order by layer), so only the latter can start a forward pass before the last byte.
 //! - **a + b·m.** ASC-WFBP's all-reduce costs a = 1.4 ms per message plus b = 1.7 ns per byte.
-//!   The b·m part is the links' bandwidth here; the a part is added per bucket as the bytes its
-//!   flow could have sent meanwhile: a × the flow's path bottleneck (1.75 MB at 10 Gbit/s), so
-//!   four buckets cost four latencies where one blob (`--per-layer` off) cost none.
+//!   The b·m part is the links' bandwidth here; the a part is dead time: in a slot in which a
+//!   flow starts sending buckets it sends nothing for a per bucket it starts ([`dead_secs`],
+//!   applied by [`crate::physics::advance`]). A flow held to its rate (by the policy or its
+//!   share of a link) loses a × that rate of bytes per bucket — not a × the link: the latency
+//!   costs a shared link only the flow's share; a flow with less to send than its rate allows
+//!   sends it in the time left, at most at line rate. Four buckets cost four latencies where
+//!   one blob (`--per-layer` off) cost none.
 //!   ASC-WFBP's γ ≈ 1.5 (two simultaneous all-reduces each run at 1/γ of one alone) is not
 //!   modelled: one flow alone already runs at the link's rate, and two share it (γ = 2).
 //!
@@ -32,9 +36,8 @@
 //! before; a policy's [`Shape`] (compression, loss tolerance) then applies to the blob.
 
 use mlcc_core::flow::FlowRole;
-use mlcc_core::topology::Topology;
 
-use crate::model::{BYTE_EPSILON, Job, Layers, Shape};
+use crate::model::{BYTE_EPSILON, Flow, Job, Layers, Shape};
 use crate::models::{BUCKETS, Model};
 
 /// ASC-WFBP's per-message all-reduce latency a (s), measured with nccl-tests on 10 GbE.
@@ -73,8 +76,8 @@ pub fn plan(model: &Model, compute_slots: u64, front_first: bool) -> Layers {
 
 /// Sets every flow's bytes for the iteration starting to communicate now: the job model's,
 /// shaped by the policy's [`Shape`] (`j.shape`), and under the per-layer model split into
-/// buckets with the per-message latency added to each. Nothing is delivered yet.
-pub fn begin_iteration(j: &mut Job, topo: &Topology) {
+/// buckets. Nothing is delivered yet.
+pub fn begin_iteration(j: &mut Job) {
     let shape = j.shape;
     for f in &mut j.flows {
         f.sent = 0.0;
@@ -98,10 +101,6 @@ pub fn begin_iteration(j: &mut Job, topo: &Topology) {
                 // Loss tolerance: the front bucket's bytes are dropped first (DLCP), at most
                 // the whole bucket.
                 f.buckets[0] = (f.buckets[0] - tolerance * total).max(0.0);
-                let latency = LATENCY_SECS * topo.bottleneck(&f.path).0;
-                for b in &mut f.buckets {
-                    *b += latency;
-                }
                 f.bucket_sent.clear();
                 f.bucket_sent.resize(f.buckets.len(), 0.0);
                 f.bytes = f.buckets.iter().sum();
@@ -127,6 +126,33 @@ pub fn tolerance(shape: Shape, role: FlowRole) -> f64 {
         FlowRole::Agg | FlowRole::Ring => shape.tolerance,
     };
     t.clamp(0.0, 1.0)
+}
+
+/// Seconds of a slot in which flow `f` (of a job with per-layer state `l`) sends nothing
+/// because it starts sending buckets: a per bucket it would start with `bytes` more to send,
+/// in its sender's order. 0 without the per-layer model.
+pub fn dead_secs(l: Option<&Layers>, f: &Flow, bytes: f64) -> f64 {
+    let Some(l) = l else { return 0.0 };
+    if f.buckets.is_empty() {
+        return 0.0;
+    }
+    let (mut reach, mut starts) = (bytes, 0u32);
+    let mut step = |k: usize| {
+        let left = f.buckets[k] - f.bucket_sent[k];
+        if reach <= 0.0 || left <= BYTE_EPSILON {
+            return;
+        }
+        if f.bucket_sent[k] <= BYTE_EPSILON {
+            starts += 1;
+        }
+        reach -= left;
+    };
+    if l.front_first {
+        (l.released_from..BUCKETS).for_each(&mut step);
+    } else {
+        (l.released_from..BUCKETS).rev().for_each(&mut step);
+    }
+    f64::from(starts) * LATENCY_SECS
 }
 
 /// Releases the buckets whose backward computation has finished by slot `now` (the backward
@@ -211,6 +237,44 @@ mod tests {
         // front convolutions when the backward pass ends.
         assert_eq!(l.release, [6, 2, 1, 0]);
         assert!(l.release.windows(2).all(|w| w[0] >= w[1]));
+    }
+
+    #[test]
+    fn a_flow_loses_a_per_bucket_it_starts() {
+        use crate::engine::Flow;
+        let mut l = plan(by_name("resnet50").unwrap(), 6, false);
+        let mut f = Flow {
+            id: mlcc_core::FlowId::new("f").unwrap(),
+            src: mlcc_core::topology::NodeId(0),
+            dst: mlcc_core::topology::NodeId(1),
+            role: FlowRole::Agg,
+            bytes: 100.0,
+            base_bytes: 100.0,
+            released: 100.0,
+            buckets: vec![10.0, 20.0, 30.0, 40.0],
+            bucket_sent: vec![0.0; 4],
+            path: vec![],
+            upstream: vec![],
+            slack: 0.0,
+            base_slack: 0.0,
+            sent: 0.0,
+            last_rate: 0.0,
+            last_achieved: 0.0,
+            last_link_limited: false,
+            active_idx: None,
+        };
+        l.released_from = 1;
+        // Back to front: 40 bytes reach bucket 3 only, 41 start bucket 2 too.
+        assert_eq!(dead_secs(Some(&l), &f, 40.0), LATENCY_SECS);
+        assert_eq!(dead_secs(Some(&l), &f, 41.0), 2.0 * LATENCY_SECS);
+        // Bucket 0 is not released; a bucket already started costs nothing more.
+        assert_eq!(dead_secs(Some(&l), &f, 100.0), 3.0 * LATENCY_SECS);
+        f.bucket_sent[3] = 5.0;
+        assert_eq!(dead_secs(Some(&l), &f, 100.0), 2.0 * LATENCY_SECS);
+        // Front first: bucket 1, then 2.
+        l.front_first = true;
+        assert_eq!(dead_secs(Some(&l), &f, 20.0), LATENCY_SECS);
+        assert_eq!(dead_secs(None, &f, 100.0), 0.0);
     }
 
     #[test]

@@ -20,8 +20,8 @@ pub struct Flow {
     pub src: NodeId,
     pub dst: NodeId,
     pub role: FlowRole,
-    /// Bytes of the current iteration: [`Self::base_bytes`] unless the per-layer model
-    /// (per-bucket latency) or the policy's [`Shape`] (compression, loss tolerance) changed it.
+    /// Bytes of the current iteration: [`Self::base_bytes`] unless the policy's [`Shape`]
+    /// (compression, loss tolerance) changed it.
     pub bytes: f64,
     /// Bytes per iteration as mlcc-core's job model derives them.
     pub base_bytes: f64,

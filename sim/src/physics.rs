@@ -37,6 +37,8 @@ pub struct Scratch {
     moved: Vec<f64>,
     /// Whether a link (not data, not the policy) held the flow below what it tried.
     scaled: Vec<bool>,
+    /// Per link: its capacity (bytes/s).
+    capacity: Vec<f64>,
 }
 
 impl Scratch {
@@ -47,6 +49,7 @@ impl Scratch {
             pace: vec![],
             moved: vec![],
             scaled: vec![],
+            capacity: topo.links().iter().map(|l| l.capacity.0).collect(),
         }
     }
 }
@@ -124,7 +127,25 @@ pub fn advance(
         } else {
             0.0
         };
-        let mut want = (rate * tau).min(f.remaining()).min(f.released - f.sent);
+        let holds = f.remaining().min(f.released - f.sent);
+        let mut want = (rate * tau).min(holds);
+        // Per-layer model: nothing leaves during the per-message latency of each bucket the
+        // flow starts. Held to its rate, it loses that rate's bytes for the dead time; with
+        // less to send than its rate allows, it sends it in the time left, up to line rate.
+        let dead = crate::layers::dead_secs(j.layers.as_ref(), f, want);
+        if dead > 0.0 {
+            let live = (tau - dead).max(0.0);
+            want = if rate * tau < holds {
+                want.min(rate * live)
+            } else {
+                let line = f
+                    .path
+                    .iter()
+                    .map(|l| s.capacity[l.index()])
+                    .fold(f64::INFINITY, f64::min);
+                want.min(line * live)
+            };
+        }
         match f.role {
             FlowRole::Agg => {}
             FlowRole::Ring => {
