@@ -116,6 +116,7 @@ impl<'t> Engine<'t> {
                 iteration: 0,
                 phase: Phase::Queued,
                 start_slot: None,
+                shift_slots: 0,
                 finish_slot: None,
                 comm_slots: 0,
                 layers: None,
@@ -299,6 +300,7 @@ impl<'t> Engine<'t> {
             let until = self.now + shift + self.slots_before_comm(ji);
             let j = &mut self.jobs[ji];
             j.start_slot = Some(self.now);
+            j.shift_slots = shift;
             j.phase = Phase::Compute { until };
         }
         Ok(())

@@ -152,6 +152,9 @@ pub struct Job {
     pub iteration: u32,
     pub phase: Phase,
     pub start_slot: Option<u64>,
+    /// Slots by which the policy delayed the job's first compute phase when it was placed
+    /// ([`crate::policy::Policy::start_shift`]: Cassini's time shift).
+    pub shift_slots: u64,
     pub finish_slot: Option<u64>,
     /// Slots spent communicating, summed over iterations (under the per-layer model from the
     /// start of each backward pass, the first bucket's release).
@@ -219,6 +222,8 @@ pub struct JobRecord {
     pub completed_iterations: u32,
     pub arrival_s: f64,
     pub start_s: Option<f64>,
+    /// The policy's delay of the job's first compute phase (Cassini's time shift).
+    pub shift_s: f64,
     pub finish_s: Option<f64>,
     /// finish − arrival: queueing + compute + communication.
     pub jct_s: Option<f64>,
@@ -243,6 +248,7 @@ impl JobRecord {
             completed_iterations: j.iteration,
             arrival_s: j.spec.arrival_s,
             start_s: j.start_slot.map(s),
+            shift_s: s(j.shift_slots),
             finish_s: j.finish_slot.map(s),
             jct_s: j.finish_slot.map(|f| s(f) - j.spec.arrival_s),
             comm_s: s(j.comm_slots),

@@ -97,6 +97,10 @@ pub enum Cc {
         name: String,
         cc: String,
         rto_floor: Option<Duration>,
+        /// Cassini: each job's start held back by the simulator's Cassini shift for this
+        /// scenario ([`crate::cassini`]), `cc` underneath. Named `cassini` (over cubic) or
+        /// `cassini/<kernel CC>`.
+        cassini: bool,
     },
     /// mlcc (switch emulators, one mlccd per host, the BPF datapath). `name` is what the user
     /// wrote: `mlcc`, or `mlcc/key=value/...` with mlccd options in mlcc-sim's variant syntax
@@ -115,10 +119,12 @@ pub enum Cc {
 
 impl Cc {
     pub fn parse(s: &str) -> Result<Cc, String> {
+        // A kernel CC's name; not one of the testbed's own, which cannot go under another.
         let kernel = |k: &str| {
             !k.is_empty()
                 && k.len() < 16
                 && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !["mlcc", "isolated", "cassini"].contains(&k)
         };
         let key_value = |kv| split_key_value(s, kv);
         let floor = |v: &str| -> Result<Duration, String> {
@@ -154,6 +160,21 @@ impl Cc {
                     rto_floor,
                 })
             }
+            "cassini" => match parts.next() {
+                None => Ok(Cc::Kernel {
+                    name: s.to_string(),
+                    cc: "cubic".into(),
+                    rto_floor: None,
+                    cassini: true,
+                }),
+                Some(k) if kernel(k) && parts.next().is_none() => Ok(Cc::Kernel {
+                    name: s.to_string(),
+                    cc: k.into(),
+                    rto_floor: None,
+                    cassini: true,
+                }),
+                Some(_) => Err(format!("{s:?}: say cassini or cassini/<kernel CC>")),
+            },
             "isolated" => match parts.next() {
                 None => Ok(Cc::Isolated("cubic".into())),
                 Some(k) if kernel(k) && parts.next().is_none() => Ok(Cc::Isolated(k.into())),
@@ -175,6 +196,7 @@ impl Cc {
                     name: s.to_string(),
                     cc: k.to_string(),
                     rto_floor,
+                    cassini: false,
                 })
             }
             _ => Err(format!("{s:?} is not a congestion control name")),
@@ -187,6 +209,7 @@ impl Cc {
             name: cc.to_string(),
             cc: cc.to_string(),
             rto_floor: None,
+            cassini: false,
         }
     }
 
@@ -817,6 +840,9 @@ pub struct JobResult {
     pub iterations: u32,
     /// From arrival to the exit of its last member.
     pub jct_s: f64,
+    /// How long the job's start was held back after its arrival (Cassini's time shift; 0
+    /// under every other CC).
+    pub shift_s: f64,
     /// Mean over workers of their mean iteration time.
     pub mean_iteration_s: f64,
     pub bytes_verified: u64,
@@ -1272,6 +1298,7 @@ fn collect(c: &Cluster, start: Instant, mut j: RunningJob) -> JobResult {
         arrival_s: j.arrived.duration_since(start).as_secs_f64(),
         iterations: j.spec.iterations,
         jct_s: end.duration_since(j.arrived).as_secs_f64(),
+        shift_s: 0.0,
         mean_iteration_s: 0.0,
         bytes_verified: 0,
         bytes_sent: 0,
@@ -1477,10 +1504,32 @@ pub fn run_scenario(
         let run = run_id();
         let dir = out.join(cc.file_name());
         let _ = fs::remove_dir_all(&dir);
-        let mut c = Cluster::up(scn, cc.clone(), bins, &dir, &run)?;
-        let r = run_jobs(&mut c, scn, bins, &mut tick);
+        let shifts = match cc {
+            Cc::Kernel { cassini: true, .. } => crate::cassini::shifts(scn)
+                .map_err(|e| RunError::Setup(format!("Cassini's shifts: {e}")))?,
+            _ => Vec::new(),
+        };
+        let shifted;
+        let run_scn = if shifts.is_empty() {
+            scn
+        } else {
+            shifted = crate::cassini::shifted(scn, &shifts);
+            &shifted
+        };
+        let mut c = Cluster::up(run_scn, cc.clone(), bins, &dir, &run)?;
+        let r = run_jobs(&mut c, run_scn, bins, &mut tick);
         c.down();
-        runs.push(r?);
+        let mut r = r?;
+        // A shifted job arrived when the scenario says; its wait is part of its JCT.
+        for j in &mut r.jobs {
+            let shift = scn.jobs.iter().zip(&shifts).find(|(s, _)| s.name == j.job);
+            if let Some((_, d)) = shift {
+                j.arrival_s -= d.as_secs_f64();
+                j.jct_s += d.as_secs_f64();
+                j.shift_s = d.as_secs_f64();
+            }
+        }
+        runs.push(r);
     }
     Ok(runs)
 }
@@ -1584,8 +1633,25 @@ mod tests {
                 name: "cubic/rto_floor=10ms".into(),
                 cc: "cubic".into(),
                 rto_floor: Some(Duration::from_millis(10)),
+                cassini: false,
             })
         );
+        assert_eq!(
+            Cc::parse("cassini/bbr"),
+            Ok(Cc::Kernel {
+                name: "cassini/bbr".into(),
+                cc: "bbr".into(),
+                rto_floor: None,
+                cassini: true,
+            })
+        );
+        assert!(matches!(
+            Cc::parse("cassini"),
+            Ok(Cc::Kernel { cc, cassini: true, .. }) if cc == "cubic"
+        ));
+        assert!(Cc::parse("cassini/mlcc").is_err());
+        assert!(Cc::parse("isolated/mlcc").is_err());
+        assert!(Cc::parse("cassini/isolated").is_err());
         assert!(Cc::parse("cubic/eta=1").is_err());
         assert!(Cc::parse("cubic/rto_floor=1s").is_err());
         assert!(Cc::parse("mlcc/rto_floor=soon").is_err());

@@ -2,6 +2,7 @@
 //! switches, shaped veth links, real `mlcc-switchd` / `mlccd` processes with the real BPF
 //! datapath, and synthetic training jobs (`mlcc-trainer`) over real TCP.
 
+pub mod cassini;
 pub mod cluster;
 pub mod experiment;
 pub mod figure;

@@ -50,6 +50,7 @@ pub fn predict(scn: &Scenario, quick: bool, results_dir: &Path) -> Result<Predic
         max_slots: 10_000_000,
         progress: false,
         switch_tables: scn.switch_emulators,
+        per_layer: false,
     };
     let jobs = scn.sim_jobs();
     let mean = |p: &str| -> Result<f64, String> {

@@ -473,6 +473,7 @@ mod tests {
                     arrival_s: 0.0,
                     iterations: 1,
                     jct_s,
+                    shift_s: 0.0,
                     mean_iteration_s: jct_s,
                     bytes_verified: 1,
                     bytes_sent: 1,

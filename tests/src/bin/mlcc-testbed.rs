@@ -64,7 +64,9 @@ enum Cmd {
         /// mode, policy, or a rule NAME=on|off; `rto_floor=10ms|kernel` sets the datapath's
         /// RTO floor), a kernel CC with mlcc's RTO floor (`cubic/rto_floor=10ms`), or
         /// `isolated[/<kernel CC>]` (every job alone on its hosts under cubic or the CC named,
-        /// no cross traffic: the lower bound).
+        /// no cross traffic: the lower bound), or `cassini[/<kernel CC>]` (Cassini: each job's
+        /// start held back by the time shift mlcc-sim's `cassini` gives it on this scenario,
+        /// cubic or the CC named underneath).
         #[arg(long, value_delimiter = ',', default_value = "cubic,reno,bbr,mlcc")]
         cc: Vec<String>,
         /// Repetitions of the whole set (CCs interleaved, so drift hits all alike).
@@ -203,8 +205,10 @@ fn real_main(a: Args) -> Result<(), String> {
         } => {
             let scn = Scenario::find(&scenario).map_err(|e| e.to_string())?;
             let cc = Cc::parse(&cc)?;
-            if matches!(cc, Cc::Isolated(_)) {
-                return Err("`isolated` runs jobs one by one; `up` takes a CC or mlcc".into());
+            if matches!(cc, Cc::Isolated(_) | Cc::Kernel { cassini: true, .. }) {
+                return Err(
+                    "`isolated` and `cassini` shape how jobs start; `up` takes a CC or mlcc".into(),
+                );
             }
             let b = bins(bin_dir).map_err(|e| e.to_string())?;
             let run = cluster::run_id();
