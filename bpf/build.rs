@@ -14,9 +14,10 @@ use std::process::Command;
 use libbpf_cargo::SkeletonBuilder;
 
 /// Each program and the skeleton generated for it.
-const PROGRAMS: [(&str, &str); 2] = [
+const PROGRAMS: [(&str, &str); 3] = [
     ("src/bpf/mlcc.bpf.c", "mlcc.skel.rs"),
     ("src/bpf/loss.bpf.c", "loss.skel.rs"),
+    ("src/bpf/mltcp.bpf.c", "mltcp.skel.rs"),
 ];
 
 fn main() {

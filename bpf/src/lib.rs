@@ -1,7 +1,7 @@
 //! mlcc's kernel datapath (DESIGN.md §12): a BPF TCP congestion control that paces each socket
 //! at the rate mlccd orders, a cgroup sock_ops program that opts sockets in, and the safe API
 //! mlccd drives them with ([`Datapath`], implemented by [`KernelDatapath`] and, for tests of
-//! callers, [`MemoryDatapath`]).
+//! callers, [`MemoryDatapath`]). [`mltcp`] is a second CC, MLTCP over Reno, a peer baseline.
 
 mod clock;
 mod config;
@@ -11,6 +11,7 @@ mod kernel;
 mod key;
 mod loss;
 mod memory;
+pub mod mltcp;
 mod pins;
 mod probe;
 mod rate;
@@ -22,6 +23,11 @@ pub mod testbed;
 #[allow(clippy::all, unsafe_op_in_unsafe_fn, unused_imports, missing_docs)]
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/mlcc.skel.rs"));
+}
+
+#[allow(clippy::all, unsafe_op_in_unsafe_fn, unused_imports, missing_docs)]
+mod mltcp_skel {
+    include!(concat!(env!("OUT_DIR"), "/mltcp.skel.rs"));
 }
 
 #[allow(clippy::all, unsafe_op_in_unsafe_fn, unused_imports, missing_docs)]
@@ -96,6 +102,33 @@ mod layout_tests {
         assert_eq!(offset_of!(mlcc_sock_stats, snd_cwnd), l::SND_CWND);
         assert_eq!(offset_of!(mlcc_sock_stats, mode), l::MODE);
         assert_eq!(offset_of!(mlcc_sock_stats, delivered_segs), l::DELIVERED);
+    }
+
+    #[test]
+    fn mltcp_types_match_bpf() {
+        use crate::mltcp::layout as l;
+        use crate::mltcp_skel::types::{mltcp_config, mltcp_ratio, mltcp_sock_stats};
+        assert_eq!(size_of::<mltcp_ratio>(), l::RATIO_SIZE);
+        assert_eq!(offset_of!(mltcp_ratio, ratio_ppm), l::RATIO_PPM);
+        assert_eq!(offset_of!(mltcp_ratio, expires_ns), l::RATIO_EXPIRES_NS);
+        assert_eq!(size_of::<mltcp_sock_stats>(), l::SOCK_SIZE);
+        assert_eq!(
+            offset_of!(mltcp_sock_stats, bytes_acked),
+            l::SOCK_BYTES_ACKED
+        );
+        assert_eq!(offset_of!(mltcp_sock_stats, updated_ns), l::SOCK_UPDATED_NS);
+        assert_eq!(offset_of!(mltcp_sock_stats, f_milli), l::SOCK_F_MILLI);
+        assert_eq!(offset_of!(mltcp_sock_stats, snd_cwnd), l::SOCK_SND_CWND);
+        assert_eq!(
+            offset_of!(mltcp_sock_stats, snd_ssthresh),
+            l::SOCK_SND_SSTHRESH
+        );
+        assert_eq!(size_of::<mltcp_config>(), l::CONFIG_SIZE);
+        assert_eq!(offset_of!(mltcp_config, slope_milli), l::CONFIG_SLOPE);
+        assert_eq!(
+            offset_of!(mltcp_config, intercept_milli),
+            l::CONFIG_INTERCEPT
+        );
     }
 
     #[test]

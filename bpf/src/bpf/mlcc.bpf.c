@@ -17,11 +17,11 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_endian.h>
 #include "mlcc.h"
+#include "sock.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
 #define AF_INET 2
-#define AF_INET6 10
 #define SOL_TCP 6
 #define TCP_CONGESTION 13
 #define USEC_PER_SEC 1000000ULL
@@ -68,41 +68,6 @@ extern unsigned int CONFIG_HZ __kconfig;
 extern void tcp_reno_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;
 extern __u32 tcp_reno_ssthresh(struct sock *sk) __ksym;
 extern __u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
-
-static __always_inline struct tcp_sock *tcp_sk(const struct sock *sk)
-{
-	return (struct tcp_sock *)sk;
-}
-
-static __always_inline struct inet_connection_sock *inet_csk(const struct sock *sk)
-{
-	return (struct inet_connection_sock *)sk;
-}
-
-static __always_inline void sock_key(const struct sock *sk, struct mlcc_sock_key *k)
-{
-	const struct sock_common *c = &sk->__sk_common;
-
-	__builtin_memset(k, 0, sizeof(*k));
-	k->netns_cookie = c->skc_net.net->net_cookie;
-	k->src_port = c->skc_num;
-	k->dst_port = bpf_ntohs(c->skc_dport);
-	if (c->skc_family == AF_INET6) {
-		k->src_addr[0] = c->skc_v6_rcv_saddr.in6_u.u6_addr32[0];
-		k->src_addr[1] = c->skc_v6_rcv_saddr.in6_u.u6_addr32[1];
-		k->src_addr[2] = c->skc_v6_rcv_saddr.in6_u.u6_addr32[2];
-		k->src_addr[3] = c->skc_v6_rcv_saddr.in6_u.u6_addr32[3];
-		k->dst_addr[0] = c->skc_v6_daddr.in6_u.u6_addr32[0];
-		k->dst_addr[1] = c->skc_v6_daddr.in6_u.u6_addr32[1];
-		k->dst_addr[2] = c->skc_v6_daddr.in6_u.u6_addr32[2];
-		k->dst_addr[3] = c->skc_v6_daddr.in6_u.u6_addr32[3];
-	} else {
-		k->src_addr[2] = bpf_htonl(0xffff);
-		k->src_addr[3] = c->skc_rcv_saddr;
-		k->dst_addr[2] = bpf_htonl(0xffff);
-		k->dst_addr[3] = c->skc_daddr;
-	}
-}
 
 static __always_inline __u32 min_rtt_us(const struct tcp_sock *tp)
 {

@@ -13,6 +13,8 @@ use super::{Policy, View};
 /// F(r) = SLOPE · r + INTERCEPT. The paper's text gives the form, not the constants; these are
 /// our choice: a flow about to finish gets 8× the share of one just starting (F from 0.25 to
 /// 2), enough for the shift to converge within a few iterations, never starving a newcomer.
+/// The testbed's BPF CC uses the same (`mlcc_bpf::mltcp`); a test in mlcc-testbed
+/// (`mltcp_constants_agree_between_the_simulator_and_the_bpf_cc`) fails if they part.
 pub const SLOPE: f64 = 1.75;
 pub const INTERCEPT: f64 = 0.25;
 

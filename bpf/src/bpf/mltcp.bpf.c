@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * MLTCP over Reno (Rajasekaran et al., HotNets'24, arXiv 2402.09589), a peer baseline.
+ *
+ * Each socket's congestion-window increase is scaled by F(r) = intercept + slope * r, where r is
+ * the share of its iteration's bytes the socket's process has already sent: a flow further into
+ * its communication phase grows faster, gets the larger share of a shared bottleneck, finishes
+ * first, and co-located jobs drift into an interleaved schedule over a few iterations.
+ *
+ * The increase is the kernel's own Reno (tcp_reno_cong_avoid) fed F x acked segments instead of
+ * acked, with the fraction carried to the next ACK: slow start grows by F segments per ACKed
+ * segment (up to ssthresh), congestion avoidance by F segments per window. Loss, recovery and
+ * undo are Reno's; the kernel's PRR runs because this is a cong_avoid CC, not cong_control.
+ *
+ * r comes from mltcp_ratios, written every slot by the feeder (mlcc-scheduler's mltcp-feeder)
+ * from host-local knowledge only; slope and intercept from mltcp_config, written at load from
+ * mlcc_bpf::mltcp. A socket without a fresh ratio (none yet, or the feeder stopped) runs plain
+ * Reno (F = 1).
+ *
+ * GPL: the tcp_reno_* kfuncs are GPL-only.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_endian.h>
+#include "mltcp.h"
+#include "sock.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+_Static_assert(sizeof(struct mlcc_sock_key) == 48, "mlcc_sock_key layout");
+_Static_assert(sizeof(struct mltcp_ratio) == 16, "mltcp_ratio layout");
+_Static_assert(sizeof(struct mltcp_sock_stats) == 32, "mltcp_sock_stats layout");
+_Static_assert(sizeof(struct mltcp_config) == 8, "mltcp_config layout");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MLCC_MAX_SOCKETS);
+	__type(key, struct mlcc_sock_key);
+	__type(value, struct mltcp_ratio);
+} mltcp_ratios SEC(".maps");
+
+/* Every socket on the CC, so the feeder can find the keys (netns cookies) of a process's
+ * connections; `release` deletes its entry, LRU guards against one whose release never ran. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MLCC_MAX_SOCKETS);
+	__type(key, struct mlcc_sock_key);
+	__type(value, struct mltcp_sock_stats);
+} mltcp_socks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mltcp_config);
+} mltcp_config SEC(".maps");
+
+extern void tcp_reno_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;
+extern __u32 tcp_reno_ssthresh(struct sock *sk) __ksym;
+extern __u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
+
+/* Per-socket state in icsk_ca_priv: the fraction of a segment of increase not applied yet. */
+struct mltcp_ca {
+	__u32 carry_milli;
+};
+
+static __always_inline struct mltcp_ca *ca_of(struct sock *sk)
+{
+	return (struct mltcp_ca *)inet_csk(sk)->icsk_ca_priv;
+}
+
+static __always_inline void note_socket(struct sock *sk, const struct mlcc_sock_key *key,
+					__u32 f_milli)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct mltcp_sock_stats *st = bpf_map_lookup_elem(&mltcp_socks, key);
+
+	if (!st) {
+		struct mltcp_sock_stats zero = {};
+
+		bpf_map_update_elem(&mltcp_socks, key, &zero, BPF_NOEXIST);
+		st = bpf_map_lookup_elem(&mltcp_socks, key);
+		if (!st)
+			return;
+	}
+	st->bytes_acked = tp->bytes_acked;
+	st->updated_ns = bpf_ktime_get_ns();
+	st->f_milli = f_milli;
+	st->snd_cwnd = tp->snd_cwnd;
+	st->snd_ssthresh = tp->snd_ssthresh;
+}
+
+/* F for the socket, in thousandths. */
+static __always_inline __u32 f_of(const struct mlcc_sock_key *key)
+{
+	struct mltcp_ratio *r = bpf_map_lookup_elem(&mltcp_ratios, key);
+	struct mltcp_config *cfg;
+	__u32 zero = 0;
+	__u64 ppm;
+
+	if (!r || bpf_ktime_get_ns() >= r->expires_ns)
+		return MLTCP_F_ONE;
+	cfg = bpf_map_lookup_elem(&mltcp_config, &zero);
+	if (!cfg)
+		return MLTCP_F_ONE;
+	ppm = r->ratio_ppm;
+	if (ppm > MLTCP_RATIO_ONE)
+		ppm = MLTCP_RATIO_ONE;
+	return cfg->intercept_milli + (__u32)((__u64)cfg->slope_milli * ppm / MLTCP_RATIO_ONE);
+}
+
+SEC("struct_ops")
+void BPF_PROG(mltcp_init, struct sock *sk)
+{
+	struct mlcc_sock_key key;
+
+	ca_of(sk)->carry_milli = 0;
+	sock_key(sk, &key);
+	note_socket(sk, &key, MLTCP_F_ONE);
+}
+
+SEC("struct_ops")
+void BPF_PROG(mltcp_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
+{
+	struct mltcp_ca *ca = ca_of(sk);
+	struct mlcc_sock_key key;
+	__u32 f_milli;
+	__u64 scaled;
+
+	sock_key(sk, &key);
+	f_milli = f_of(&key);
+	scaled = (__u64)acked * f_milli + ca->carry_milli;
+	ca->carry_milli = scaled % MLTCP_F_ONE;
+	if (scaled >= MLTCP_F_ONE)
+		tcp_reno_cong_avoid(sk, ack, (__u32)(scaled / MLTCP_F_ONE));
+	note_socket(sk, &key, f_milli);
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(mltcp_ssthresh, struct sock *sk)
+{
+	return tcp_reno_ssthresh(sk);
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(mltcp_undo_cwnd, struct sock *sk)
+{
+	return tcp_reno_undo_cwnd(sk);
+}
+
+/* The ratio goes with the socket: a later socket reusing the 4-tuple starts without one. */
+SEC("struct_ops")
+void BPF_PROG(mltcp_release, struct sock *sk)
+{
+	struct mlcc_sock_key key;
+
+	sock_key(sk, &key);
+	bpf_map_delete_elem(&mltcp_socks, &key);
+	bpf_map_delete_elem(&mltcp_ratios, &key);
+}
+
+SEC(".struct_ops.link")
+struct tcp_congestion_ops mltcp_cc = {
+	.init = (void *)mltcp_init,
+	.cong_avoid = (void *)mltcp_cong_avoid,
+	.ssthresh = (void *)mltcp_ssthresh,
+	.undo_cwnd = (void *)mltcp_undo_cwnd,
+	.release = (void *)mltcp_release,
+	.name = "mltcp",
+};

@@ -1,0 +1,349 @@
+//! MLTCP (Rajasekaran et al., HotNets'24, arXiv 2402.09589) as a second struct_ops congestion
+//! control, a peer baseline for mlcc: loading it, and the per-socket ratio map its feeder
+//! fills (mlcc-scheduler's `mltcp-feeder`).
+//!
+//! MLTCP scales a flow's congestion-window increase by a bandwidth-aggressiveness function
+//! F(r) = [`SLOPE`] · r + [`INTERCEPT`], r being the share of its iteration's bytes the flow has
+//! already sent. The paper gives the linear form and its analysis (the "shift" of the later
+//! job's start per iteration grows with Slope/Intercept); the constants are ours, the same as
+//! mlcc-sim's `mltcp` policy (a test in mlcc-testbed checks they agree): F runs from 0.25 for a
+//! flow just starting to 2 for one about to finish, 8× apart, enough to interleave within a few
+//! iterations without starving a newcomer. The kernel side works in integers: r in millionths,
+//! F in thousandths ([`f_milli`] is the same arithmetic as `mltcp.bpf.c`).
+//!
+//! The base is Reno: the CC feeds the kernel's `tcp_reno_cong_avoid` F × acked segments, so
+//! slow start and congestion avoidance both grow F times as fast, and loss handling is Reno's.
+//! Two AIMD flows with the same decrease and synchronized losses hold windows in the ratio of
+//! their additive increases, which is the premise of MLTCP's analysis (bandwidth in the ratio
+//! of F). CUBIC's window is a function of the time since the last loss, so scaling its per-ACK
+//! growth only changes how fast cwnd reaches the cubic curve, not the curve: MLTCP over CUBIC
+//! would mean rewriting CUBIC's own arithmetic in BPF (the selftests' bpf_cubic.c shows it can
+//! be done), which we did not.
+
+use std::mem::MaybeUninit;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{ErrorKind, MapCore, MapFlags, MapHandle};
+
+use crate::clock::{Deadline, MonotonicNs};
+use crate::config::CcName;
+use crate::error::DatapathError;
+use crate::key::SocketKey;
+use crate::mltcp_skel::MltcpSkelBuilder;
+use crate::pins::{self, PinSet};
+use crate::probe::probe;
+use crate::sys;
+
+/// F(r) = SLOPE · r + INTERCEPT (see the module documentation for why these values).
+pub const SLOPE: f64 = 1.75;
+pub const INTERCEPT: f64 = 0.25;
+
+/// r's fixed-point unit in the ratio map (`MLTCP_RATIO_ONE`).
+pub const RATIO_ONE: u32 = 1_000_000;
+/// F's fixed-point unit (`MLTCP_F_ONE`): F = 1 is Reno's own increase.
+pub const F_ONE: u32 = 1000;
+
+/// Pins under the datapath's directory, besides [`pins::CC_LINK`].
+const RATIOS: &str = "mltcp_ratios";
+const SOCKS: &str = "mltcp_socks";
+const CONFIG: &str = "mltcp_config";
+
+/// Entries per batch syscall when reading the socket map.
+const BATCH: u32 = 1024;
+
+/// SLOPE and INTERCEPT in thousandths, as the BPF side reads them from its config map.
+pub fn config_milli() -> (u32, u32) {
+    (
+        (SLOPE * f64::from(F_ONE)).round() as u32,
+        (INTERCEPT * f64::from(F_ONE)).round() as u32,
+    )
+}
+
+/// r in millionths, as the ratio map holds it: clamped to [0, 1], NaN as 0.
+pub fn ratio_ppm(r: f64) -> u32 {
+    if r.is_nan() {
+        return 0;
+    }
+    (r.clamp(0.0, 1.0) * f64::from(RATIO_ONE)).round() as u32
+}
+
+/// F in thousandths for a ratio in millionths: what `mltcp.bpf.c` computes at each ACK.
+pub fn f_milli(ratio_ppm: u32) -> u32 {
+    let (slope, intercept) = config_milli();
+    let ppm = u64::from(ratio_ppm.min(RATIO_ONE));
+    intercept + (u64::from(slope) * ppm / u64::from(RATIO_ONE)) as u32
+}
+
+/// The feeder's word for one socket.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RatioOrder {
+    pub key: SocketKey,
+    /// Share of the iteration's bytes sent, 0..=1.
+    pub ratio: f64,
+    /// After this the CC falls back to F = 1 (plain Reno).
+    pub ttl: Duration,
+}
+
+/// What the CC recorded for a socket at its last ACK that could raise cwnd.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct MltcpSocket {
+    pub bytes_acked: u64,
+    pub updated: MonotonicNs,
+    /// The F applied, in thousandths ([`F_ONE`] without a fresh ratio).
+    pub f_milli: u32,
+    pub cwnd_segments: u32,
+    pub ssthresh_segments: u32,
+}
+
+/// Layouts of the structs in `src/bpf/mltcp.h`; tests compare them with the BTF.
+pub(crate) mod layout {
+    pub const RATIO_SIZE: usize = 16;
+    pub const RATIO_PPM: usize = 0;
+    pub const RATIO_EXPIRES_NS: usize = 8;
+
+    pub const SOCK_SIZE: usize = 32;
+    pub const SOCK_BYTES_ACKED: usize = 0;
+    pub const SOCK_UPDATED_NS: usize = 8;
+    pub const SOCK_F_MILLI: usize = 16;
+    pub const SOCK_SND_CWND: usize = 20;
+    pub const SOCK_SND_SSTHRESH: usize = 24;
+
+    pub const CONFIG_SIZE: usize = 8;
+    pub const CONFIG_SLOPE: usize = 0;
+    pub const CONFIG_INTERCEPT: usize = 4;
+}
+
+fn ratio_raw(ratio: f64, ttl: Duration) -> [u8; layout::RATIO_SIZE] {
+    let mut raw = [0u8; layout::RATIO_SIZE];
+    raw[layout::RATIO_PPM..layout::RATIO_PPM + 4].copy_from_slice(&ratio_ppm(ratio).to_ne_bytes());
+    raw[layout::RATIO_EXPIRES_NS..layout::RATIO_EXPIRES_NS + 8]
+        .copy_from_slice(&Deadline::after(ttl).as_raw_ns().to_ne_bytes());
+    raw
+}
+
+fn config_raw() -> [u8; layout::CONFIG_SIZE] {
+    let (slope, intercept) = config_milli();
+    let mut raw = [0u8; layout::CONFIG_SIZE];
+    raw[layout::CONFIG_SLOPE..layout::CONFIG_SLOPE + 4].copy_from_slice(&slope.to_ne_bytes());
+    raw[layout::CONFIG_INTERCEPT..layout::CONFIG_INTERCEPT + 4]
+        .copy_from_slice(&intercept.to_ne_bytes());
+    raw
+}
+
+fn sock_from_raw(raw: &[u8]) -> Option<MltcpSocket> {
+    if raw.len() != layout::SOCK_SIZE {
+        return None;
+    }
+    let u64_at = |at: usize| u64::from_ne_bytes(raw[at..at + 8].try_into().expect("8 bytes"));
+    let u32_at = |at: usize| u32::from_ne_bytes(raw[at..at + 4].try_into().expect("4 bytes"));
+    Some(MltcpSocket {
+        bytes_acked: u64_at(layout::SOCK_BYTES_ACKED),
+        updated: MonotonicNs(u64_at(layout::SOCK_UPDATED_NS)),
+        f_milli: u32_at(layout::SOCK_F_MILLI),
+        cwnd_segments: u32_at(layout::SOCK_SND_CWND),
+        ssthresh_segments: u32_at(layout::SOCK_SND_SSTHRESH),
+    })
+}
+
+/// The loaded MLTCP CC. Dropping it leaves it registered and pinned; [`Self::unload`] (or
+/// [`crate::unload_pinned`] on its directory) removes it.
+pub struct MltcpDatapath {
+    pin_dir: PathBuf,
+    ratios: MapHandle,
+    socks: MapHandle,
+}
+
+impl std::fmt::Debug for MltcpDatapath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MltcpDatapath")
+            .field("pin_dir", &self.pin_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MltcpDatapath {
+    /// Registers the CC as `name` and pins it and its maps under `pin_dir`.
+    pub fn load(name: &CcName, pin_dir: &Path) -> Result<Self, DatapathError> {
+        probe()?;
+        if pin_dir.join(pins::CC_LINK).exists() {
+            return Err(DatapathError::AlreadyLoaded(pin_dir.to_path_buf()));
+        }
+        let created = pins::prepare_dir(pin_dir)?;
+        let mut pinned = PinSet::new(pin_dir, created);
+
+        let mut storage = MaybeUninit::uninit();
+        let mut open = MltcpSkelBuilder::default()
+            .open(&mut storage)
+            .map_err(DatapathError::bpf("opening the MLTCP BPF object"))?;
+        for (dst, src) in open
+            .struct_ops
+            .mltcp_cc_mut()
+            .name
+            .iter_mut()
+            .zip(name.to_c())
+        {
+            *dst = src as std::ffi::c_char;
+        }
+        let mut skel = open.load().map_err(DatapathError::bpf(
+            "loading the MLTCP BPF programs (verifier)",
+        ))?;
+        skel.maps
+            .mltcp_config
+            .update(&0u32.to_ne_bytes(), &config_raw(), MapFlags::ANY)
+            .map_err(DatapathError::bpf("writing the MLTCP config map"))?;
+        let mut link = skel.maps.mltcp_cc.attach_struct_ops().map_err(|e| {
+            if e.kind() == ErrorKind::AlreadyExists {
+                DatapathError::Invalid {
+                    what: "congestion control name",
+                    why: format!("{name} is already registered in this kernel"),
+                }
+            } else {
+                DatapathError::bpf(format!("registering congestion control {name}"))(e)
+            }
+        })?;
+        for (file, map) in [
+            (RATIOS, &skel.maps.mltcp_ratios),
+            (SOCKS, &skel.maps.mltcp_socks),
+            (CONFIG, &skel.maps.mltcp_config),
+        ] {
+            let p = pin_dir.join(file);
+            sys::obj_pin(map.as_fd(), &p)
+                .map_err(DatapathError::io(format!("pinning {}", p.display())))?;
+            pinned.record(p);
+        }
+        let p = pin_dir.join(pins::CC_LINK);
+        link.pin(&p)
+            .map_err(DatapathError::bpf(format!("pinning {}", p.display())))?;
+        pinned.record(p);
+        let handle = |map: &libbpf_rs::MapMut<'_>, what: &str| {
+            MapHandle::try_from(map)
+                .map_err(DatapathError::bpf(format!("duplicating the {what} map")))
+        };
+        let this = Self {
+            pin_dir: pin_dir.to_path_buf(),
+            ratios: handle(&skel.maps.mltcp_ratios, "ratios")?,
+            socks: handle(&skel.maps.mltcp_socks, "sockets")?,
+        };
+        pinned.commit();
+        Ok(this)
+    }
+
+    /// Re-opens the maps an earlier process pinned under `pin_dir` (what the feeder does).
+    pub fn open(pin_dir: &Path) -> Result<Self, DatapathError> {
+        if !sys::euid_is_root() {
+            return Err(DatapathError::NotPrivileged("opening pinned BPF objects"));
+        }
+        if !pin_dir.join(pins::CC_LINK).exists() {
+            return Err(DatapathError::NotLoaded(pin_dir.to_path_buf()));
+        }
+        let map = |name: &str| {
+            let p = pin_dir.join(name);
+            MapHandle::from_pinned_path(&p)
+                .map_err(DatapathError::bpf(format!("opening {}", p.display())))
+        };
+        Ok(Self {
+            pin_dir: pin_dir.to_path_buf(),
+            ratios: map(RATIOS)?,
+            socks: map(SOCKS)?,
+        })
+    }
+
+    pub fn pin_dir(&self) -> &Path {
+        &self.pin_dir
+    }
+
+    /// Unregisters the CC and removes the pins; sockets on it keep it until they close.
+    pub fn unload(self) -> Result<(), DatapathError> {
+        let dir = self.pin_dir.clone();
+        drop(self);
+        crate::kernel::unload_pinned(&dir)
+    }
+
+    /// Writes each socket's ratio (one batch syscall).
+    pub fn set_ratios(&self, orders: &[RatioOrder]) -> Result<(), DatapathError> {
+        let n = u32::try_from(orders.len()).map_err(|_| DatapathError::Invalid {
+            what: "batch",
+            why: "too many ratios".into(),
+        })?;
+        if n == 0 {
+            return Ok(());
+        }
+        let keys: Vec<u8> = orders.iter().flat_map(|o| o.key.to_raw()).collect();
+        let values: Vec<u8> = orders
+            .iter()
+            .flat_map(|o| ratio_raw(o.ratio, o.ttl))
+            .collect();
+        self.ratios
+            .update_batch(&keys, &values, n, MapFlags::ANY, MapFlags::ANY)
+            .map_err(DatapathError::bpf("writing the MLTCP ratio map"))
+    }
+
+    /// Every socket on the CC with what the CC last recorded for it.
+    pub fn sockets(&self) -> Result<Vec<(SocketKey, MltcpSocket)>, DatapathError> {
+        let iter = self
+            .socks
+            .lookup_batch(BATCH, MapFlags::ANY, MapFlags::ANY)
+            .map_err(DatapathError::bpf("reading the MLTCP socket map"))?;
+        iter.map(|(k, v)| {
+            let key = SocketKey::from_raw(&k).ok_or(DatapathError::Corrupt { map: SOCKS })?;
+            let s = sock_from_raw(&v).ok_or(DatapathError::Corrupt { map: SOCKS })?;
+            Ok((key, s))
+        })
+        .collect()
+    }
+
+    /// What the CC recorded for one socket, if it is on the CC.
+    pub fn socket(&self, key: &SocketKey) -> Result<Option<MltcpSocket>, DatapathError> {
+        let raw = self
+            .socks
+            .lookup(&key.to_raw(), MapFlags::ANY)
+            .map_err(DatapathError::bpf("reading the MLTCP socket map"))?;
+        raw.map(|r| sock_from_raw(&r).ok_or(DatapathError::Corrupt { map: SOCKS }))
+            .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f_runs_from_the_intercept_to_slope_plus_intercept() {
+        assert_eq!(config_milli(), (1750, 250));
+        assert_eq!(f_milli(0), 250);
+        assert_eq!(f_milli(RATIO_ONE), 2000);
+        assert_eq!(f_milli(ratio_ppm(0.5)), 1125);
+        // Above 1 (a retransmission-heavy iteration) stays at the top.
+        assert_eq!(f_milli(RATIO_ONE * 2), 2000);
+        assert!(f_milli(ratio_ppm(0.3)) < f_milli(ratio_ppm(0.6)));
+    }
+
+    #[test]
+    fn ratios_are_clamped_to_the_unit_interval() {
+        assert_eq!(ratio_ppm(-0.5), 0);
+        assert_eq!(ratio_ppm(f64::NAN), 0);
+        assert_eq!(ratio_ppm(1.7), RATIO_ONE);
+        assert_eq!(ratio_ppm(0.25), 250_000);
+    }
+
+    #[test]
+    fn the_integer_f_matches_the_real_one() {
+        for i in 0..=100 {
+            let r = f64::from(i) / 100.0;
+            let exact = SLOPE * r + INTERCEPT;
+            let got = f64::from(f_milli(ratio_ppm(r))) / f64::from(F_ONE);
+            assert!((got - exact).abs() <= 1e-3, "r = {r}: {got} vs {exact}");
+        }
+    }
+
+    #[test]
+    fn ratio_entries_encode_ppm_and_a_deadline() {
+        let raw = ratio_raw(0.5, Duration::from_secs(1));
+        assert_eq!(u32::from_ne_bytes(raw[0..4].try_into().unwrap()), 500_000);
+        let deadline = u64::from_ne_bytes(raw[8..16].try_into().unwrap());
+        assert!(deadline > MonotonicNs::now().0);
+    }
+}
