@@ -2,7 +2,8 @@
 //!
 //! `host` is the per-slot shell around mlcc-core's `HostPolicy` (observations in, orders and
 //! protobuf out, no I/O); `monitor`, `progress`, `sockets` and `datapath` read
-//! and write the host; the daemon modules are the thin async shell around them.
+//! and write the host; the daemon modules are the thin async shell around them. `mltcp` feeds
+//! the MLTCP peer baseline's CC (the `mltcp-feeder` binary), not mlcc.
 
 pub mod admin;
 pub mod config;
@@ -10,6 +11,7 @@ pub mod daemon;
 pub mod datapath;
 pub mod host;
 pub mod metrics;
+pub mod mltcp;
 pub mod monitor;
 pub mod progress;
 pub mod session;
