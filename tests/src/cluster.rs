@@ -61,6 +61,8 @@ pub struct Binaries {
     pub trainer: PathBuf,
     pub mlccd: PathBuf,
     pub switchd: PathBuf,
+    /// MLTCP's ratio feeder (mlcc-scheduler's `mltcp-feeder`).
+    pub mltcp_feeder: PathBuf,
 }
 
 impl Binaries {
@@ -69,8 +71,9 @@ impl Binaries {
             trainer: dir.join("mlcc-trainer"),
             mlccd: dir.join("mlccd"),
             switchd: dir.join("mlcc-switchd"),
+            mltcp_feeder: dir.join("mltcp-feeder"),
         };
-        for p in [&b.trainer, &b.mlccd, &b.switchd] {
+        for p in [&b.trainer, &b.mlccd, &b.switchd, &b.mltcp_feeder] {
             if !p.exists() {
                 return Err(RunError::Setup(format!(
                     "{} not found: build with `cargo build --release -p mlcc-testbed -p mlcc-scheduler -p mlcc-switch-emu` (or pass --bin-dir)",
@@ -87,7 +90,8 @@ impl Binaries {
     }
 }
 
-/// A congestion control under test: a kernel one, or mlcc (daemons + the BPF datapath).
+/// A congestion control under test: a kernel one, mlcc (daemons + the BPF datapath), or MLTCP
+/// (its BPF CC + one ratio feeder per host).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Cc {
     /// `cc`, the kernel's, as `name` says: `cubic`, or `cubic/rto_floor=10ms` for the same RTO
@@ -112,6 +116,10 @@ pub enum Cc {
         args: Vec<String>,
         rto_floor: mlcc_bpf::RtoFloor,
     },
+    /// MLTCP over Reno (`mlcc_bpf::mltcp`), the peer baseline: its BPF CC registered once for
+    /// the run, the trainers' sockets on it through their progress files, and an
+    /// `mltcp-feeder` per host writing each socket's ratio every 5 ms. `name` is `mltcp`.
+    Mltcp { name: String },
     /// Each job of the scenario alone on its hosts, arriving at time 0, under this kernel CC
     /// and without cross traffic or faults: the lower bound on what contention leaves.
     Isolated(String),
@@ -124,7 +132,7 @@ impl Cc {
             !k.is_empty()
                 && k.len() < 16
                 && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                && !["mlcc", "isolated", "cassini"].contains(&k)
+                && !["mlcc", "mltcp", "isolated", "cassini"].contains(&k)
         };
         let key_value = |kv| split_key_value(s, kv);
         let floor = |v: &str| -> Result<Duration, String> {
@@ -175,6 +183,12 @@ impl Cc {
                 }),
                 Some(_) => Err(format!("{s:?}: say cassini or cassini/<kernel CC>")),
             },
+            "mltcp" => match parts.next() {
+                None => Ok(Cc::Mltcp {
+                    name: s.to_string(),
+                }),
+                Some(_) => Err(format!("{s:?}: mltcp takes no options")),
+            },
             "isolated" => match parts.next() {
                 None => Ok(Cc::Isolated("cubic".into())),
                 Some(k) if kernel(k) && parts.next().is_none() => Ok(Cc::Isolated(k.into())),
@@ -217,6 +231,7 @@ impl Cc {
         match self {
             Cc::Kernel { name, .. } => name,
             Cc::Mlcc { name, .. } => name,
+            Cc::Mltcp { name } => name,
             Cc::Isolated(_) => "isolated",
         }
     }
@@ -228,6 +243,12 @@ impl Cc {
 
     pub fn is_mlcc(&self) -> bool {
         matches!(self, Cc::Mlcc { .. })
+    }
+
+    /// Trainers write progress files and take their CC from them (mlcc and MLTCP, whose BPF
+    /// CCs are registered per run under a unique name).
+    pub fn uses_progress_files(&self) -> bool {
+        matches!(self, Cc::Mlcc { .. } | Cc::Mltcp { .. })
     }
 }
 
@@ -302,7 +323,7 @@ pub struct Cluster {
     pub cc: Cc,
     /// Logs, topology, sockets of this run.
     pub dir: PathBuf,
-    /// The BPF CC's name when cc = mlcc.
+    /// The BPF CC's name when cc = mlcc or mltcp.
     pub mlcc_name: Option<String>,
     pin_dir: Option<PathBuf>,
     shm_root: PathBuf,
@@ -313,6 +334,8 @@ pub struct Cluster {
 }
 
 pub const SWITCHD_PORT: u16 = 50061;
+/// How often `mltcp-feeder` rewrites the ratios (see [`Cluster::up`] with [`Cc::Mltcp`]).
+const MLTCP_FEED_INTERVAL: Duration = Duration::from_millis(5);
 /// Job `i` of a run listens on `DATA_PORT_BASE + (i % DATA_PORT_JOBS) * PORTS_PER_JOB + member`.
 const DATA_PORT_BASE: u16 = 20000;
 const DATA_PORT_JOBS: u16 = 1000;
@@ -372,6 +395,9 @@ impl Cluster {
         if let Cc::Mlcc { args, .. } = &cc {
             let args = args.clone();
             c.start_mlcc(scn, bins, run, &args)?;
+        }
+        if let Cc::Mltcp { .. } = &cc {
+            c.start_mltcp(scn, bins, run)?;
         }
         Ok(c)
     }
@@ -564,6 +590,40 @@ impl Cluster {
                     self.dir.join("logs").display()
                 ))
             })?;
+        }
+        Ok(())
+    }
+
+    /// Registers the MLTCP CC for this run and starts a ratio feeder in every host, each
+    /// reading only its own host's progress files and sockets.
+    fn start_mltcp(&mut self, scn: &Scenario, bins: &Binaries, run: &str) -> Result<(), RunError> {
+        let name = format!("mltcp_tb{run}");
+        let pin = PathBuf::from(format!("/sys/fs/bpf/{PREFIX}{run}"));
+        let cc = mlcc_bpf::CcName::new(&name)
+            .map_err(|e| RunError::Setup(format!("CC name {name}: {e}")))?;
+        self.pin_dir = Some(pin.clone());
+        drop(
+            mlcc_bpf::mltcp::MltcpDatapath::load(&cc, &pin)
+                .map_err(|e| RunError::Setup(format!("loading the MLTCP CC: {e}")))?,
+        );
+        self.mlcc_name = Some(name);
+        // MLTCP reads r at every ACK; the feeder refreshes it every 5 ms, well inside a
+        // communication phase (hundreds of ms here), rather than every τ (60 ms: a phase would
+        // see a handful of values).
+        let interval = format!("{}us", MLTCP_FEED_INTERVAL.min(scn.tau).as_micros());
+        for h in self.plan.hosts.clone() {
+            let args: Vec<std::ffi::OsString> = vec![
+                "--shm-dir".into(),
+                self.shm_root.join(&h.name).into(),
+                "--bpf-pin-dir".into(),
+                pin.clone().into(),
+                "--interval".into(),
+                interval.clone().into(),
+            ];
+            self.spawn_daemon(
+                &format!("mltcp-feeder-{}", h.name),
+                (h.ns.clone(), bins.mltcp_feeder.clone(), args),
+            )?;
         }
         Ok(())
     }
@@ -1236,7 +1296,7 @@ fn launch(c: &Cluster, bins: &Binaries, idx: usize, spec: JobSpec) -> Result<Run
             ])
             .args(["--compute", &format!("{}us", spec.compute.as_micros())]);
         match (&c.cc, &c.mlcc_name) {
-            (Cc::Mlcc { .. }, Some(name)) => {
+            (Cc::Mlcc { .. } | Cc::Mltcp { .. }, Some(name)) => {
                 cmd.env("MLCC_JOB_ID", &spec.name)
                     .env("MLCC_JOB_ARCH", arch)
                     .env("MLCC_MODEL_BYTES", spec.model_bytes.to_string())
@@ -1248,8 +1308,8 @@ fn launch(c: &Cluster, bins: &Binaries, idx: usize, spec: JobSpec) -> Result<Run
             (Cc::Kernel { cc, .. } | Cc::Isolated(cc), _) => {
                 cmd.args(["--cc", cc]);
             }
-            (Cc::Mlcc { .. }, None) => {
-                return Err(RunError::Setup("mlcc's datapath is not loaded".into()));
+            (Cc::Mlcc { .. } | Cc::Mltcp { .. }, None) => {
+                return Err(RunError::Setup("the run's BPF CC is not loaded".into()));
             }
         }
         let name = format!("{}-{who}", spec.name);
@@ -1695,15 +1755,44 @@ mod tests {
         assert!(m.is_mlcc() && Cc::parse("mlcc").unwrap().is_mlcc());
         assert_eq!(Cc::parse("isolated"), Ok(Cc::Isolated("cubic".into())));
         assert_eq!(Cc::parse("isolated/bbr").unwrap().name(), "isolated");
+        let mltcp = Cc::parse("mltcp").unwrap();
+        assert_eq!(
+            mltcp,
+            Cc::Mltcp {
+                name: "mltcp".into()
+            }
+        );
+        assert!(!mltcp.is_mlcc() && mltcp.uses_progress_files());
+        assert!(Cc::parse("mlcc").unwrap().uses_progress_files());
+        assert!(!Cc::parse("cubic").unwrap().uses_progress_files());
         for bad in [
             "mlcc/eta",
             "mlcc/=1",
             "isolated/bbr/x",
             "cubic/x",
+            "mltcp/slope=2",
             "",
             "a b",
         ] {
             assert!(Cc::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    /// One F for MLTCP everywhere: the simulator's fluid model and the testbed's BPF CC.
+    #[test]
+    fn mltcp_constants_agree_between_the_simulator_and_the_bpf_cc() {
+        use mlcc_bpf::mltcp as bpf;
+        use mlcc_sim::policy::mltcp as sim;
+        assert_eq!(sim::SLOPE, bpf::SLOPE);
+        assert_eq!(sim::INTERCEPT, bpf::INTERCEPT);
+        for i in 0..=20 {
+            let r = f64::from(i) / 20.0;
+            let kernel = f64::from(bpf::f_milli(bpf::ratio_ppm(r))) / f64::from(bpf::F_ONE);
+            let fluid = sim::aggressiveness(r * 1e6, 1e6);
+            assert!(
+                (kernel - fluid).abs() <= 1e-3,
+                "r = {r}: {kernel} vs {fluid}"
+            );
         }
     }
 }
