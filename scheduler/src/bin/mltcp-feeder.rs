@@ -60,6 +60,7 @@ fn main() -> ExitCode {
         cli.bpf_pin_dir.display(),
         cli.interval
     );
+    let (mut last_fed, mut last_log) = (0, Instant::now());
     let mut next = Instant::now();
     // SIGTERM ends it; the ratios it wrote expire after --ttl-intervals and sockets run Reno.
     loop {
@@ -82,11 +83,36 @@ fn main() -> ExitCode {
             })
             .collect();
         let step = dp.sockets().and_then(|socks| {
-            let keys: Vec<_> = socks.into_iter().map(|(k, _)| k).collect();
-            dp.set_ratios(&orders(&procs, &keys, ttl))
+            let keys: Vec<_> = socks.iter().map(|(k, _)| *k).collect();
+            let o = orders(&procs, &keys, ttl);
+            dp.set_ratios(&o)?;
+            // What the CC applied at each fed socket's last ACK, F in thousandths.
+            let applied: Vec<u32> = socks
+                .iter()
+                .filter(|(k, _)| o.iter().any(|x| x.key == *k))
+                .map(|(_, s)| s.f_milli)
+                .collect();
+            Ok((o.len(), applied))
         });
         match step {
-            Ok(_) => last_error.clear(),
+            Ok((fed, applied)) => {
+                last_error.clear();
+                if fed != last_fed || last_log.elapsed() >= LOG_EVERY {
+                    let mean = (!applied.is_empty()).then(|| {
+                        applied.iter().map(|&f| f64::from(f)).sum::<f64>()
+                            / applied.len() as f64
+                            / f64::from(mlcc_bpf::mltcp::F_ONE)
+                    });
+                    eprintln!(
+                        "mltcp-feeder: {} processes, {fed} sockets fed; mean F at their last \
+                         ACK {}",
+                        procs.len(),
+                        mean.map_or("-".to_string(), |m| format!("{m:.3}"))
+                    );
+                    last_fed = fed;
+                    last_log = Instant::now();
+                }
+            }
             Err(e) => report(&mut last_error, e.to_string()),
         }
         let now = Instant::now();
@@ -97,6 +123,9 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// How often the feeder says what it feeds while that does not change.
+const LOG_EVERY: Duration = Duration::from_secs(2);
 
 /// Logs an error once until a different one comes.
 fn report(last: &mut String, e: String) {
