@@ -1,7 +1,7 @@
 //! Root tests of the MLTCP congestion control (`mlcc_bpf::mltcp`) on this kernel: it registers
-//! under its own name, and two real TCP flows through a shaped switch port share it in the
-//! order of their ratios. They share the machine (CC names, namespaces), so they run one at a time behind
-//! `SERIAL`; without root each prints why it skipped and passes.
+//! under its own name, and two real TCP flows through a shaped switch port grow their windows
+//! by F(r) of the ratios written for them. They share the machine (CC names, namespaces), so
+//! they run one at a time behind `SERIAL`; without root each prints why it skipped and passes.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -164,16 +164,61 @@ fn acked(s: &Sender) -> u64 {
         .tcpi_bytes_acked
 }
 
-/// Keeps both ratios written (as the feeder would, every 10 ms) for `d`; returns each
-/// socket's acked bytes over the last `measure` of it.
+/// What two flows did over a phase.
+struct Observed {
+    /// Bytes acked over the measured tail of the phase.
+    bytes: [u64; 2],
+    /// Congestion-avoidance growth, segments per RTT (see [`Growth`]).
+    growth: [f64; 2],
+}
+
+/// cwnd growth in congestion avoidance, from 10 ms samples of `tcp_info`: the increase between
+/// consecutive samples that are both in the Open state with cwnd at or above ssthresh and no
+/// decrease between them (a loss), over the time they span in RTTs. Reno grows one segment per
+/// RTT there; MLTCP F segments.
+#[derive(Default)]
+struct Growth {
+    last: Option<(Instant, u32, bool)>,
+    segments: f64,
+    rtts: f64,
+}
+
+impl Growth {
+    fn sample(&mut self, i: &libc::tcp_info) {
+        const TCP_CA_OPEN: u8 = 0;
+        let now = Instant::now();
+        let avoiding = i.tcpi_ca_state == TCP_CA_OPEN && i.tcpi_snd_cwnd >= i.tcpi_snd_ssthresh;
+        if let Some((t, cwnd, was_avoiding)) = self.last
+            && was_avoiding
+            && avoiding
+            && i.tcpi_snd_cwnd >= cwnd
+            && i.tcpi_rtt > 0
+        {
+            self.segments += f64::from(i.tcpi_snd_cwnd - cwnd);
+            self.rtts += (now - t).as_secs_f64() / (f64::from(i.tcpi_rtt) * 1e-6);
+        }
+        self.last = Some((now, i.tcpi_snd_cwnd, avoiding));
+    }
+
+    fn per_rtt(&self) -> f64 {
+        if self.rtts > 0.0 {
+            self.segments / self.rtts
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Keeps both ratios written (as the feeder would, every 10 ms) for `d`, sampling both flows.
 fn run_with(
     dp: &MltcpDatapath,
     flows: [(&Sender, f64); 2],
     d: Duration,
     measure: Duration,
-) -> [u64; 2] {
+) -> Observed {
     let start = Instant::now();
     let mut from: Option<[u64; 2]> = None;
+    let mut growth = [Growth::default(), Growth::default()];
     while start.elapsed() < d {
         let orders: Vec<RatioOrder> = flows
             .iter()
@@ -184,34 +229,40 @@ fn run_with(
             })
             .collect();
         dp.set_ratios(&orders).expect("write ratios");
+        let infos = flows.map(|(s, _)| mlcc_bpf::tcp_info(&s.stream).expect("tcp_info"));
+        // The first second is slow start and its losses.
+        if start.elapsed() >= Duration::from_secs(1) {
+            for (g, i) in growth.iter_mut().zip(&infos) {
+                g.sample(i);
+            }
+        }
         if std::env::var_os("MLCC_TEST_VERBOSE").is_some() {
-            let st: Vec<String> = flows
+            let st: Vec<String> = infos
                 .iter()
-                .map(|(s, _)| {
-                    let m = dp.socket(&s.key).unwrap().unwrap();
-                    let i = mlcc_bpf::tcp_info(&s.stream).unwrap();
+                .map(|i| {
                     format!(
-                        "F {} cwnd {} ssthresh {} retrans {} rtt {}us acked {} rwnd {} unacked {}",
-                        m.f_milli,
+                        "cwnd {} ssthresh {} state {} retrans {} rtt {}us acked {}",
                         i.tcpi_snd_cwnd,
                         i.tcpi_snd_ssthresh,
+                        i.tcpi_ca_state,
                         i.tcpi_total_retrans,
                         i.tcpi_rtt,
                         i.tcpi_bytes_acked,
-                        i.tcpi_snd_wnd,
-                        i.tcpi_unacked
                     )
                 })
                 .collect();
             println!("{:6.2}s {}", start.elapsed().as_secs_f64(), st.join(" | "));
         }
         if from.is_none() && start.elapsed() >= d - measure {
-            from = Some([acked(flows[0].0), acked(flows[1].0)]);
+            from = Some(infos.map(|i| i.tcpi_bytes_acked));
         }
         std::thread::sleep(Duration::from_millis(10));
     }
     let from = from.expect("measured");
-    [acked(flows[0].0) - from[0], acked(flows[1].0) - from[1]]
+    Observed {
+        bytes: [acked(flows[0].0) - from[0], acked(flows[1].0) - from[1]],
+        growth: [growth[0].per_rtt(), growth[1].per_rtt()],
+    }
 }
 
 fn f_seen(dp: &MltcpDatapath, key: &SocketKey) -> u32 {
@@ -222,9 +273,9 @@ fn f_seen(dp: &MltcpDatapath, key: &SocketKey) -> u32 {
 }
 
 /// Two fresh flows through `path`, the first connected given `ratios[0]`, the second
-/// `ratios[1]`: their acked bytes over the last 5 of 8 s, the F the CC applied to each, and
-/// the F of the first once its ratio expired.
-fn phase(loaded: &Loaded, path: &SwitchedPath, ratios: [f64; 2]) -> ([u64; 2], [u32; 2], u32) {
+/// `ratios[1]`, for 8 s: what they did (bytes over the last 5 s), the F the CC applied to each,
+/// and the F of the first once its ratio expired.
+fn phase(loaded: &Loaded, path: &SwitchedPath, ratios: [f64; 2]) -> (Observed, [u32; 2], u32) {
     let dp = loaded.dp();
     let rx: Vec<Receiver> = (0..2)
         .map(|_| {
@@ -241,7 +292,7 @@ fn phase(loaded: &Loaded, path: &SwitchedPath, ratios: [f64; 2]) -> ([u64; 2], [
     );
     let keys: Vec<SocketKey> = dp.sockets().unwrap().into_iter().map(|(k, _)| k).collect();
     assert!(tx.iter().all(|t| keys.contains(&t.key)), "{keys:?}");
-    let bytes = run_with(
+    let seen = run_with(
         dp,
         [(&tx[0], ratios[0]), (&tx[1], ratios[1])],
         Duration::from_secs(8),
@@ -257,15 +308,14 @@ fn phase(loaded: &Loaded, path: &SwitchedPath, ratios: [f64; 2]) -> ([u64; 2], [
         let got = rx.next().unwrap().finish().unwrap();
         assert_eq!(sent, got, "payload differs end to end");
     }
-    (bytes, f, expired)
+    (seen, f, expired)
 }
 
 const MEASURE: Duration = Duration::from_secs(5);
 
 #[test]
-fn the_flow_further_into_its_iteration_gets_the_larger_share_of_a_shared_link() {
-    let Some(_serial) =
-        root("the_flow_further_into_its_iteration_gets_the_larger_share_of_a_shared_link")
+fn the_window_grows_f_segments_per_rtt_and_the_bytes_are_reported() {
+    let Some(_serial) = root("the_window_grows_f_segments_per_rtt_and_the_bytes_are_reported")
     else {
         return;
     };
@@ -276,16 +326,23 @@ fn the_flow_further_into_its_iteration_gets_the_larger_share_of_a_shared_link() 
     let (first, f1, expired) = phase(&loaded, &path, [1.0, 0.0]);
     let (second, f2, _) = phase(&loaded, &path, [0.0, 1.0]);
     let mbit = |b: u64| b as f64 * 8.0 / MEASURE.as_secs_f64() / 1e6;
-    let share = |hi: u64, lo: u64| hi as f64 / lo.max(1) as f64;
+    let (hi_bytes, lo_bytes) = (
+        first.bytes[0] + second.bytes[1],
+        first.bytes[1] + second.bytes[0],
+    );
+    let share = hi_bytes as f64 / lo_bytes.max(1) as f64;
     println!(
-        "MLTCP share over 5 s (100 Mbit/s switch port): r=1 {:.1} vs r=0 {:.1} Mbit/s (x{:.1}); \
-         connected the other way round: r=1 {:.1} vs r=0 {:.1} Mbit/s (x{:.1})",
-        mbit(first[0]),
-        mbit(first[1]),
-        share(first[0], first[1]),
-        mbit(second[1]),
-        mbit(second[0]),
-        share(second[1], second[0]),
+        "MLTCP, two flows through a 100 Mbit/s switch port, r=1 vs r=0: congestion-avoidance \
+         growth {:.2} vs {:.2} and {:.2} vs {:.2} segments per RTT; over the last 5 s {:.1} vs \
+         {:.1} and {:.1} vs {:.1} Mbit/s (x{share:.2} in all)",
+        first.growth[0],
+        first.growth[1],
+        second.growth[1],
+        second.growth[0],
+        mbit(first.bytes[0]),
+        mbit(first.bytes[1]),
+        mbit(second.bytes[1]),
+        mbit(second.bytes[0]),
     );
     assert_eq!(f1, [mltcp::f_milli(1_000_000), mltcp::f_milli(0)]);
     assert_eq!(f2, [f1[1], f1[0]]);
@@ -294,18 +351,20 @@ fn the_flow_further_into_its_iteration_gets_the_larger_share_of_a_shared_link() 
         mltcp::F_ONE,
         "an expired ratio leaves F = 1 (Reno)"
     );
-    // F is 8x apart. Two AIMD flows hold windows in the ratio of their increases only when
-    // they lose together; at a drop-tail port the larger window loses more often, and with the
-    // same loss probability Reno's rate goes as sqrt(increase / p): 2.8x. Measured here
-    // (20 ms queue): 1.5x to 3.1x. Plain Reno splits about evenly either way; ask for 1.3x in
-    // both orders.
-    assert!(
-        share(first[0], first[1]) > 1.3,
-        "r=1 flow did not get 1.3x the r=0 flow's bytes: {first:?}"
-    );
-    assert!(
-        share(second[1], second[0]) > 1.3,
-        "connected the other way round, r=1 flow did not get 1.3x the r=0 flow's bytes: \
-         {second:?}"
-    );
+    // The window grows F segments per RTT in congestion avoidance (Reno: 1). Sampling every
+    // 10 ms against an RTT of 12-22 ms blurs it little; measured 1.94-1.96 and 0.25.
+    for (what, hi, lo) in [
+        ("first", first.growth[0], first.growth[1]),
+        ("second", second.growth[1], second.growth[0]),
+    ] {
+        assert!(
+            (1.3..=2.7).contains(&hi) && (0.1..=0.45).contains(&lo),
+            "{what} phase: growth {hi:.2} (F = 2) and {lo:.2} (F = 0.25) segments per RTT"
+        );
+    }
+    // The bytes are printed, not asserted: they do not follow F reliably. Two AIMD flows hold
+    // windows in the ratio of their increases only when they lose together; at a drop-tail
+    // port the losses fall mostly on the flow whose faster growth overflows the queue, while
+    // the slow one can go seconds without a loss and catch up. 5 s shares measured from 0.6x
+    // to 4.3x for F 8x apart (both orders together 1.1x to 2.9x).
 }
