@@ -1,6 +1,7 @@
-//! End to end, as root: the `smoke` scenario under reno and under mlcc (namespaces, shaped
+//! End to end, as root: the `smoke` scenario under reno, under mlcc (namespaces, shaped
 //! links, mlcc-switchd, one mlccd per host on the real BPF datapath, ring and PS trainers,
-//! iperf3 cross traffic). Asserts completion, byte-for-byte integrity, that the sockets ran the
+//! iperf3 cross traffic) and under the peer baseline MLTCP (its BPF CC, one mltcp-feeder per
+//! host). Asserts completion, byte-for-byte integrity, that the sockets ran the
 //! CC under test, and that nothing is left behind — not the speed-up, which needs longer runs
 //! (README: `scripts/demo.sh`).
 
@@ -14,7 +15,7 @@ fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-/// mlccd and mlcc-switchd live in other crates: build them (cargo does not hold its build lock
+/// mlccd, mltcp-feeder and mlcc-switchd live in other crates: build them (cargo does not hold its build lock
 /// while tests run). The trainer and the testbed are this crate's and already built.
 fn bin_dir() -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -26,6 +27,8 @@ fn bin_dir() -> PathBuf {
             "mlcc-scheduler",
             "--bin",
             "mlccd",
+            "--bin",
+            "mltcp-feeder",
             "-p",
             "mlcc-switch-emu",
             "--bin",
@@ -33,13 +36,16 @@ fn bin_dir() -> PathBuf {
         ])
         .status()
         .expect("run cargo build");
-    assert!(st.success(), "building mlccd and mlcc-switchd failed");
+    assert!(
+        st.success(),
+        "building mlccd, mltcp-feeder and mlcc-switchd failed"
+    );
     // The profile directory cargo built this test's binaries into holds them all.
     let dir = Path::new(env!("CARGO_BIN_EXE_mlcc-trainer"))
         .parent()
         .unwrap()
         .to_path_buf();
-    for b in ["mlccd", "mlcc-switchd"] {
+    for b in ["mlccd", "mltcp-feeder", "mlcc-switchd"] {
         assert!(dir.join(b).exists(), "{b} not in {}", dir.display());
     }
     dir
@@ -59,10 +65,10 @@ fn leftovers() -> Vec<String> {
 }
 
 #[test]
-fn smoke_scenario_runs_under_reno_mlcc_and_isolated_and_leaves_nothing() {
+fn smoke_scenario_runs_under_reno_mlcc_mltcp_and_isolated_and_leaves_nothing() {
     if !is_root() {
         eprintln!(
-            "skipped smoke_scenario_runs_under_reno_mlcc_and_isolated_and_leaves_nothing: needs root (network namespaces, tc, BPF)"
+            "skipped smoke_scenario_runs_under_reno_mlcc_mltcp_and_isolated_and_leaves_nothing: needs root (network namespaces, tc, BPF)"
         );
         return;
     }
@@ -81,7 +87,7 @@ fn smoke_scenario_runs_under_reno_mlcc_and_isolated_and_leaves_nothing() {
             "--scenario",
             "smoke",
             "--cc",
-            "reno,mlcc,isolated/reno",
+            "reno,mlcc,mltcp,isolated/reno",
             "--out",
         ])
         .arg(&out)
@@ -103,7 +109,7 @@ fn smoke_scenario_runs_under_reno_mlcc_and_isolated_and_leaves_nothing() {
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
     let ccs = s["ccs"].as_array().unwrap();
-    assert_eq!(ccs.len(), 3);
+    assert_eq!(ccs.len(), 4);
     // Every job alone on its hosts: the lower bound beside each CC, and how much of what
     // contention costs under reno mlcc won back.
     assert!(s["isolated_mean_jct_s"].as_f64().unwrap() > 0.0);
@@ -137,10 +143,12 @@ fn smoke_scenario_runs_under_reno_mlcc_and_isolated_and_leaves_nothing() {
                     assert_eq!(socket_cc, "reno");
                     assert_eq!(j["progress_files"], false);
                 }
+                // Both BPF CCs are registered per run under a unique name.
                 _ => {
+                    let prefix = if cc == "mltcp" { "mltcp_tb" } else { "mlcc_tb" };
                     assert!(
-                        socket_cc.starts_with("mlcc_tb"),
-                        "{name} ran on {socket_cc}"
+                        socket_cc.starts_with(prefix),
+                        "{cc}: {name} ran on {socket_cc}"
                     );
                     assert_eq!(j["progress_files"], true, "{name} wrote no progress file");
                 }
@@ -158,11 +166,35 @@ fn smoke_scenario_runs_under_reno_mlcc_and_isolated_and_leaves_nothing() {
             );
         }
     }
+    // The feeders found the trainers' sockets on the MLTCP CC and fed them.
+    let logs = dir.join("rep1").join("mltcp").join("logs");
+    let fed = std::fs::read_dir(&logs)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("mltcp-feeder-"))
+        .flat_map(|e| {
+            std::fs::read_to_string(e.path())
+                .unwrap()
+                .lines()
+                .filter_map(|l| {
+                    let (_, rest) = l.split_once(" processes, ")?;
+                    rest.split_once(" sockets fed")?.0.parse::<u32>().ok()
+                })
+                .collect::<Vec<_>>()
+        })
+        .max()
+        .unwrap_or(0);
+    assert!(
+        fed > 0,
+        "no mltcp-feeder fed a socket (logs in {})",
+        logs.display()
+    );
     for f in [
         "summary.md",
         "jct.svg",
         "bandwidth-reno.svg",
         "bandwidth-mlcc.svg",
+        "bandwidth-mltcp.svg",
     ] {
         assert!(dir.join(f).exists(), "{f} missing");
     }
