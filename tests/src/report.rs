@@ -49,9 +49,12 @@ pub struct Summary {
     pub runs: Vec<CcRun>,
 }
 
-/// Whether a row is a kernel TCP (not mlcc or one of its variants, not the isolated bound).
+/// Whether a row is a kernel TCP as the kernel ships it (cubic, reno, bbr, or one with an RTO
+/// floor): not mlcc or one of its variants, not a peer built on TCP (MLTCP's CC, Cassini's
+/// shifts), not the isolated bound. "Best TCP" is the best of these.
 pub fn is_tcp(cc: &str) -> bool {
-    cc != "isolated" && cc != "mlcc" && !cc.starts_with("mlcc/")
+    let base = cc.split('/').next().unwrap_or_default();
+    !["isolated", "mlcc", "mltcp", "cassini"].contains(&base)
 }
 
 fn pct(v: &mut [f64], q: f64) -> f64 {
@@ -493,7 +496,8 @@ mod tests {
     }
 
     #[test]
-    fn best_tcp_leaves_out_mlcc_variants_and_isolated_and_contention_is_measured_against_it() {
+    fn best_tcp_leaves_out_mlcc_variants_peers_and_isolated_and_contention_is_measured_against_it()
+    {
         let s = summarize(
             "t",
             true,
@@ -503,9 +507,12 @@ mod tests {
                 run("mlcc/eta=1", &[8.0, 8.0]),
                 run("mlcc", &[9.0, 10.0]),
                 run("isolated", &[6.0, 8.0]),
+                run("mltcp", &[9.0, 9.0]),
+                run("cassini/bbr", &[9.0, 9.0]),
             ],
         );
         assert_eq!(s.best_tcp.as_deref(), Some("bbr"));
+        assert!(is_tcp("cubic/rto_floor=10ms") && !is_tcp("cassini") && !is_tcp("mltcp"));
         assert_eq!(s.isolated_mean_jct_s, Some(7.0));
         let row = |cc: &str| s.ccs.iter().find(|c| c.cc == cc).unwrap();
         // bbr 11, mlcc 9.5, isolated 7: mlcc wins back (11 - 9.5) / (11 - 7) of contention.
