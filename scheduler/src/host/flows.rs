@@ -81,6 +81,9 @@ pub struct FlowState {
     /// The progress file's enqueued bytes (this iteration, this flow's share) last slot.
     #[serde(skip)]
     prev_enqueued: Option<f64>,
+    /// Each socket's (sent, acked) counters when last seen.
+    #[serde(skip)]
+    prev_counts: HashMap<SocketKey, (u64, u64)>,
     pub decision: Option<FlowDecision>,
     pub last_seen: Slot,
     /// Why this flow has no dependency adjustment or plans around a silent switch.
@@ -91,6 +94,8 @@ pub struct FlowState {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SocketCounters {
     pub acked: u64,
+    /// Bytes put on the wire, retransmissions included.
+    pub sent: u64,
     pub retransmits: u32,
     /// A queue stood on the path at the socket's last ACK: its smoothed RTT was at least
     /// [`QUEUE_DELAY`] above its minimum. Random loss on an uncongested path leaves the RTT at
@@ -106,6 +111,7 @@ impl SocketCounters {
     pub fn of(s: &crate::datapath::SocketStats) -> Self {
         SocketCounters {
             acked: s.bytes_acked,
+            sent: s.bytes_sent,
             retransmits: s.retransmits,
             queueing: s
                 .min_rtt
@@ -173,6 +179,40 @@ pub(super) fn iteration_baseline(
         b = b.max(acked_now.saturating_sub(e.max(0.0) as u64));
     }
     b.min(acked_now)
+}
+
+/// How a whole (a process's bytes over its groups, a group's over its sockets) splits over parts
+/// that carried `carried` bytes each (`None`: unknown, no datapath counters): the parts without
+/// counters take an even share each, those with counters split the rest in proportion to what
+/// they carried, evenly while none has carried anything. The shares sum to 1 (empty: none).
+///
+/// Counters are cumulative since each connection opened: what a part has carried so far is the
+/// best guide to what it carries now, and unlike this iteration's counts it does not follow
+/// the rates this very split sets. A connection that carries only control traffic (PS-Lite's
+/// to and from its scheduler, ZMQ's connections that only receive) takes about nothing.
+pub(super) fn shares(carried: &[Option<u64>]) -> Vec<f64> {
+    let n = carried.len() as f64;
+    let known = carried.iter().filter(|c| c.is_some()).count() as f64;
+    let total: f64 = carried.iter().flatten().map(|&c| c as f64).sum();
+    carried
+        .iter()
+        .map(|c| match c {
+            None => 1.0 / n,
+            Some(_) if total <= 0.0 => 1.0 / n,
+            Some(c) => known / n * (*c as f64 / total),
+        })
+        .collect()
+}
+
+/// How a process's bytes per iteration split over its flow groups.
+#[derive(Clone, Copy)]
+enum Split {
+    /// In the share each group's sockets carried ([`shares`]).
+    Carried,
+    /// Evenly.
+    Even,
+    /// Each group moves all of it (a ring step, a broadcast).
+    Whole,
 }
 
 /// Per group, what one process contributes.
@@ -297,32 +337,77 @@ impl HostScheduler {
             if groups.is_empty() {
                 continue;
             }
-            let n = groups.len() as f64;
+            // The process's bytes go to each group in the share its sockets carry. Split
+            // evenly, they credited the idle group towards a PS-Lite scheduler with half of a
+            // worker's pushes, planned at line rate, while the real group looked idle and
+            // crawled at the rate floor (dmlc/ps-lite's benchmark, 34× slower than cubic).
+            let ids: Vec<FlowId> = groups
+                .keys()
+                .map(|&remote| {
+                    let dst = &self.topo.node(remote).name;
+                    FlowId::for_group(&h.job_id, &me_name, dst, role)
+                })
+                .collect();
+            let keys: Vec<&[SocketKey]> = groups.values().map(|(k, _)| k.as_slice()).collect();
+            let carried = shares(
+                &keys
+                    .iter()
+                    .map(|keys| {
+                        (!keys.is_empty()).then(|| {
+                            keys.iter()
+                                .map(|k| counters.get(k).map_or(0, |c| c.acked))
+                                .fold(0u64, u64::saturating_add)
+                        })
+                    })
+                    .collect::<Vec<_>>(),
+            );
+            let s = &p.snapshot;
+            let handed = self.handed_over(
+                s.iteration,
+                s.sent_this_iteration() as f64,
+                &ids,
+                &keys,
+                &counters,
+                &carried,
+            );
             let s = &p.snapshot;
             let m = h.model_bytes as f64;
             let world = h.world_size as f64;
-            let (expected, from) = if s.last_iteration_bytes > 0 {
-                (s.last_iteration_bytes as f64 / n, "last iteration")
+            // What the process moves in an iteration, and how that splits over its groups.
+            let (expected, from, split) = if s.last_iteration_bytes > 0 {
+                // What each group's sockets carried is known once an iteration is over.
+                (
+                    s.last_iteration_bytes as f64,
+                    "last iteration",
+                    Split::Carried,
+                )
             } else if h.model_bytes > 0 {
                 match role {
-                    FlowRole::Ring if world >= 2.0 => (2.0 * (world - 1.0) / world * m, "model"),
-                    FlowRole::Ring => (m, "model (world size unknown)"),
-                    // A worker talks to every server: P = the server hosts it reaches.
-                    FlowRole::Agg => (m / n, "model / servers"),
+                    FlowRole::Ring if world >= 2.0 => {
+                        (2.0 * (world - 1.0) / world * m, "model", Split::Whole)
+                    }
+                    FlowRole::Ring => (m, "model (world size unknown)", Split::Whole),
+                    // A worker talks to every server: P = the server hosts it reaches. Not
+                    // what each group carried so far: in the first slots of the first
+                    // iteration, the server acked first would take all of it.
+                    FlowRole::Agg => (m, "model / servers", Split::Even),
                     // A server does not know P before the first iteration: assume it holds it all.
-                    FlowRole::Bcast => (m, "model (server count unknown)"),
+                    FlowRole::Bcast => (m, "model (server count unknown)", Split::Whole),
                 }
             } else {
-                (0.0, "unknown")
+                (0.0, "unknown", Split::Whole)
             };
             let slack = if role == FlowRole::Ring && world >= 1.0 {
                 m / world
             } else {
                 0.0
             };
-            for (remote, (sockets, conns)) in groups {
-                let dst_name = self.topo.node(remote).name.clone();
-                let id = FlowId::for_group(&h.job_id, &me_name, &dst_name, role);
+            let n = groups.len() as f64;
+            for (((remote, (sockets, conns)), id), (w, handed)) in groups
+                .into_iter()
+                .zip(ids)
+                .zip(carried.into_iter().zip(handed))
+            {
                 contribs
                     .entry(id)
                     .or_insert_with(|| (h.job_id.clone(), role, remote, Vec::new()))
@@ -330,15 +415,19 @@ impl HostScheduler {
                     .push(Contribution {
                         sockets,
                         conns,
-                        expected,
+                        expected: match split {
+                            Split::Carried => expected * w,
+                            Split::Even => expected / n,
+                            Split::Whole => expected,
+                        },
                         expected_from: from,
-                        sent_share: s.sent_this_iteration() as f64 / n,
+                        sent_share: handed,
                         iteration: s.iteration,
                         iteration_start_ns: s.iteration_start_ns,
                         model_bytes: h.model_bytes,
                         total_iterations: h.total_iterations,
                         slack,
-                        last_iteration_bytes: s.last_iteration_bytes as f64 / n,
+                        last_iteration_bytes: s.last_iteration_bytes as f64 * w,
                     });
             }
         }
@@ -500,6 +589,62 @@ impl HostScheduler {
         req
     }
 
+    /// What one process has handed over this iteration (`handed`, its progress file's count)
+    /// as its flow groups (`ids`, their sockets `keys`) hold it: each group what its sockets
+    /// have had acked since the iteration began, and the rest, not acked yet, evenly over the
+    /// groups whose sockets moved (sent or had bytes acked) since last slot. A socket with data
+    /// queued is paced at the rate floor at least and moves every slot: one that did not holds
+    /// none of it — PS-Lite's connections to and from its scheduler, while the pushes go to
+    /// the servers. Where no group moved (a burst handed over just now, a compute phase with
+    /// nothing left), the rest goes evenly over all. Where the groups' baselines are not this
+    /// iteration's (a group first seen, an iteration just begun, no datapath counters),
+    /// `carried` splits it: each group's share of what its sockets carried so far.
+    fn handed_over(
+        &self,
+        iteration: u64,
+        handed: f64,
+        ids: &[FlowId],
+        keys: &[&[SocketKey]],
+        counters: &HashMap<SocketKey, SocketCounters>,
+        carried: &[f64],
+    ) -> Vec<f64> {
+        let mut acked = Vec::with_capacity(ids.len());
+        let mut moved = Vec::with_capacity(ids.len());
+        for (id, keys) in ids.iter().zip(keys) {
+            let Some(f) = self.flows.get(id).filter(|f| f.iteration == iteration) else {
+                return carried.iter().map(|w| handed * w).collect();
+            };
+            if keys.is_empty() {
+                return carried.iter().map(|w| handed * w).collect();
+            }
+            let (mut a, mut m) = (0.0, false);
+            for k in keys.iter() {
+                let Some(c) = counters.get(k) else {
+                    return carried.iter().map(|w| handed * w).collect();
+                };
+                // A socket without a baseline is new: it counts from now.
+                a += c
+                    .acked
+                    .saturating_sub(f.baseline.get(k).copied().unwrap_or(c.acked))
+                    as f64;
+                m |= f.prev_counts.get(k) != Some(&(c.sent, c.acked));
+            }
+            acked.push(a);
+            moved.push(m);
+        }
+        let rest = (handed - acked.iter().sum::<f64>()).max(0.0);
+        let movers = moved.iter().filter(|&&m| m).count();
+        acked
+            .iter()
+            .zip(&moved)
+            .map(|(a, &m)| match movers {
+                0 => a + rest / ids.len() as f64,
+                n if m => a + rest / n as f64,
+                _ => *a,
+            })
+            .collect()
+    }
+
     fn update_flow(
         &mut self,
         slot: Slot,
@@ -557,6 +702,7 @@ impl HostScheduler {
                     baseline: HashMap::new(),
                     prev_acked: None,
                     prev_enqueued: None,
+                    prev_counts: HashMap::new(),
                     decision: None,
                     last_seen: slot,
                     degraded: Vec::new(),
@@ -585,13 +731,15 @@ impl HostScheduler {
             f.iteration = it;
             f.iteration_start = spec.start;
             let old = std::mem::take(&mut f.baseline);
-            let n = spec.sockets.len().max(1) as f64;
-            let last = spec.last_iteration_bytes as f64 / n;
-            let now_enqueued = spec.sent_share.map(|e| e / n);
-            for k in &spec.sockets {
+            // Each socket's part of the group's bytes: what it carried (ZMQ's connections
+            // that only receive carry nothing; evenly split they looked behind).
+            let w = shares(&spec.sockets.iter().map(acked).collect::<Vec<_>>());
+            for (k, w) in spec.sockets.iter().zip(w) {
                 let (Some(a), Some(&b)) = (acked(k), old.get(k)) else {
                     continue;
                 };
+                let last = spec.last_iteration_bytes as f64 * w;
+                let now_enqueued = spec.sent_share.map(|e| e * w);
                 f.baseline
                     .insert(*k, iteration_baseline(b, a, last, now_enqueued));
             }
@@ -655,15 +803,25 @@ impl HostScheduler {
             && enq == prev_enq
             && (got - enq).abs() >= 1.0
         {
-            let per = (got - enq) / f.sockets.len() as f64;
-            for k in &f.sockets {
+            let w = shares(
+                &f.sockets
+                    .iter()
+                    .map(|k| Some(counters[k].acked))
+                    .collect::<Vec<_>>(),
+            );
+            for (k, w) in f.sockets.iter().zip(w) {
                 let b = f.baseline.get(k).copied().unwrap_or(0) as f64;
-                let moved = (b + per).clamp(0.0, counters[k].acked as f64) as u64;
+                let moved = (b + (got - enq) * w).clamp(0.0, counters[k].acked as f64) as u64;
                 f.baseline.insert(*k, moved);
             }
             since_start = Some(since(f));
         }
         f.prev_enqueued = spec.sent_share;
+        f.prev_counts = f
+            .sockets
+            .iter()
+            .filter_map(|k| counters.get(k).map(|c| (*k, (c.sent, c.acked))))
+            .collect();
         f.achieved = match (measured, f.prev_acked) {
             (Some(now), Some(prev)) => Some(now.saturating_sub(prev) as f64 / tau),
             _ => None,
