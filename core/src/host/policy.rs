@@ -20,7 +20,8 @@ use super::rank::rank_of;
 /// What the datapath should do with a flow's sockets this slot.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Enforce {
-    /// Pace the group at this many bytes/s in all (split evenly over its connections).
+    /// Pace the group at this many bytes/s in all (the daemon splits it over the connections
+    /// that carry the group's data).
     Pace(f64),
     /// No order: the sockets fall back to kernel TCP (a finished flow, a skewed switch).
     Release,

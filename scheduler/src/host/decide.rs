@@ -13,6 +13,27 @@ use mlcc_proto::v1 as pb;
 use super::*;
 use crate::datapath::RateOrder;
 
+/// How a group's paced `rate` splits over its `sockets`, `quiet` of which sent nothing last
+/// slot: (each other socket's rate, each quiet socket's). NCCL and PS-Lite split a transfer
+/// evenly over the connections that carry it, so unequal pacing among those would only slow
+/// the group to its slowest socket: they share the rate evenly. But not every connection
+/// carries the group's data — over ZMQ, PS-Lite sends on the connections a process opened and
+/// only receives on those its peers opened, half of a worker's group — and an even split over
+/// all left that half of the rate unused (measured: a group achieved 47.5 of 95.6 Mbit/s
+/// planned). Quiet sockets get the datapath's floor, so a burst that starts on one is not
+/// stalled before the next slot counts it as sending; the others share the rest, never less
+/// than an even split. With every socket quiet (or none), all share evenly.
+pub(super) fn socket_rates(rate: f64, sockets: usize, quiet: usize) -> (u64, u64) {
+    let even = (rate / sockets.max(1) as f64).max(1.0) as u64;
+    if quiet == 0 || quiet >= sockets {
+        return (even, even);
+    }
+    let floor = crate::datapath::RATE_FLOOR_BYTES_PER_SEC;
+    let busy = (sockets - quiet) as f64;
+    let per = ((rate - (floor * quiet as u64) as f64) / busy).max(even as f64) as u64;
+    (per, floor.min(even))
+}
+
 impl HostScheduler {
     /// What one link of `f`'s path looks like this slot: capacity, the owning switch's answer
     /// (or its silence), and whether that switch's clock can be trusted.
@@ -137,13 +158,12 @@ impl HostScheduler {
             match fo.enforce {
                 Enforce::Release => plan.clear.extend(f.sockets.iter().copied()),
                 Enforce::Pace(rate) if !f.sockets.is_empty() => {
-                    // The group's rate split evenly: NCCL and PS-Lite split a transfer evenly,
-                    // so unequal pacing would only slow the group to its slowest socket.
-                    let per = (rate / f.sockets.len() as f64).max(1.0) as u64;
-                    f.enforced_rate = per as f64 * f.sockets.len() as f64;
+                    let (per, quiet) = socket_rates(rate, f.sockets.len(), f.quiet.len());
+                    f.enforced_rate = per as f64 * (f.sockets.len() - f.quiet.len()) as f64
+                        + (quiet * f.quiet.len() as u64) as f64;
                     plan.orders.extend(f.sockets.iter().map(|&key| RateOrder {
                         key,
-                        bytes_per_sec: per,
+                        bytes_per_sec: if f.quiet.contains(&key) { quiet } else { per },
                         expiry,
                     }));
                 }

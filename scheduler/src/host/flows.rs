@@ -84,6 +84,9 @@ pub struct FlowState {
     /// Each socket's (sent, acked) counters when last seen.
     #[serde(skip)]
     prev_counts: HashMap<SocketKey, (u64, u64)>,
+    /// The sockets whose counters did not move since last slot: nothing to send.
+    #[serde(skip)]
+    pub(super) quiet: Vec<SocketKey>,
     pub decision: Option<FlowDecision>,
     pub last_seen: Slot,
     /// Why this flow has no dependency adjustment or plans around a silent switch.
@@ -703,6 +706,7 @@ impl HostScheduler {
                     prev_acked: None,
                     prev_enqueued: None,
                     prev_counts: HashMap::new(),
+                    quiet: Vec::new(),
                     decision: None,
                     last_seen: slot,
                     degraded: Vec::new(),
@@ -817,6 +821,18 @@ impl HostScheduler {
             since_start = Some(since(f));
         }
         f.prev_enqueued = spec.sent_share;
+        // Sockets that neither sent nor had a byte acked since last slot have nothing to send
+        // (paced at the floor at least, anything queued would have moved): the datapath gives
+        // them the floor and the group's rate to the others.
+        f.quiet = f
+            .sockets
+            .iter()
+            .filter(|k| match (f.prev_counts.get(*k), counters.get(*k)) {
+                (Some(&prev), Some(c)) => prev == (c.sent, c.acked),
+                _ => false,
+            })
+            .copied()
+            .collect();
         f.prev_counts = f
             .sockets
             .iter()

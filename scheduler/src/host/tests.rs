@@ -1116,6 +1116,54 @@ fn a_ps_workers_bytes_go_to_the_groups_whose_sockets_carry_them() {
     }
 }
 
+/// A group's rate goes to the sockets that carry its data: over ZMQ a worker only receives on
+/// the connections its servers opened, and an even split left half the group's rate unused.
+#[test]
+fn a_groups_rate_goes_to_the_sockets_that_carry_its_data() {
+    use super::decide::socket_rates;
+    let floor = crate::datapath::RATE_FLOOR_BYTES_PER_SEC;
+    let w = ZmqWorker::new();
+    let mut s = sched("h1");
+    let order = |plan: &SlotPlan, c: &TcpConn| {
+        plan.orders
+            .iter()
+            .find(|o| o.key == key(c))
+            .map(|o| o.bytes_per_sec)
+            .unwrap()
+    };
+    // First seen: nothing known of the sockets' activity, the rate split evenly.
+    let req = s.observe(Slot(1), &w.obs(120 * MB, 0, 0));
+    let plan = s.plan(&answers_empty(&req));
+    assert_eq!(order(&plan, &w.out3), order(&plan, &w.in3));
+    // The pushes move; the connections from the servers do not.
+    let req = s.observe(Slot(2), &w.obs(120 * MB, 5 * MB, 5 * MB));
+    let plan = s.plan(&answers_empty(&req));
+    let f = s.flows().find(|f| f.id.as_str() == "d/h1>h3/agg").unwrap();
+    let rate = f.decision.as_ref().unwrap().rate;
+    assert_eq!(f.quiet, vec![key(&w.in3)]);
+    assert_eq!(order(&plan, &w.in3), floor);
+    assert_eq!(order(&plan, &w.out3), (rate - floor as f64) as u64);
+    assert!((f.enforced_rate - rate).abs() <= 1.0, "{}", f.enforced_rate);
+    // A burst starts on the quiet one: it shares evenly again from the next slot.
+    let mut o = w.obs(120 * MB, 10 * MB, 10 * MB);
+    if let Some(st) = o.stats.as_mut() {
+        for (k, v) in st.iter_mut() {
+            if *k == key(&w.in3) {
+                v.bytes_sent += 64_000;
+            }
+        }
+    }
+    let req = s.observe(Slot(3), &o);
+    let plan = s.plan(&answers_empty(&req));
+    assert_eq!(order(&plan, &w.out3), order(&plan, &w.in3));
+    // The split itself: never below even for the busy, the floor for the quiet, even when
+    // all or none are quiet.
+    assert_eq!(socket_rates(1e6, 4, 0), (250_000, 250_000));
+    assert_eq!(socket_rates(1e6, 4, 4), (250_000, 250_000));
+    assert_eq!(socket_rates(1e6, 4, 2), (500_000 - floor, floor));
+    assert_eq!(socket_rates(2e5, 4, 2), (50_000, 50_000));
+}
+
 /// At an iteration's boundary each socket's baseline moves by the part of the last iteration
 /// it carried, not by an even share of the group's: a connection that only receives carried
 /// none, and the one that sends all of it.
