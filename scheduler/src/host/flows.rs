@@ -367,10 +367,10 @@ impl HostScheduler {
             let s = &p.snapshot;
             let handed = self.handed_over(
                 s.iteration,
+                s.last_iteration_bytes > 0,
                 s.sent_this_iteration() as f64,
                 &ids,
                 &keys,
-                &counters,
                 &carried,
             );
             let s = &p.snapshot;
@@ -593,59 +593,48 @@ impl HostScheduler {
     }
 
     /// What one process has handed over this iteration (`handed`, its progress file's count)
-    /// as its flow groups (`ids`, their sockets `keys`) hold it: each group what its sockets
-    /// have had acked since the iteration began, and the rest, not acked yet, evenly over the
-    /// groups whose sockets moved (sent or had bytes acked) since last slot. A socket with data
-    /// queued is paced at the rate floor at least and moves every slot: one that did not holds
-    /// none of it — PS-Lite's connections to and from its scheduler, while the pushes go to
-    /// the servers. Where no group moved (a burst handed over just now, a compute phase with
-    /// nothing left), the rest goes evenly over all. Where the groups' baselines are not this
-    /// iteration's (a group first seen, an iteration just begun, no datapath counters),
-    /// `carried` splits it: each group's share of what its sockets carried so far.
+    /// as its flow groups (`ids`, their sockets `keys`) hold it: each group the share of it
+    /// that its sockets carried before this iteration, once a whole iteration is behind
+    /// (`settled`) and every group's baselines are this iteration's; otherwise (the first
+    /// iteration, a group first seen, an iteration just begun, no datapath counters) `carried`,
+    /// its share of what its sockets carried since they opened. A group whose sockets carry
+    /// next to nothing — PS-Lite's connections to and from its scheduler — holds next to none.
+    ///
+    /// Each group's share is its own, not what the others leave: splitting what is not acked
+    /// yet over the groups (by what each had due, or over those whose sockets moved) coupled
+    /// them, so one group's counting error (a baseline off by a tail) took another's backlog,
+    /// and paper-small's ResNet50 PS job ran 7-12 % slower.
     fn handed_over(
         &self,
         iteration: u64,
+        settled: bool,
         handed: f64,
         ids: &[FlowId],
         keys: &[&[SocketKey]],
-        counters: &HashMap<SocketKey, SocketCounters>,
         carried: &[f64],
     ) -> Vec<f64> {
-        let mut acked = Vec::with_capacity(ids.len());
-        let mut moved = Vec::with_capacity(ids.len());
+        let by_carried = || carried.iter().map(|w| handed * w).collect();
+        if !settled {
+            return by_carried();
+        }
+        let mut before = Vec::with_capacity(ids.len());
         for (id, keys) in ids.iter().zip(keys) {
             let Some(f) = self.flows.get(id).filter(|f| f.iteration == iteration) else {
-                return carried.iter().map(|w| handed * w).collect();
+                return by_carried();
             };
             if keys.is_empty() {
-                return carried.iter().map(|w| handed * w).collect();
+                return by_carried();
             }
-            let (mut a, mut m) = (0.0, false);
+            let mut b = 0u64;
             for k in keys.iter() {
-                let Some(c) = counters.get(k) else {
-                    return carried.iter().map(|w| handed * w).collect();
+                let Some(&base) = f.baseline.get(k) else {
+                    return by_carried();
                 };
-                // A socket without a baseline is new: it counts from now.
-                a += c
-                    .acked
-                    .saturating_sub(f.baseline.get(k).copied().unwrap_or(c.acked))
-                    as f64;
-                m |= f.prev_counts.get(k) != Some(&(c.sent, c.acked));
+                b = b.saturating_add(base);
             }
-            acked.push(a);
-            moved.push(m);
+            before.push(Some(b));
         }
-        let rest = (handed - acked.iter().sum::<f64>()).max(0.0);
-        let movers = moved.iter().filter(|&&m| m).count();
-        acked
-            .iter()
-            .zip(&moved)
-            .map(|(a, &m)| match movers {
-                0 => a + rest / ids.len() as f64,
-                n if m => a + rest / n as f64,
-                _ => *a,
-            })
-            .collect()
+        shares(&before).iter().map(|w| handed * w).collect()
     }
 
     fn update_flow(

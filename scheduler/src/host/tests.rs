@@ -1201,3 +1201,45 @@ fn an_iteration_boundary_moves_each_socket_by_what_it_carried() {
     assert!(near(f.sent_bytes, 3 * MB), "{}", f.sent_bytes);
     assert!(near(f.app_backlog.unwrap(), MB), "{:?}", f.app_backlog);
 }
+
+/// Once an iteration is behind, each group holds its usual share of what the process handed
+/// over (what its sockets carried before this iteration), whatever the others acked: a PS
+/// worker's push to one server nearly done holds its own rest, not the lagging one's.
+#[test]
+fn a_group_ahead_of_the_others_holds_only_what_it_still_has_due() {
+    let (a, b) = (
+        conn("10.0.0.1:40000", "10.0.0.3:9000", false),
+        conn("10.0.0.1:40001", "10.0.0.4:9000", false),
+    );
+    // Iteration 2, all 20 MB handed over; each socket carried 50 MB before.
+    let w = ProcessObs {
+        header: header("p", Arch::Ps, Role::Worker, 0, 0, 0),
+        snapshot: ProgressSnapshot {
+            iteration: 2,
+            iteration_start_sent: 100 * MB,
+            bytes_sent: 120 * MB,
+            last_iteration_bytes: 20 * MB,
+            ..Default::default()
+        },
+        conns: vec![a, b],
+    };
+    let at = |to3: u64, to4: u64| Observation {
+        processes: vec![w.clone()],
+        stats: stats(&[(key(&a), 50 * MB + to3), (key(&b), 50 * MB + to4)]),
+    };
+    let mut s = sched("h1");
+    s.observe(Slot(1), &at(0, 0));
+    s.observe(Slot(2), &at(9_900_000, 4 * MB));
+    let backlog = |id: &str| {
+        s.flows()
+            .find(|f| f.id.as_str() == id)
+            .unwrap()
+            .app_backlog
+            .unwrap()
+    };
+    // What each socket carried before the iteration, 50 MB each: 10 MB of the 20 each.
+    let near = |x: f64, y: f64| (x - y).abs() < 1.0;
+    let (to3, to4) = (backlog("p/h1>h3/agg"), backlog("p/h1>h4/agg"));
+    assert!(near(to3, 100_000.0), "{to3}");
+    assert!(near(to4, 6e6), "{to4}");
+}
