@@ -162,17 +162,8 @@ impl KernelDatapath {
 
     /// Re-opens a datapath that an earlier process loaded and pinned under `pin_dir`.
     pub fn open(pin_dir: &Path) -> Result<Self, DatapathError> {
-        if !sys::euid_is_root() {
-            return Err(DatapathError::NotPrivileged("opening pinned BPF objects"));
-        }
-        if !pin_dir.join(pins::CC_LINK).exists() {
-            return Err(DatapathError::NotLoaded(pin_dir.to_path_buf()));
-        }
-        let map = |name: &str| {
-            let p = pin_dir.join(name);
-            MapHandle::from_pinned_path(&p)
-                .map_err(DatapathError::bpf(format!("opening {}", p.display())))
-        };
+        pins::check_loaded(pin_dir)?;
+        let map = |name: &str| pins::open_map(pin_dir, name);
         let prog = |name: &str| {
             let p = pin_dir.join(name);
             sys::obj_get(&p).map_err(DatapathError::io(format!("opening {}", p.display())))

@@ -233,17 +233,8 @@ impl MltcpDatapath {
 
     /// Re-opens the maps an earlier process pinned under `pin_dir` (what the feeder does).
     pub fn open(pin_dir: &Path) -> Result<Self, DatapathError> {
-        if !sys::euid_is_root() {
-            return Err(DatapathError::NotPrivileged("opening pinned BPF objects"));
-        }
-        if !pin_dir.join(pins::CC_LINK).exists() {
-            return Err(DatapathError::NotLoaded(pin_dir.to_path_buf()));
-        }
-        let map = |name: &str| {
-            let p = pin_dir.join(name);
-            MapHandle::from_pinned_path(&p)
-                .map_err(DatapathError::bpf(format!("opening {}", p.display())))
-        };
+        pins::check_loaded(pin_dir)?;
+        let map = |name: &str| pins::open_map(pin_dir, name);
         Ok(Self {
             pin_dir: pin_dir.to_path_buf(),
             ratios: map(RATIOS)?,

@@ -53,6 +53,25 @@ pub fn prepare_dir(dir: &Path) -> Result<bool, DatapathError> {
     }
 }
 
+/// Checks that `dir` holds a datapath an earlier process loaded (its CC link is pinned there)
+/// and that this process may open it: what re-opening a pinned datapath starts with.
+pub fn check_loaded(dir: &Path) -> Result<(), DatapathError> {
+    if !sys::euid_is_root() {
+        return Err(DatapathError::NotPrivileged("opening pinned BPF objects"));
+    }
+    if !dir.join(CC_LINK).exists() {
+        return Err(DatapathError::NotLoaded(dir.to_path_buf()));
+    }
+    Ok(())
+}
+
+/// The map pinned as `dir/name`.
+pub fn open_map(dir: &Path, name: &str) -> Result<libbpf_rs::MapHandle, DatapathError> {
+    let p = dir.join(name);
+    libbpf_rs::MapHandle::from_pinned_path(&p)
+        .map_err(DatapathError::bpf(format!("opening {}", p.display())))
+}
+
 /// Pins made during a load; removed again unless the load completes.
 pub struct PinSet {
     paths: Vec<PathBuf>,

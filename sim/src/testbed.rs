@@ -478,6 +478,28 @@ impl Scenario {
         mlcc_core::SlotConfig::new(self.tau, self.horizon as usize).map_err(|e| e.to_string())
     }
 
+    /// How the simulator runs the scenario on `topo` (its [`Self::topology`]): its slots, jobs
+    /// on their pinned hosts, switch tables as the scenario has them, one blob per iteration,
+    /// quiet, stopped after `max_slots`.
+    pub fn run_config<'a>(
+        &self,
+        topo: &'a mlcc_core::topology::Topology,
+        routes: &'a mlcc_core::routing::Routes,
+        max_slots: u64,
+    ) -> Result<crate::run::RunConfig<'a>, String> {
+        Ok(crate::run::RunConfig {
+            topo,
+            routes,
+            slots: self.slots()?,
+            placement: crate::placement::Placement::Packed,
+            seed: 1,
+            max_slots,
+            progress: false,
+            switch_tables: self.switch_emulators,
+            per_layer: false,
+        })
+    }
+
     /// The scenario's jobs for the simulator: same arrivals, hosts, bytes and compute times.
     /// Cross traffic is not simulated.
     pub fn sim_jobs(&self) -> Vec<crate::workload::JobSpec> {

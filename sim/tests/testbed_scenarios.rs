@@ -3,8 +3,7 @@
 //! job's isolated bound.
 
 use mlcc_core::routing::Routes;
-use mlcc_sim::placement::Placement;
-use mlcc_sim::run::{RunConfig, run_policy};
+use mlcc_sim::run::run_policy;
 use mlcc_sim::testbed::{Scenario, scenarios_dir};
 
 #[test]
@@ -19,17 +18,7 @@ fn every_testbed_scenario_simulates_and_isolated_bounds_every_job() {
         let topo = scn.topology().unwrap();
         assert_eq!(topo.hosts().len() as u32, scn.hosts(), "{}", scn.name);
         let routes = Routes::new(&topo);
-        let cfg = RunConfig {
-            topo: &topo,
-            routes: &routes,
-            slots: scn.slots().unwrap(),
-            placement: Placement::Packed,
-            seed: 1,
-            max_slots: 1_000_000,
-            progress: false,
-            switch_tables: scn.switch_emulators,
-            per_layer: false,
-        };
+        let cfg = scn.run_config(&topo, &routes, 1_000_000).unwrap();
         let jobs = scn.sim_jobs();
         assert_eq!(jobs.len(), scn.jobs.len());
         let iso = run_policy("isolated", &jobs, &cfg).unwrap();

@@ -8,8 +8,7 @@
 use std::time::Duration;
 
 use mlcc_core::routing::Routes;
-use mlcc_sim::placement::Placement;
-use mlcc_sim::run::{RunConfig, run_policy};
+use mlcc_sim::run::run_policy;
 
 use crate::scenario::Scenario;
 
@@ -19,17 +18,7 @@ use crate::scenario::Scenario;
 pub fn shifts(scn: &Scenario) -> Result<Vec<Duration>, String> {
     let topo = scn.topology()?;
     let routes = Routes::new(&topo);
-    let cfg = RunConfig {
-        topo: &topo,
-        routes: &routes,
-        slots: scn.slots()?,
-        placement: Placement::Packed,
-        seed: 1,
-        max_slots: 10_000_000,
-        progress: false,
-        switch_tables: scn.switch_emulators,
-        per_layer: false,
-    };
+    let cfg = scn.run_config(&topo, &routes, 10_000_000)?;
     let r = run_policy("cassini", &scn.sim_jobs(), &cfg).map_err(|e| e.to_string())?;
     Ok(scn
         .jobs

@@ -6,8 +6,7 @@
 use std::path::Path;
 
 use mlcc_core::routing::Routes;
-use mlcc_sim::placement::Placement;
-use mlcc_sim::run::{RunConfig, run_policy};
+use mlcc_sim::run::run_policy;
 use serde::Serialize;
 
 use crate::scenario::Scenario;
@@ -41,17 +40,7 @@ fn mean_jct(jobs: &[mlcc_sim::model::JobRecord]) -> f64 {
 pub fn predict(scn: &Scenario, quick: bool, results_dir: &Path) -> Result<Prediction, String> {
     let topo = scn.topology()?;
     let routes = Routes::new(&topo);
-    let cfg = RunConfig {
-        topo: &topo,
-        routes: &routes,
-        slots: scn.slots()?,
-        placement: Placement::Packed,
-        seed: 1,
-        max_slots: 10_000_000,
-        progress: false,
-        switch_tables: scn.switch_emulators,
-        per_layer: false,
-    };
+    let cfg = scn.run_config(&topo, &routes, 10_000_000)?;
     let jobs = scn.sim_jobs();
     let mean = |p: &str| -> Result<f64, String> {
         let r = run_policy(p, &jobs, &cfg).map_err(|e| e.to_string())?;

@@ -32,23 +32,38 @@ impl Policy for Priority {
         }
         self.groups
             .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.start.cmp(&b.1.start)));
-        for (_, run) in &self.groups {
-            self.out.clear();
-            self.out.resize(run.len(), 0.0);
-            self.fair.solve_within(
-                &view.restricted(run.clone()),
-                None,
-                &self.residual,
-                &mut self.out,
-            );
-            for (i, &rate) in self.out.iter().enumerate() {
-                let f = view.flow(view.active[run.start + i]);
-                for l in &f.path {
-                    let c = &mut self.residual[l.index()];
-                    *c = (*c - rate).max(0.0);
-                }
+        serve_in_order(
+            &mut self.fair,
+            view,
+            self.groups.iter().map(|g| g.1.clone()),
+            &mut self.residual,
+            &mut self.out,
+            out,
+        );
+    }
+}
+
+/// Strict priority between job runs of `view.active` in the order `runs` gives, max-min within
+/// a run over what the runs before it left of `residual` (each link's capacity on entry, what
+/// is left on return); `scratch` is reused between calls.
+pub(super) fn serve_in_order(
+    fair: &mut Fair,
+    view: &View<'_>,
+    runs: impl Iterator<Item = std::ops::Range<usize>>,
+    residual: &mut [f64],
+    scratch: &mut Vec<f64>,
+    out: &mut [f64],
+) {
+    for run in runs {
+        scratch.clear();
+        scratch.resize(run.len(), 0.0);
+        fair.solve_within(&view.restricted(run.clone()), None, residual, scratch);
+        for (i, &rate) in scratch.iter().enumerate() {
+            for l in &view.flow(view.active[run.start + i]).path {
+                let c = &mut residual[l.index()];
+                *c = (*c - rate).max(0.0);
             }
-            out[run.clone()].copy_from_slice(&self.out);
         }
+        out[run].copy_from_slice(scratch);
     }
 }

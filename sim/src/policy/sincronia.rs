@@ -139,24 +139,14 @@ impl Policy for Sincronia {
         self.residual.clear();
         self.residual
             .extend(view.topo.links().iter().map(|l| l.capacity.0));
-        for &c in &self.order {
-            let run = self.runs[c].clone();
-            self.out.clear();
-            self.out.resize(run.len(), 0.0);
-            self.fair.solve_within(
-                &view.restricted(run.clone()),
-                None,
-                &self.residual,
-                &mut self.out,
-            );
-            for (i, &rate) in self.out.iter().enumerate() {
-                for l in &view.flow(view.active[run.start + i]).path {
-                    let cap = &mut self.residual[l.index()];
-                    *cap = (*cap - rate).max(0.0);
-                }
-            }
-            out[run].copy_from_slice(&self.out);
-        }
+        super::priority::serve_in_order(
+            &mut self.fair,
+            view,
+            self.order.iter().map(|&c| self.runs[c].clone()),
+            &mut self.residual,
+            &mut self.out,
+            out,
+        );
     }
 }
 
