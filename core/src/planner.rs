@@ -97,6 +97,14 @@ pub struct FlowDecision {
 }
 
 /// The planner's answer for one slot.
+impl FlowDecision {
+    /// The rate booked for the slot after this one (bytes/s), 0 beyond the plan: what peers
+    /// need to tell where the flow will be a slot from now.
+    pub fn next_rate(&self) -> f64 {
+        self.plan.get(1).copied().unwrap_or(0.0).max(0.0)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SlotOutput {
     pub slot: Slot,

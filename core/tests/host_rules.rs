@@ -104,6 +104,8 @@ fn a_sender_that_holds_its_bytes_is_not_held_back_by_stale_upstream_progress() {
             finish: 0.0,
             iteration: 0,
             seen: Slot(1),
+            reported_in: None,
+            next_rate: 0.0,
         }];
         p.step(Slot(1), std::slice::from_ref(&f));
         f.sent_bytes = 1.0 * MB;
@@ -193,6 +195,8 @@ fn a_held_back_flow_keeps_the_rate_floor_per_connection() {
         finish: 0.0,
         iteration: 0,
         seen: Slot(1),
+        reported_in: None,
+        next_rate: 0.0,
     }];
     let on = one(cfg(), 1, &f);
     assert_eq!(on.decision.rate, 0.0, "nothing aggregated yet");
@@ -210,6 +214,8 @@ fn peer_progress_counts_only_while_fresh_and_of_the_same_iteration() {
         finish: 0.0,
         iteration,
         seen: Slot(seen),
+        reported_in: None,
+        next_rate: 0.0,
     };
     for (up, held) in [
         (report(0, 9), true),
@@ -221,6 +227,64 @@ fn peer_progress_counts_only_while_fresh_and_of_the_same_iteration() {
         let d = one(cfg(), 10, &f).decision;
         assert_eq!(d.reduction > 0.0, held, "{up:?}");
     }
+}
+
+#[test]
+fn a_broadcast_whose_pushes_arrive_this_slot_books_them_ahead_of_a_lower_ranked_local_flow() {
+    let t = topo();
+    // A PS server on h3: its broadcast holds nothing yet, but the worker's push into it
+    // reported last slot that it books half a link for this one.
+    let mut b = flow(&t, "p", "h3", "h1", FlowRole::Bcast, 50.0 * MB);
+    b.app_backlog = Some(0.0);
+    b.job_remaining_bytes = Some(100.0 * MB);
+    b.upstream = vec![PeerProgress {
+        sent: 0.0,
+        finish: 0.0,
+        iteration: 0,
+        seen: Slot(9),
+        reported_in: Some(Slot(9)),
+        next_rate: 0.5 * CAP,
+    }];
+    // A larger job's ring flow from the same host, with data waiting.
+    let mut r = flow(&t, "big", "h3", "h2", FlowRole::Ring, 500.0 * MB);
+    r.job_remaining_bytes = Some(10e9);
+    let run = |cfg: PolicyConfig| {
+        let cfg = PolicyConfig {
+            mode: FeedbackMode::Precedence,
+            ..cfg
+        };
+        HostPolicy::new(cfg)
+            .step(Slot(10), &[b.clone(), r.clone()])
+            .flows
+    };
+    let on = run(cfg());
+    assert!(!on[0].idle);
+    // It books what will arrive (Alg. 2 holds it to the push's projected progress) ...
+    assert!(
+        (on[0].decision.rate - 0.5 * CAP).abs() < 0.01 * CAP,
+        "{}",
+        on[0].decision.rate
+    );
+    assert!(!on[0].booking.is_withdraw());
+    // ... and the ring flow plans around it.
+    assert!(
+        on[1].decision.rate <= 0.5 * CAP + 1.0,
+        "{}",
+        on[1].decision.rate
+    );
+    let off = run(without("project-upstream"));
+    assert!(off[0].idle);
+    assert!(off[0].booking.is_withdraw());
+    assert!(
+        off[1].decision.rate > 0.99 * CAP,
+        "{}",
+        off[1].decision.rate
+    );
+    // A report two slots old is not moved on: nothing is known of the slot in between.
+    let mut stale = b.clone();
+    stale.upstream[0].reported_in = Some(Slot(8));
+    let out = HostPolicy::new(cfg()).step(Slot(10), &[stale]).flows;
+    assert!(out[0].idle);
 }
 
 #[test]

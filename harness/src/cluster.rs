@@ -317,7 +317,6 @@ impl Cluster {
         // every slot passed (history, window shift, expiry), and most of a large fabric's
         // tables are idle in any one slot (paper-fig15 has 2100 owners).
         self.now = slot;
-        let tau = self.cfg.slots.tau_secs();
         // Active flows grouped by sending host, hosts in id order; plus hosts that planned
         // last slot and now have nothing (they must withdraw).
         let mut by_host: Vec<(NodeId, usize)> =
@@ -371,9 +370,11 @@ impl Cluster {
                     fo.id.clone(),
                     PeerProgress {
                         sent: fo.sent,
-                        finish: fo.sent + fo.decision.rate * tau,
+                        finish: fo.finish,
                         iteration: obs[n].iteration,
                         seen: slot,
+                        reported_in: Some(slot),
+                        next_rate: fo.decision.next_rate(),
                     },
                 );
                 mine.push((fo.id, std::mem::take(&mut paths[i]), fo.booking));

@@ -213,6 +213,8 @@ struct FlowIn {
     finish: u64,
     iteration: u64,
     rate: f64,
+    slot: u64,
+    next_rate: f64,
 }
 
 impl FlowIn {
@@ -223,6 +225,8 @@ impl FlowIn {
             finish_bytes: self.finish,
             planned_rate_bytes_per_sec: self.rate,
             iteration: self.iteration,
+            slot: self.slot,
+            next_rate_bytes_per_sec: self.next_rate,
         }
     }
 }

@@ -224,13 +224,16 @@ fn answers(
     out
 }
 
-fn progress(id: &str, finish: u64, iteration: u64) -> pb::FlowProgress {
+/// A peer's report of `id` made in `slot` (0: the old form, no slot and no next booking).
+fn progress(id: &str, finish: u64, iteration: u64, slot: u64, next_rate: f64) -> pb::FlowProgress {
     pb::FlowProgress {
         flow_id: id.into(),
         sent_bytes: finish / 2,
         finish_bytes: finish,
         planned_rate_bytes_per_sec: 0.0,
         iteration,
+        slot,
+        next_rate_bytes_per_sec: next_rate,
     }
 }
 
@@ -355,8 +358,24 @@ fn the_daemons_path_decides_what_the_simulators_config_decides() {
             // peer is silent.
             let it_r = procs[0].obs.snapshot.iteration;
             let it_p = procs[1].obs.snapshot.iteration;
-            host.on_exchange("h3", &[progress("r/h3>h1/ring", rng.below(60 * MB), it_r)]);
-            host.on_exchange_reply("h3", &[progress("p/h3>h1/bcast", rng.below(30 * MB), it_p)]);
+            // The reports speak of this slot, or say nothing of it; their next booking moves
+            // them on in the next slot (`project_upstream`).
+            let of = if rng.chance(70) { slot.0 } else { 0 };
+            let next = rng.unit() * 125e6;
+            host.on_exchange(
+                "h3",
+                &[progress("r/h3>h1/ring", rng.below(60 * MB), it_r, of, next)],
+            );
+            host.on_exchange_reply(
+                "h3",
+                &[progress(
+                    "p/h3>h1/bcast",
+                    rng.below(30 * MB),
+                    it_p,
+                    of,
+                    next,
+                )],
+            );
             if rng.chance(20) {
                 host.on_exchange_failed("h2");
             } else {

@@ -17,6 +17,26 @@ pub struct PeerProgress {
     pub iteration: u64,
     /// The slot the report arrived in.
     pub seen: Slot,
+    /// The slot the report was made in (F is where the flow will be at its end), where the
+    /// reporter said; else the slot it arrived in stands for it.
+    pub reported_in: Option<Slot>,
+    /// The rate the flow booked for the slot after the one it reported from (bytes/s; 0 where
+    /// the reporter did not say): with it, a report one slot old still tells where the flow
+    /// will be at the end of the slot being planned.
+    pub next_rate: f64,
+}
+
+impl PeerProgress {
+    /// Where the flow will be at the end of slot `slot`, as far as the report tells: F, moved
+    /// on by the next slot's booking when `project` and the report is from the slot before.
+    pub fn expected_at_end_of(&self, slot: Slot, tau_secs: f64, project: bool) -> f64 {
+        let from = self.reported_in.unwrap_or(self.seen);
+        if project && slot.since(from) == Some(1) && self.next_rate.is_finite() {
+            self.finish + self.next_rate.max(0.0) * tau_secs
+        } else {
+            self.finish
+        }
+    }
 }
 
 /// The dependency of a flow of `role` in `iteration` at `slot`, from the reports of the flows
@@ -29,13 +49,14 @@ pub(crate) fn dependency(
     upstream: &[PeerProgress],
     slot: Slot,
     stale_slots: u64,
+    project: Option<f64>,
 ) -> Dependency {
     let values: Vec<f64> = upstream
         .iter()
         .filter(|p| {
             p.iteration == iteration && slot.since(p.seen).is_some_and(|d| d <= stale_slots)
         })
-        .map(|p| p.finish)
+        .map(|p| p.expected_at_end_of(slot, project.unwrap_or(0.0), project.is_some()))
         .collect();
     if values.is_empty() {
         return Dependency::None;
@@ -64,7 +85,24 @@ mod tests {
             finish,
             iteration,
             seen: Slot(seen),
+            reported_in: None,
+            next_rate: 0.0,
         }
+    }
+
+    #[test]
+    fn a_report_from_the_slot_before_is_moved_on_by_its_next_booking() {
+        let mut r = p(10.0, 3, 9);
+        r.next_rate = 100.0;
+        assert_eq!(r.expected_at_end_of(Slot(10), 0.5, true), 60.0);
+        assert_eq!(r.expected_at_end_of(Slot(10), 0.5, false), 10.0);
+        // Older, or already of this slot: F as reported.
+        assert_eq!(r.expected_at_end_of(Slot(11), 0.5, true), 10.0);
+        r.reported_in = Some(Slot(10));
+        assert_eq!(r.expected_at_end_of(Slot(10), 0.5, true), 10.0);
+        r.next_rate = f64::NAN;
+        r.reported_in = None;
+        assert_eq!(r.expected_at_end_of(Slot(10), 0.5, true), 10.0);
     }
 
     #[test]
@@ -73,20 +111,20 @@ mod tests {
         // At slot 10 with 2 slots of tolerance: the report seen in slot 7 is stale and the one
         // of iteration 2 is of the past.
         assert_eq!(
-            dependency(FlowRole::Bcast, 3, 0.0, &up, Slot(10), 2),
+            dependency(FlowRole::Bcast, 3, 0.0, &up, Slot(10), 2, None),
             Dependency::Broadcast {
                 aggregation_progress: vec![10.0]
             }
         );
         assert_eq!(
-            dependency(FlowRole::Ring, 3, 5.0, &up, Slot(10), 3),
+            dependency(FlowRole::Ring, 3, 5.0, &up, Slot(10), 3, None),
             Dependency::Ring {
                 predecessor_progress: 10.0,
                 slack_bytes: 5.0
             }
         );
         assert_eq!(
-            dependency(FlowRole::Agg, 4, 0.0, &up, Slot(10), 2),
+            dependency(FlowRole::Agg, 4, 0.0, &up, Slot(10), 2, None),
             Dependency::None
         );
     }

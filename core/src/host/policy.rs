@@ -143,6 +143,21 @@ impl HostPolicy {
             && f.remaining_bytes <= super::FLUSH_TAIL_SHARE * rate * tau
     }
 
+    /// Whether a broadcast flow's aggregation will have delivered it, by the end of this slot,
+    /// at least `idle_backlog` bytes beyond what it has sent and holds: data arrives during
+    /// the slot, so the flow is not idle.
+    fn expects_data(f: &FlowObs, dep: &Dependency, idle_backlog: f64) -> bool {
+        let Some(target) = dep
+            .target()
+            .filter(|_| matches!(dep, Dependency::Broadcast { .. }))
+        else {
+            return false;
+        };
+        let can_send = target.min(f.sent_bytes + f.remaining_bytes);
+        let held = f.app_backlog.unwrap_or(0.0).max(0.0);
+        can_send - f.sent_bytes.max(0.0) - held >= idle_backlog
+    }
+
     /// Plans slot `slot` for every flow in `flows` (one host's).
     pub fn step(&mut self, slot: Slot, flows: &[FlowObs]) -> StepOut {
         let cfg = self.cfg;
@@ -154,7 +169,31 @@ impl HostPolicy {
             .iter()
             .filter(|f| seen.insert(&f.id, ()).is_none())
             .collect();
-        let idle: Vec<bool> = flows.iter().map(|f| self.is_idle(f)).collect();
+        // Alg. 2's dependency per flow, from the peers' reports; with `project_upstream`, a
+        // broadcast's is where its aggregation will be at the end of this slot.
+        let projects = |f: &FlowObs| cfg.project_upstream && f.role == FlowRole::Bcast;
+        let dependencies: Vec<Dependency> = flows
+            .iter()
+            .map(|f| {
+                peers::dependency(
+                    f.role,
+                    f.iteration,
+                    f.slack_bytes,
+                    &f.upstream,
+                    slot,
+                    cfg.peer_stale_slots,
+                    projects(f).then_some(tau),
+                )
+            })
+            .collect();
+        let idle: Vec<bool> = flows
+            .iter()
+            .zip(&dependencies)
+            .map(|(f, dep)| {
+                self.is_idle(f)
+                    && !(projects(f) && Self::expects_data(f, dep, cfg.idle_backlog_bytes))
+            })
+            .collect();
 
         // MADD: a job's flows leaving this host over the same first link split it in
         // proportion to what each has left, as Varys does within a coflow, so they finish
@@ -176,7 +215,7 @@ impl HostPolicy {
 
         let mut inputs = Vec::with_capacity(flows.len());
         let mut notes: Vec<Vec<Degraded>> = Vec::with_capacity(flows.len());
-        for (f, &idle) in flows.iter().zip(&idle) {
+        for ((f, &idle), dependency) in flows.iter().zip(&idle).zip(dependencies) {
             let mem = self.memory.get(&f.id).copied().unwrap_or_default();
             let mut degraded = Vec::new();
             let path: Vec<LinkFeedback> = f
@@ -216,14 +255,7 @@ impl HostPolicy {
                 .collect();
             let ready = Self::has_data_waiting(f.app_backlog, mem.last_rate);
             let was_ready = Self::has_data_waiting(mem.last_backlog, mem.last_rate);
-            let mut dependency = peers::dependency(
-                f.role,
-                f.iteration,
-                f.slack_bytes,
-                &f.upstream,
-                slot,
-                cfg.peer_stale_slots,
-            );
+            let mut dependency = dependency;
             // Alg. 2 holds back a ring or broadcast flow that seems ahead of its upstream, but
             // upstream values are a slot stale: a sender that already holds the bytes cannot be
             // ahead, and holding it would only idle the link (measured on the testbed: PS

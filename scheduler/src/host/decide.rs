@@ -211,8 +211,11 @@ impl HostScheduler {
                     finish_bytes: fo.finish as u64,
                     planned_rate_bytes_per_sec: d.planned_rate,
                     iteration: f.iteration,
+                    slot: slot.0,
+                    next_rate_bytes_per_sec: d.next_rate(),
                 });
             f.decision = Some(d);
+            f.decided_in = slot;
         }
         // Withdraw flows that disappeared: empty schedules to their switches, orders cleared.
         for f in std::mem::take(&mut self.gone) {

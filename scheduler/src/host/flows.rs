@@ -88,6 +88,8 @@ pub struct FlowState {
     #[serde(skip)]
     pub(super) quiet: Vec<SocketKey>,
     pub decision: Option<FlowDecision>,
+    /// The slot `decision` was made for (what the peers' reports of it speak of).
+    pub decided_in: Slot,
     pub last_seen: Slot,
     /// Why this flow has no dependency adjustment or plans around a silent switch.
     pub degraded: Vec<String>,
@@ -697,6 +699,7 @@ impl HostScheduler {
                     prev_counts: HashMap::new(),
                     quiet: Vec::new(),
                     decision: None,
+                    decided_in: slot,
                     last_seen: slot,
                     degraded: Vec::new(),
                 },

@@ -97,6 +97,12 @@ impl HostScheduler {
                 finish: fp.finish_bytes as f64,
                 iteration: fp.iteration,
                 seen: self.slot,
+                reported_in: (fp.slot > 0).then_some(Slot(fp.slot)),
+                next_rate: if fp.next_rate_bytes_per_sec.is_finite() {
+                    fp.next_rate_bytes_per_sec.max(0.0)
+                } else {
+                    0.0
+                },
             },
         );
     }
@@ -113,6 +119,8 @@ impl HostScheduler {
                     finish_bytes: d.progress.max(0.0) as u64,
                     planned_rate_bytes_per_sec: 0.0,
                     iteration: f.iteration,
+                    slot: f.decided_in.0,
+                    next_rate_bytes_per_sec: d.next_rate(),
                 })
             })
             .collect()

@@ -603,6 +603,7 @@ fn ring_with_predecessor(pred: Option<u64>, peer_failed: bool) -> (FlowDecision,
                     finish_bytes: pred,
                     planned_rate_bytes_per_sec: 0.0,
                     iteration: 1,
+                    ..Default::default()
                 },
                 // Not the sender's flow: ignored.
                 pb::FlowProgress {
@@ -667,6 +668,10 @@ fn exchange_answers_with_our_flows_of_the_same_job_and_remembers_replies() {
     );
     assert_eq!(reply.len(), 1);
     assert_eq!(reply[0].flow_id, "r/h1>h2/ring");
+    // It speaks of slot 5, the slot it was planned for, and of what it booked for slot 6.
+    assert_eq!(reply[0].slot, 5);
+    let d = s.flows().next().unwrap().decision.clone().unwrap();
+    assert_eq!(reply[0].next_rate_bytes_per_sec, d.plan[1]);
     assert!(
         s.on_exchange(
             "h3",
@@ -683,6 +688,8 @@ fn exchange_answers_with_our_flows_of_the_same_job_and_remembers_replies() {
         &[
             pb::FlowProgress {
                 flow_id: "r/h2>h3/ring".into(),
+                slot: 5,
+                next_rate_bytes_per_sec: 7e6,
                 ..Default::default()
             },
             pb::FlowProgress {
@@ -695,10 +702,8 @@ fn exchange_answers_with_our_flows_of_the_same_job_and_remembers_replies() {
             },
         ],
     );
-    assert!(
-        s.upstream()
-            .contains_key(&FlowId::new("r/h2>h3/ring").unwrap())
-    );
+    let got = s.upstream()[&FlowId::new("r/h2>h3/ring").unwrap()];
+    assert_eq!((got.reported_in, got.next_rate), (Some(Slot(5)), 7e6));
     assert!(
         !s.upstream()
             .contains_key(&FlowId::new("r/h4>h3/ring").unwrap())
