@@ -11,18 +11,23 @@
 //! iterations without starving a newcomer. The kernel side works in integers: r in millionths,
 //! F in thousandths ([`f_milli`] is the same arithmetic as `mltcp.bpf.c`).
 //!
-//! The base is Reno: the CC feeds the kernel's `tcp_reno_cong_avoid` F × acked segments, so
-//! slow start and congestion avoidance both grow F times as fast, and loss handling is Reno's.
-//! Two AIMD flows with the same decrease and synchronized losses hold windows in the ratio of
-//! their additive increases, which is the premise of MLTCP's analysis (bandwidth in the ratio
-//! of F). CUBIC's window is a function of the time since the last loss, so scaling its per-ACK
-//! growth only changes how fast cwnd reaches the cubic curve, not the curve: MLTCP over CUBIC
-//! would mean rewriting CUBIC's own arithmetic in BPF (the selftests' bpf_cubic.c shows it can
-//! be done), which we did not.
+//! The base is Reno or CUBIC ([`Base`], chosen at load). Over Reno the CC feeds the kernel's
+//! `tcp_reno_cong_avoid` F × acked segments, so slow start and congestion avoidance both grow F
+//! times as fast, and loss handling is Reno's. Two AIMD flows with the same decrease and
+//! synchronized losses hold windows in the ratio of their additive increases, which is the
+//! premise of MLTCP's analysis (bandwidth in the ratio of F). Over CUBIC it is the kernel's
+//! tcp_cubic through its kfuncs, `cubictcp_cong_avoid` fed F × acked the same way. CUBIC's
+//! window target is a function of the time since the last loss, so F changes how fast cwnd
+//! approaches the cubic curve (and slow start, and CUBIC's Reno-friendly estimate), not the
+//! curve: a flow that reaches its target keeps to it whatever its F. A faithful MLTCP over CUBIC
+//! would rewrite CUBIC's own arithmetic in BPF with F in it (the selftests' bpf_cubic.c shows
+//! it can be done), which we did not.
 
+use std::fmt;
 use std::mem::MaybeUninit;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::time::Duration;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -36,6 +41,46 @@ use crate::mltcp_skel::MltcpSkelBuilder;
 use crate::pins::{self, PinSet};
 use crate::probe::probe;
 use crate::sys;
+
+/// The kernel congestion control whose window increase MLTCP scales.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Base {
+    /// `tcp_reno_cong_avoid`, `tcp_reno_ssthresh`, `tcp_reno_undo_cwnd`.
+    #[default]
+    Reno,
+    /// tcp_cubic's kfuncs (`cubictcp_*`), HyStart and all.
+    Cubic,
+}
+
+impl Base {
+    pub const ALL: [Base; 2] = [Base::Reno, Base::Cubic];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Base::Reno => "reno",
+            Base::Cubic => "cubic",
+        }
+    }
+}
+
+impl fmt::Display for Base {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Base {
+    type Err = DatapathError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Base::ALL
+            .into_iter()
+            .find(|b| b.as_str() == s)
+            .ok_or_else(|| DatapathError::Invalid {
+                what: "MLTCP base congestion control",
+                why: format!("{s:?}: say reno or cubic"),
+            })
+    }
+}
 
 /// F(r) = SLOPE · r + INTERCEPT (see the module documentation for why these values).
 pub const SLOPE: f64 = 1.75;
@@ -83,7 +128,7 @@ pub struct RatioOrder {
     pub key: SocketKey,
     /// Share of the iteration's bytes sent, 0..=1.
     pub ratio: f64,
-    /// After this the CC falls back to F = 1 (plain Reno).
+    /// After this the CC falls back to F = 1 (the plain base).
     pub ttl: Duration,
 }
 
@@ -165,8 +210,8 @@ impl std::fmt::Debug for MltcpDatapath {
 }
 
 impl MltcpDatapath {
-    /// Registers the CC as `name` and pins it and its maps under `pin_dir`.
-    pub fn load(name: &CcName, pin_dir: &Path) -> Result<Self, DatapathError> {
+    /// Registers the CC over `base` as `name` and pins it and its maps under `pin_dir`.
+    pub fn load(name: &CcName, base: Base, pin_dir: &Path) -> Result<Self, DatapathError> {
         probe()?;
         if pin_dir.join(pins::CC_LINK).exists() {
             return Err(DatapathError::AlreadyLoaded(pin_dir.to_path_buf()));
@@ -178,23 +223,36 @@ impl MltcpDatapath {
         let mut open = MltcpSkelBuilder::default()
             .open(&mut storage)
             .map_err(DatapathError::bpf("opening the MLTCP BPF object"))?;
-        for (dst, src) in open
-            .struct_ops
-            .mltcp_cc_mut()
-            .name
-            .iter_mut()
-            .zip(name.to_c())
-        {
+        // One CC per base in the object: name the one asked for, leave the other uncreated
+        // (libbpf then loads only the programs the created one uses).
+        let (ops, unused) = match base {
+            Base::Reno => (
+                open.struct_ops.mltcp_cc_mut(),
+                &mut open.maps.mltcp_cubic_cc,
+            ),
+            Base::Cubic => (
+                open.struct_ops.mltcp_cubic_cc_mut(),
+                &mut open.maps.mltcp_cc,
+            ),
+        };
+        for (dst, src) in ops.name.iter_mut().zip(name.to_c()) {
             *dst = src as std::ffi::c_char;
         }
-        let mut skel = open.load().map_err(DatapathError::bpf(
-            "loading the MLTCP BPF programs (verifier)",
-        ))?;
+        unused
+            .set_autocreate(false)
+            .map_err(DatapathError::bpf("leaving the other MLTCP base out"))?;
+        let mut skel = open.load().map_err(DatapathError::bpf(format!(
+            "loading the MLTCP BPF programs over {base} (verifier)"
+        )))?;
         skel.maps
             .mltcp_config
             .update(&0u32.to_ne_bytes(), &config_raw(), MapFlags::ANY)
             .map_err(DatapathError::bpf("writing the MLTCP config map"))?;
-        let mut link = skel.maps.mltcp_cc.attach_struct_ops().map_err(|e| {
+        let ops = match base {
+            Base::Reno => &mut skel.maps.mltcp_cc,
+            Base::Cubic => &mut skel.maps.mltcp_cubic_cc,
+        };
+        let mut link = ops.attach_struct_ops().map_err(|e| {
             if e.kind() == ErrorKind::AlreadyExists {
                 DatapathError::Invalid {
                     what: "congestion control name",
@@ -310,6 +368,17 @@ mod tests {
         // Above 1 (a retransmission-heavy iteration) stays at the top.
         assert_eq!(f_milli(RATIO_ONE * 2), 2000);
         assert!(f_milli(ratio_ppm(0.3)) < f_milli(ratio_ppm(0.6)));
+    }
+
+    #[test]
+    fn bases_parse_by_their_kernel_names() {
+        assert_eq!(Base::default(), Base::Reno);
+        for b in Base::ALL {
+            assert_eq!(b.as_str().parse::<Base>().unwrap(), b);
+            assert_eq!(b.to_string(), b.as_str());
+        }
+        assert!("bbr".parse::<Base>().is_err());
+        assert!("Cubic".parse::<Base>().is_err());
     }
 
     #[test]

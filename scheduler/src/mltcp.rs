@@ -1,7 +1,7 @@
 //! The feeder of MLTCP's ratio map (the `mltcp-feeder` binary): host-local knowledge only, as
 //! MLTCP needs. MLTCP is a peer baseline, not an mlcc policy: its rate logic is the BPF CC
-//! (`mlcc_bpf::mltcp`, F(r) scaling Reno's increase) plus the ratio computed here, so nothing
-//! of it lives in mlcc-core.
+//! (`mlcc_bpf::mltcp`, F(r) scaling Reno's or CUBIC's increase) plus the ratio computed here,
+//! so nothing of it lives in mlcc-core.
 //!
 //! Every slot the feeder reads the progress files of the host's training processes (the same
 //! files and checks as mlccd), finds each process's TCP connections in /proc, and writes for
@@ -129,7 +129,7 @@ mod tests {
         assert_eq!(ratio(&ring, &snap(750, 0, 0)), Some(0.5));
         let worker = header(Some(Arch::Ps), Role::Worker, 4, 1000);
         assert_eq!(iteration_bytes(&worker, &snap(0, 0, 0)), Some(1000));
-        // Nothing known: no ratio (the CC runs plain Reno), not a made-up one.
+        // Nothing known: no ratio (the CC runs its plain base), not a made-up one.
         let unknown = header(None, Role::Worker, 0, 0);
         assert_eq!(ratio(&unknown, &snap(10, 0, 0)), None);
         let sched = header(Some(Arch::Ps), Role::Scheduler, 4, 1000);

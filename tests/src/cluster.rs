@@ -603,7 +603,7 @@ impl Cluster {
             .map_err(|e| RunError::Setup(format!("CC name {name}: {e}")))?;
         self.pin_dir = Some(pin.clone());
         drop(
-            mlcc_bpf::mltcp::MltcpDatapath::load(&cc, &pin)
+            mlcc_bpf::mltcp::MltcpDatapath::load(&cc, mlcc_bpf::mltcp::Base::Reno, &pin)
                 .map_err(|e| RunError::Setup(format!("loading the MLTCP CC: {e}")))?,
         );
         self.mlcc_name = Some(name);

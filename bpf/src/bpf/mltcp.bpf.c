@@ -1,23 +1,32 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * MLTCP over Reno (Rajasekaran et al., HotNets'24, arXiv 2402.09589), a peer baseline.
+ * MLTCP (Rajasekaran et al., HotNets'24, arXiv 2402.09589) over Reno or CUBIC, a peer baseline.
  *
  * Each socket's congestion-window increase is scaled by F(r) = intercept + slope * r, where r is
  * the share of its iteration's bytes the socket's process has already sent: a flow further into
  * its communication phase grows faster, gets the larger share of a shared bottleneck, finishes
  * first, and co-located jobs drift into an interleaved schedule over a few iterations.
  *
- * The increase is the kernel's own Reno (tcp_reno_cong_avoid) fed F x acked segments instead of
- * acked, with the fraction carried to the next ACK: slow start grows by F segments per ACKed
- * segment (up to ssthresh), congestion avoidance by F segments per window. Loss, recovery and
- * undo are Reno's; the kernel's PRR runs because this is a cong_avoid CC, not cong_control.
+ * Two struct_ops CCs share everything but the base; the loader creates and registers one of
+ * them (libbpf then loads only that one's programs):
+ *
+ * - mltcp_cc, over Reno: the kernel's own tcp_reno_cong_avoid fed F x acked segments instead of
+ *   acked, with the fraction carried to the next ACK: slow start grows by F segments per ACKed
+ *   segment (up to ssthresh), congestion avoidance by F segments per window. Loss, recovery and
+ *   undo are Reno's; the kernel's PRR runs because this is a cong_avoid CC, not cong_control.
+ * - mltcp_cubic_cc, over CUBIC: the kernel's tcp_cubic through its kfuncs (init, ssthresh,
+ *   set_state, cwnd_event, pkts_acked: HyStart, the epoch, W_max, fast convergence all CUBIC's),
+ *   and cubictcp_cong_avoid fed F x acked the same way. CUBIC's target window is a function of
+ *   the time since the last loss, not of the ACKs: F scales how fast cwnd approaches the cubic
+ *   curve (tcp_cong_avoid_ai's F x acked / cnt per ACK, and the Reno-friendly estimate), not the
+ *   curve itself, and slow start F segments per ACKed segment as over Reno.
  *
  * r comes from mltcp_ratios, written every slot by the feeder (mlcc-scheduler's mltcp-feeder)
  * from host-local knowledge only; slope and intercept from mltcp_config, written at load from
  * mlcc_bpf::mltcp. A socket without a fresh ratio (none yet, or the feeder stopped) runs plain
- * Reno (F = 1).
+ * Reno or CUBIC (F = 1).
  *
- * GPL: the tcp_reno_* kfuncs are GPL-only.
+ * GPL: the tcp_reno_* and cubictcp_* kfuncs are GPL-only.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -60,14 +69,31 @@ extern void tcp_reno_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;
 extern __u32 tcp_reno_ssthresh(struct sock *sk) __ksym;
 extern __u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
 
+/* tcp_cubic's, registered for struct_ops by tcp_cubic.c. Weak: only mltcp_cubic_cc's programs
+ * call them, and the Reno CC loads without them (tcp_cubic a module not loaded, say). */
+extern void cubictcp_init(struct sock *sk) __ksym __weak;
+extern void cubictcp_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym __weak;
+extern __u32 cubictcp_recalc_ssthresh(struct sock *sk) __ksym __weak;
+extern void cubictcp_state(struct sock *sk, __u8 new_state) __ksym __weak;
+extern void cubictcp_cwnd_event(struct sock *sk, enum tcp_ca_event ev) __ksym __weak;
+extern void cubictcp_acked(struct sock *sk, const struct ack_sample *sample) __ksym __weak;
+
 /* Per-socket state in icsk_ca_priv: the fraction of a segment of increase not applied yet. */
 struct mltcp_ca {
 	__u32 carry_milli;
 };
 
+/* It sits at the end of icsk_ca_priv, clear of CUBIC's struct bictcp at its start (Reno keeps
+ * nothing there). vmlinux.h is the running kernel's when bpftool is there at build time, so the
+ * assertion checks this kernel's bictcp; the verifier refuses a write outside icsk_ca_priv. */
+#define CA_PRIV_SIZE sizeof(((struct inet_connection_sock *)0)->icsk_ca_priv)
+#define MLTCP_CA_OFFSET (CA_PRIV_SIZE - sizeof(struct mltcp_ca))
+_Static_assert(sizeof(struct bictcp) <= MLTCP_CA_OFFSET,
+	       "MLTCP's per-socket state would overlap CUBIC's in icsk_ca_priv");
+
 static __always_inline struct mltcp_ca *ca_of(struct sock *sk)
 {
-	return (struct mltcp_ca *)inet_csk(sk)->icsk_ca_priv;
+	return (struct mltcp_ca *)((char *)inet_csk(sk)->icsk_ca_priv + MLTCP_CA_OFFSET);
 }
 
 static __always_inline void note_socket(struct sock *sk, const struct mlcc_sock_key *key,
@@ -110,8 +136,7 @@ static __always_inline __u32 f_of(const struct mlcc_sock_key *key)
 	return cfg->intercept_milli + (__u32)((__u64)cfg->slope_milli * ppm / MLTCP_RATIO_ONE);
 }
 
-SEC("struct_ops")
-void BPF_PROG(mltcp_init, struct sock *sk)
+static __always_inline void start_socket(struct sock *sk)
 {
 	struct mlcc_sock_key key;
 
@@ -120,21 +145,41 @@ void BPF_PROG(mltcp_init, struct sock *sk)
 	note_socket(sk, &key, MLTCP_F_ONE);
 }
 
-SEC("struct_ops")
-void BPF_PROG(mltcp_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
+/* The base's cong_avoid fed F x acked segments, the fraction carried to the next ACK. `cubic`
+ * is a constant in each caller, so each program calls one base's kfunc only. */
+static __always_inline void scaled_cong_avoid(struct sock *sk, __u32 ack, __u32 acked, bool cubic)
 {
 	struct mltcp_ca *ca = ca_of(sk);
 	struct mlcc_sock_key key;
-	__u32 f_milli;
+	__u32 f_milli, n;
 	__u64 scaled;
 
 	sock_key(sk, &key);
 	f_milli = f_of(&key);
 	scaled = (__u64)acked * f_milli + ca->carry_milli;
 	ca->carry_milli = scaled % MLTCP_F_ONE;
-	if (scaled >= MLTCP_F_ONE)
-		tcp_reno_cong_avoid(sk, ack, (__u32)(scaled / MLTCP_F_ONE));
+	n = (__u32)(scaled / MLTCP_F_ONE);
+	if (n) {
+		if (cubic)
+			cubictcp_cong_avoid(sk, ack, n);
+		else
+			tcp_reno_cong_avoid(sk, ack, n);
+	}
 	note_socket(sk, &key, f_milli);
+}
+
+/* Over Reno. */
+
+SEC("struct_ops")
+void BPF_PROG(mltcp_init, struct sock *sk)
+{
+	start_socket(sk);
+}
+
+SEC("struct_ops")
+void BPF_PROG(mltcp_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
+{
+	scaled_cong_avoid(sk, ack, acked, false);
 }
 
 SEC("struct_ops")
@@ -143,13 +188,15 @@ __u32 BPF_PROG(mltcp_ssthresh, struct sock *sk)
 	return tcp_reno_ssthresh(sk);
 }
 
+/* Both bases' (the kernel's CUBIC undoes with Reno's too). */
 SEC("struct_ops")
 __u32 BPF_PROG(mltcp_undo_cwnd, struct sock *sk)
 {
 	return tcp_reno_undo_cwnd(sk);
 }
 
-/* The ratio goes with the socket: a later socket reusing the 4-tuple starts without one. */
+/* Both bases': the ratio goes with the socket, so a later socket reusing the 4-tuple starts
+ * without one. */
 SEC("struct_ops")
 void BPF_PROG(mltcp_release, struct sock *sk)
 {
@@ -160,6 +207,46 @@ void BPF_PROG(mltcp_release, struct sock *sk)
 	bpf_map_delete_elem(&mltcp_ratios, &key);
 }
 
+/* Over CUBIC. */
+
+SEC("struct_ops")
+void BPF_PROG(mltcp_cubic_init, struct sock *sk)
+{
+	cubictcp_init(sk);
+	start_socket(sk);
+}
+
+SEC("struct_ops")
+void BPF_PROG(mltcp_cubic_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
+{
+	scaled_cong_avoid(sk, ack, acked, true);
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(mltcp_cubic_ssthresh, struct sock *sk)
+{
+	return cubictcp_recalc_ssthresh(sk);
+}
+
+SEC("struct_ops")
+void BPF_PROG(mltcp_cubic_set_state, struct sock *sk, __u8 new_state)
+{
+	cubictcp_state(sk, new_state);
+}
+
+SEC("struct_ops")
+void BPF_PROG(mltcp_cubic_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
+{
+	cubictcp_cwnd_event(sk, ev);
+}
+
+SEC("struct_ops")
+void BPF_PROG(mltcp_cubic_acked, struct sock *sk, const struct ack_sample *sample)
+{
+	cubictcp_acked(sk, sample);
+}
+
+/* The loader names the one it registers and leaves the other uncreated. */
 SEC(".struct_ops.link")
 struct tcp_congestion_ops mltcp_cc = {
 	.init = (void *)mltcp_init,
@@ -168,4 +255,17 @@ struct tcp_congestion_ops mltcp_cc = {
 	.undo_cwnd = (void *)mltcp_undo_cwnd,
 	.release = (void *)mltcp_release,
 	.name = "mltcp",
+};
+
+SEC(".struct_ops.link")
+struct tcp_congestion_ops mltcp_cubic_cc = {
+	.init = (void *)mltcp_cubic_init,
+	.cong_avoid = (void *)mltcp_cubic_cong_avoid,
+	.ssthresh = (void *)mltcp_cubic_ssthresh,
+	.set_state = (void *)mltcp_cubic_set_state,
+	.cwnd_event = (void *)mltcp_cubic_cwnd_event,
+	.pkts_acked = (void *)mltcp_cubic_acked,
+	.undo_cwnd = (void *)mltcp_undo_cwnd,
+	.release = (void *)mltcp_release,
+	.name = "mltcp_cubic",
 };

@@ -28,7 +28,8 @@ struct Cli {
     /// How often the ratios are rewritten.
     #[arg(long, default_value = "10ms", value_parser = parse_duration)]
     interval: Duration,
-    /// A ratio not rewritten for this many intervals expires and the socket runs plain Reno.
+    /// A ratio not rewritten for this many intervals expires and the socket runs the CC's plain
+    /// base (Reno or CUBIC).
     #[arg(long, default_value_t = 3)]
     ttl_intervals: u32,
 }
@@ -62,7 +63,8 @@ fn main() -> ExitCode {
     );
     let (mut last_fed, mut last_log) = (0, Instant::now());
     let mut next = Instant::now();
-    // SIGTERM ends it; the ratios it wrote expire after --ttl-intervals and sockets run Reno.
+    // SIGTERM ends it; the ratios it wrote expire after --ttl-intervals and sockets run the
+    // plain base.
     loop {
         next += cli.interval;
         if let Err(e) = progress.poll() {
