@@ -116,10 +116,14 @@ pub enum Cc {
         args: Vec<String>,
         rto_floor: mlcc_bpf::RtoFloor,
     },
-    /// MLTCP over Reno (`mlcc_bpf::mltcp`), the peer baseline: its BPF CC registered once for
-    /// the run, the trainers' sockets on it through their progress files, and an
-    /// `mltcp-feeder` per host writing each socket's ratio every 5 ms. `name` is `mltcp`.
-    Mltcp { name: String },
+    /// MLTCP (`mlcc_bpf::mltcp`), the peer baseline: its BPF CC over `base` registered once
+    /// for the run, the trainers' sockets on it through their progress files, and an
+    /// `mltcp-feeder` per host writing each socket's ratio every 5 ms. `name` is what the user
+    /// wrote: `mltcp` (over Reno), `mltcp/reno` or `mltcp/cubic`.
+    Mltcp {
+        name: String,
+        base: mlcc_bpf::mltcp::Base,
+    },
     /// Each job of the scenario alone on its hosts, arriving at time 0, under this kernel CC
     /// and without cross traffic or faults: the lower bound on what contention leaves.
     Isolated(String),
@@ -183,12 +187,18 @@ impl Cc {
                 }),
                 Some(_) => Err(format!("{s:?}: say cassini or cassini/<kernel CC>")),
             },
-            "mltcp" => match parts.next() {
-                None => Ok(Cc::Mltcp {
+            "mltcp" => {
+                let base = match (parts.next(), parts.next()) {
+                    (None, _) => Ok(mlcc_bpf::mltcp::Base::Reno),
+                    (Some(b), None) => b.parse().map_err(|_| ()),
+                    (Some(_), Some(_)) => Err(()),
+                }
+                .map_err(|()| format!("{s:?}: say mltcp, mltcp/reno or mltcp/cubic"))?;
+                Ok(Cc::Mltcp {
                     name: s.to_string(),
-                }),
-                Some(_) => Err(format!("{s:?}: mltcp takes no options")),
-            },
+                    base,
+                })
+            }
             "isolated" => match parts.next() {
                 None => Ok(Cc::Isolated("cubic".into())),
                 Some(k) if kernel(k) && parts.next().is_none() => Ok(Cc::Isolated(k.into())),
@@ -231,7 +241,7 @@ impl Cc {
         match self {
             Cc::Kernel { name, .. } => name,
             Cc::Mlcc { name, .. } => name,
-            Cc::Mltcp { name } => name,
+            Cc::Mltcp { name, .. } => name,
             Cc::Isolated(_) => "isolated",
         }
     }
@@ -396,8 +406,8 @@ impl Cluster {
             let args = args.clone();
             c.start_mlcc(scn, bins, run, &args)?;
         }
-        if let Cc::Mltcp { .. } = &cc {
-            c.start_mltcp(scn, bins, run)?;
+        if let Cc::Mltcp { base, .. } = &cc {
+            c.start_mltcp(scn, bins, run, *base)?;
         }
         Ok(c)
     }
@@ -594,16 +604,26 @@ impl Cluster {
         Ok(())
     }
 
-    /// Registers the MLTCP CC for this run and starts a ratio feeder in every host, each
-    /// reading only its own host's progress files and sockets.
-    fn start_mltcp(&mut self, scn: &Scenario, bins: &Binaries, run: &str) -> Result<(), RunError> {
-        let name = format!("mltcp_tb{run}");
+    /// Registers the MLTCP CC over `base` for this run and starts a ratio feeder in every
+    /// host, each reading only its own host's progress files and sockets.
+    fn start_mltcp(
+        &mut self,
+        scn: &Scenario,
+        bins: &Binaries,
+        run: &str,
+        base: mlcc_bpf::mltcp::Base,
+    ) -> Result<(), RunError> {
+        // `mltcp_tb` + the run's id over Reno, `mltcpc_tb` + it over CUBIC (15 bytes at most).
+        let name = match base {
+            mlcc_bpf::mltcp::Base::Reno => format!("mltcp_tb{run}"),
+            mlcc_bpf::mltcp::Base::Cubic => format!("mltcpc_tb{run}"),
+        };
         let pin = PathBuf::from(format!("/sys/fs/bpf/{PREFIX}{run}"));
         let cc = mlcc_bpf::CcName::new(&name)
             .map_err(|e| RunError::Setup(format!("CC name {name}: {e}")))?;
         self.pin_dir = Some(pin.clone());
         drop(
-            mlcc_bpf::mltcp::MltcpDatapath::load(&cc, mlcc_bpf::mltcp::Base::Reno, &pin)
+            mlcc_bpf::mltcp::MltcpDatapath::load(&cc, base, &pin)
                 .map_err(|e| RunError::Setup(format!("loading the MLTCP CC: {e}")))?,
         );
         self.mlcc_name = Some(name);
@@ -1755,14 +1775,23 @@ mod tests {
         assert!(m.is_mlcc() && Cc::parse("mlcc").unwrap().is_mlcc());
         assert_eq!(Cc::parse("isolated"), Ok(Cc::Isolated("cubic".into())));
         assert_eq!(Cc::parse("isolated/bbr").unwrap().name(), "isolated");
-        let mltcp = Cc::parse("mltcp").unwrap();
-        assert_eq!(
-            mltcp,
-            Cc::Mltcp {
-                name: "mltcp".into()
-            }
-        );
-        assert!(!mltcp.is_mlcc() && mltcp.uses_progress_files());
+        use mlcc_bpf::mltcp::Base;
+        for (spec, base) in [
+            ("mltcp", Base::Reno),
+            ("mltcp/reno", Base::Reno),
+            ("mltcp/cubic", Base::Cubic),
+        ] {
+            let mltcp = Cc::parse(spec).unwrap();
+            assert_eq!(
+                mltcp,
+                Cc::Mltcp {
+                    name: spec.into(),
+                    base
+                }
+            );
+            assert!(!mltcp.is_mlcc() && mltcp.uses_progress_files());
+        }
+        assert_eq!(Cc::parse("mltcp/cubic").unwrap().file_name(), "mltcp+cubic");
         assert!(Cc::parse("mlcc").unwrap().uses_progress_files());
         assert!(!Cc::parse("cubic").unwrap().uses_progress_files());
         for bad in [
@@ -1771,6 +1800,10 @@ mod tests {
             "isolated/bbr/x",
             "cubic/x",
             "mltcp/slope=2",
+            "mltcp/bbr",
+            "mltcp/",
+            "mltcp/cubic/reno",
+            "cubic/mltcp",
             "",
             "a b",
         ] {

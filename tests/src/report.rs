@@ -508,11 +508,14 @@ mod tests {
                 run("mlcc", &[9.0, 10.0]),
                 run("isolated", &[6.0, 8.0]),
                 run("mltcp", &[9.0, 9.0]),
+                run("mltcp/cubic", &[7.0, 7.0]),
                 run("cassini/bbr", &[9.0, 9.0]),
             ],
         );
         assert_eq!(s.best_tcp.as_deref(), Some("bbr"));
         assert!(is_tcp("cubic/rto_floor=10ms") && !is_tcp("cassini") && !is_tcp("mltcp"));
+        // MLTCP over CUBIC is a peer, not the kernel's cubic.
+        assert!(!is_tcp("mltcp/cubic") && !is_tcp("mltcp/reno"));
         assert_eq!(s.isolated_mean_jct_s, Some(7.0));
         let row = |cc: &str| s.ccs.iter().find(|c| c.cc == cc).unwrap();
         // bbr 11, mlcc 9.5, isolated 7: mlcc wins back (11 - 9.5) / (11 - 7) of contention.

@@ -1,7 +1,7 @@
 //! End to end, as root: the `smoke` scenario under reno, under mlcc (namespaces, shaped
 //! links, mlcc-switchd, one mlccd per host on the real BPF datapath, ring and PS trainers,
-//! iperf3 cross traffic) and under the peer baseline MLTCP (its BPF CC, one mltcp-feeder per
-//! host). Asserts completion, byte-for-byte integrity, that the sockets ran the
+//! iperf3 cross traffic) and under the peer baseline MLTCP over Reno and over CUBIC (its BPF
+//! CC, one mltcp-feeder per host). Asserts completion, byte-for-byte integrity, that the sockets ran the
 //! CC under test, and that nothing is left behind — not the speed-up, which needs longer runs
 //! (README: `scripts/demo.sh`).
 
@@ -87,7 +87,7 @@ fn smoke_scenario_runs_under_reno_mlcc_mltcp_and_isolated_and_leaves_nothing() {
             "--scenario",
             "smoke",
             "--cc",
-            "reno,mlcc,mltcp,isolated/reno",
+            "reno,mlcc,mltcp,mltcp/cubic,isolated/reno",
             "--out",
         ])
         .arg(&out)
@@ -109,7 +109,7 @@ fn smoke_scenario_runs_under_reno_mlcc_mltcp_and_isolated_and_leaves_nothing() {
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
     let ccs = s["ccs"].as_array().unwrap();
-    assert_eq!(ccs.len(), 4);
+    assert_eq!(ccs.len(), 5);
     // Every job alone on its hosts: the lower bound beside each CC, and how much of what
     // contention costs under reno mlcc won back.
     assert!(s["isolated_mean_jct_s"].as_f64().unwrap() > 0.0);
@@ -143,9 +143,13 @@ fn smoke_scenario_runs_under_reno_mlcc_mltcp_and_isolated_and_leaves_nothing() {
                     assert_eq!(socket_cc, "reno");
                     assert_eq!(j["progress_files"], false);
                 }
-                // Both BPF CCs are registered per run under a unique name.
+                // The BPF CCs are registered per run under a unique name.
                 _ => {
-                    let prefix = if cc == "mltcp" { "mltcp_tb" } else { "mlcc_tb" };
+                    let prefix = match cc {
+                        "mltcp" => "mltcp_tb",
+                        "mltcp/cubic" => "mltcpc_tb",
+                        _ => "mlcc_tb",
+                    };
                     assert!(
                         socket_cc.starts_with(prefix),
                         "{cc}: {name} ran on {socket_cc}"
@@ -166,35 +170,38 @@ fn smoke_scenario_runs_under_reno_mlcc_mltcp_and_isolated_and_leaves_nothing() {
             );
         }
     }
-    // The feeders found the trainers' sockets on the MLTCP CC and fed them.
-    let logs = dir.join("rep1").join("mltcp").join("logs");
-    let fed = std::fs::read_dir(&logs)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("mltcp-feeder-"))
-        .flat_map(|e| {
-            std::fs::read_to_string(e.path())
-                .unwrap()
-                .lines()
-                .filter_map(|l| {
-                    let (_, rest) = l.split_once(" processes, ")?;
-                    rest.split_once(" sockets fed")?.0.parse::<u32>().ok()
-                })
-                .collect::<Vec<_>>()
-        })
-        .max()
-        .unwrap_or(0);
-    assert!(
-        fed > 0,
-        "no mltcp-feeder fed a socket (logs in {})",
-        logs.display()
-    );
+    // The feeders found the trainers' sockets on each MLTCP CC and fed them.
+    for cc in ["mltcp", "mltcp+cubic"] {
+        let logs = dir.join("rep1").join(cc).join("logs");
+        let fed = std::fs::read_dir(&logs)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("mltcp-feeder-"))
+            .flat_map(|e| {
+                std::fs::read_to_string(e.path())
+                    .unwrap()
+                    .lines()
+                    .filter_map(|l| {
+                        let (_, rest) = l.split_once(" processes, ")?;
+                        rest.split_once(" sockets fed")?.0.parse::<u32>().ok()
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .max()
+            .unwrap_or(0);
+        assert!(
+            fed > 0,
+            "no mltcp-feeder fed a socket (logs in {})",
+            logs.display()
+        );
+    }
     for f in [
         "summary.md",
         "jct.svg",
         "bandwidth-reno.svg",
         "bandwidth-mlcc.svg",
         "bandwidth-mltcp.svg",
+        "bandwidth-mltcp+cubic.svg",
     ] {
         assert!(dir.join(f).exists(), "{f} missing");
     }

@@ -63,7 +63,8 @@ enum Cmd {
         /// variant `mlcc/key=value/...` (mlccd options as in mlcc-sim's variants: eta, rank,
         /// mode, policy, or a rule NAME=on|off; `rto_floor=10ms|kernel` sets the datapath's
         /// RTO floor), a kernel CC with mlcc's RTO floor (`cubic/rto_floor=10ms`), `mltcp`
-        /// (the MLTCP peer baseline: its BPF CC over Reno and a ratio feeder per host), or
+        /// (the MLTCP peer baseline: its BPF CC over Reno and a ratio feeder per host) or
+        /// `mltcp/cubic` (the same over the kernel's CUBIC; `mltcp/reno` is `mltcp`), or
         /// `isolated[/<kernel CC>]` (every job alone on its hosts under cubic or the CC named,
         /// no cross traffic: the lower bound), or `cassini[/<kernel CC>]` (Cassini: each job's
         /// start held back by the time shift mlcc-sim's `cassini` gives it on this scenario,
