@@ -28,13 +28,15 @@ pub struct PeerProgress {
 
 impl PeerProgress {
     /// Where the flow will be at the end of slot `slot`, as far as the report tells: F, moved
-    /// on by the next slot's booking when `project` and the report is from the slot before.
-    pub fn expected_at_end_of(&self, slot: Slot, tau_secs: f64, project: bool) -> f64 {
+    /// on by the next slot's booking (over a slot of `project` seconds) when the report is
+    /// from the slot before; F alone without `project`.
+    pub fn expected_at_end_of(&self, slot: Slot, project: Option<f64>) -> f64 {
         let from = self.reported_in.unwrap_or(self.seen);
-        if project && slot.since(from) == Some(1) && self.next_rate.is_finite() {
-            self.finish + self.next_rate.max(0.0) * tau_secs
-        } else {
-            self.finish
+        match project {
+            Some(tau) if slot.since(from) == Some(1) && self.next_rate.is_finite() => {
+                self.finish + self.next_rate.max(0.0) * tau
+            }
+            _ => self.finish,
         }
     }
 }
@@ -49,6 +51,7 @@ pub(crate) fn dependency(
     upstream: &[PeerProgress],
     slot: Slot,
     stale_slots: u64,
+    // Some(τ): judge reports by where their flows will be at the end of `slot`.
     project: Option<f64>,
 ) -> Dependency {
     let values: Vec<f64> = upstream
@@ -56,7 +59,7 @@ pub(crate) fn dependency(
         .filter(|p| {
             p.iteration == iteration && slot.since(p.seen).is_some_and(|d| d <= stale_slots)
         })
-        .map(|p| p.expected_at_end_of(slot, project.unwrap_or(0.0), project.is_some()))
+        .map(|p| p.expected_at_end_of(slot, project))
         .collect();
     if values.is_empty() {
         return Dependency::None;
@@ -94,15 +97,15 @@ mod tests {
     fn a_report_from_the_slot_before_is_moved_on_by_its_next_booking() {
         let mut r = p(10.0, 3, 9);
         r.next_rate = 100.0;
-        assert_eq!(r.expected_at_end_of(Slot(10), 0.5, true), 60.0);
-        assert_eq!(r.expected_at_end_of(Slot(10), 0.5, false), 10.0);
+        assert_eq!(r.expected_at_end_of(Slot(10), Some(0.5)), 60.0);
+        assert_eq!(r.expected_at_end_of(Slot(10), None), 10.0);
         // Older, or already of this slot: F as reported.
-        assert_eq!(r.expected_at_end_of(Slot(11), 0.5, true), 10.0);
+        assert_eq!(r.expected_at_end_of(Slot(11), Some(0.5)), 10.0);
         r.reported_in = Some(Slot(10));
-        assert_eq!(r.expected_at_end_of(Slot(10), 0.5, true), 10.0);
+        assert_eq!(r.expected_at_end_of(Slot(10), Some(0.5)), 10.0);
         r.next_rate = f64::NAN;
         r.reported_in = None;
-        assert_eq!(r.expected_at_end_of(Slot(10), 0.5, true), 10.0);
+        assert_eq!(r.expected_at_end_of(Slot(10), Some(0.5)), 10.0);
     }
 
     #[test]

@@ -123,8 +123,9 @@ impl HostPolicy {
     /// unacknowledged while its iteration is not over. Such a flow books nothing — its
     /// bookings would only keep others off links it cannot use (measured on the testbed: a PS
     /// server's broadcast booked two downlinks at line rate for seconds while it waited) —
-    /// and is paced at what its path has free, so bytes that arrive mid-slot leave at once.
-    pub fn is_idle(&self, f: &FlowObs) -> bool {
+    /// and is paced at what its path has free, so bytes that arrive mid-slot leave at once
+    /// (a broadcast whose pushes will deliver data this slot is not: [`Self::expects_data`]).
+    fn is_idle(&self, f: &FlowObs) -> bool {
         self.cfg.is_idle(f.remaining_bytes, f.app_backlog)
     }
 
@@ -143,14 +144,11 @@ impl HostPolicy {
             && f.remaining_bytes <= super::FLUSH_TAIL_SHARE * rate * tau
     }
 
-    /// Whether a broadcast flow's aggregation will have delivered it, by the end of this slot,
-    /// at least `idle_backlog` bytes beyond what it has sent and holds: data arrives during
-    /// the slot, so the flow is not idle.
+    /// Whether a broadcast flow's aggregation (`dep`, its Alg. 2 dependency) will have
+    /// delivered it, by the end of this slot, at least `idle_backlog` bytes beyond what it has
+    /// sent and holds: data arrives during the slot, so the flow is not idle.
     fn expects_data(f: &FlowObs, dep: &Dependency, idle_backlog: f64) -> bool {
-        let Some(target) = dep
-            .target()
-            .filter(|_| matches!(dep, Dependency::Broadcast { .. }))
-        else {
+        let Some(target) = dep.target() else {
             return false;
         };
         let can_send = target.min(f.sent_bytes + f.remaining_bytes);
