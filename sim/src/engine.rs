@@ -50,7 +50,8 @@ pub struct RunStats {
     pub bytes_expected: f64,
     /// Bytes flows held (could have sent) but were not given while every link of their path
     /// had room left after the slot: capacity a policy left idle. Near 0 for a
-    /// work-conserving policy (a broadcast's sendable is an upper bound, so not exactly 0).
+    /// work-conserving policy. A broadcast counts what its aggregation had delivered by the end
+    /// of the slot (an upper bound: some of it arrived too late to leave in the slot).
     pub idle_capacity_bytes: f64,
     /// Bytes that flows tried to send beyond what an overbooked link carried.
     pub overbooked_bytes: f64,
@@ -338,7 +339,18 @@ impl<'t> Engine<'t> {
                 self.stats.overbooked_bytes += (wanted - moved).max(0.0);
                 continue;
             }
-            let short = self.sendable[i] - moved;
+            let mut short = self.sendable[i] - moved;
+            // `sendable` bounds a broadcast by its pushes running at their path's rate all
+            // slot; where they actually were at its end is known now.
+            if f.role == mlcc_core::flow::FlowRole::Bcast {
+                let j = &self.jobs[r.job as usize];
+                let frac = f
+                    .upstream
+                    .iter()
+                    .map(|&a| (j.flows[a].sent / j.flows[a].bytes.max(1.0)).min(1.0))
+                    .fold(1.0, f64::min);
+                short = short.min((frac * f.bytes).min(f.bytes) - f.sent);
+            }
             if short <= crate::model::BYTE_EPSILON {
                 continue;
             }

@@ -1,6 +1,6 @@
 //! The simulator runs every testbed scenario file as the testbed does (same hosts, links, bytes,
-//! compute times, slots): every job finishes with every byte delivered, and no policy beats a
-//! job's isolated bound.
+//! compute times, slots): every job finishes with every byte delivered, no policy beats a
+//! job's isolated bound, and fair sharing leaves no capacity idle.
 
 use mlcc_core::routing::Routes;
 use mlcc_sim::run::run_policy;
@@ -32,6 +32,17 @@ fn every_testbed_scenario_simulates_and_isolated_bounds_every_job() {
                 r.stats.bytes_delivered,
                 r.stats.bytes_expected
             );
+            // Fair sharing is work-conserving: it leaves no capacity idle that a flow could
+            // have used, broadcasts waiting on their pushes included (each bounded by where
+            // its pushes were at the end of the slot).
+            if policy == "fair" {
+                assert!(
+                    r.stats.idle_capacity_bytes < 1e3,
+                    "{} fair: {} B idle",
+                    scn.name,
+                    r.stats.idle_capacity_bytes
+                );
+            }
             for (j, b) in r.jobs.iter().zip(&iso.jobs) {
                 // The hosts are the scenario's, not a placement's.
                 assert_eq!(j.hosts, b.hosts);
