@@ -76,6 +76,13 @@ pub struct FlowState {
     prev_retransmits: HashMap<SocketKey, u32>,
     #[serde(skip)]
     baseline: HashMap<SocketKey, u64>,
+    /// Each socket's acked count where this iteration began, as first taken: what the
+    /// process's bytes are split over its groups by. Unlike `baseline` it is never re-anchored:
+    /// a split that moved with the baselines it corrects chased itself, and two groups of one
+    /// PS worker swapped 8 % of their bytes every slot, each in turn looking unfinished
+    /// (testbed `paper-small-no-cross`, a ResNet50 worker's pushes).
+    #[serde(skip)]
+    split_basis: HashMap<SocketKey, u64>,
     #[serde(skip)]
     prev_acked: Option<u64>,
     /// The progress file's enqueued bytes (this iteration, this flow's share) last slot.
@@ -367,14 +374,19 @@ impl HostScheduler {
                     .collect::<Vec<_>>(),
             );
             let s = &p.snapshot;
-            let handed = self.handed_over(
+            // One split for what the iteration will move and what it has handed over, so a
+            // group whose share is all sent is done.
+            let parts = self.split(
                 s.iteration,
                 s.last_iteration_bytes > 0,
-                s.sent_this_iteration() as f64,
                 &ids,
                 &keys,
                 &carried,
             );
+            let handed: Vec<f64> = parts
+                .iter()
+                .map(|w| s.sent_this_iteration() as f64 * w)
+                .collect();
             let s = &p.snapshot;
             let m = h.model_bytes as f64;
             let world = h.world_size as f64;
@@ -411,7 +423,7 @@ impl HostScheduler {
             for (((remote, (sockets, conns)), id), (w, handed)) in groups
                 .into_iter()
                 .zip(ids)
-                .zip(carried.into_iter().zip(handed))
+                .zip(parts.into_iter().zip(handed))
             {
                 contribs
                     .entry(id)
@@ -594,9 +606,9 @@ impl HostScheduler {
         req
     }
 
-    /// What one process has handed over this iteration (`handed`, its progress file's count)
-    /// as its flow groups (`ids`, their sockets `keys`) hold it: each group the share of it
-    /// that its sockets carried before this iteration, once a whole iteration is behind
+    /// How one process's bytes of this iteration — what it will move and what it has handed
+    /// over (its progress file's counts) — split over its flow groups (`ids`, their sockets
+    /// `keys`): each group the share that its sockets carried before this iteration, once a whole iteration is behind
     /// (`settled`) and every group's baselines are this iteration's; otherwise (the first
     /// iteration, a group first seen, an iteration just begun, no datapath counters) `carried`,
     /// its share of what its sockets carried since they opened. A group whose sockets carry
@@ -606,16 +618,15 @@ impl HostScheduler {
     /// yet over the groups (by what each had due, or over those whose sockets moved) coupled
     /// them, so one group's counting error (a baseline off by a tail) took another's backlog,
     /// and paper-small's ResNet50 PS job ran 7-12 % slower.
-    fn handed_over(
+    fn split(
         &self,
         iteration: u64,
         settled: bool,
-        handed: f64,
         ids: &[FlowId],
         keys: &[&[SocketKey]],
         carried: &[f64],
     ) -> Vec<f64> {
-        let by_carried = || carried.iter().map(|w| handed * w).collect();
+        let by_carried = || carried.to_vec();
         if !settled {
             return by_carried();
         }
@@ -629,14 +640,14 @@ impl HostScheduler {
             }
             let mut b = 0u64;
             for k in keys.iter() {
-                let Some(&base) = f.baseline.get(k) else {
+                let Some(&base) = f.split_basis.get(k) else {
                     return by_carried();
                 };
                 b = b.saturating_add(base);
             }
             before.push(Some(b));
         }
-        shares(&before).iter().map(|w| handed * w).collect()
+        shares(&before)
     }
 
     fn update_flow(
@@ -694,6 +705,7 @@ impl HostScheduler {
                     queue_loss: 0,
                     prev_retransmits: HashMap::new(),
                     baseline: HashMap::new(),
+                    split_basis: HashMap::new(),
                     prev_acked: None,
                     prev_enqueued: None,
                     prev_counts: HashMap::new(),
@@ -739,14 +751,17 @@ impl HostScheduler {
                 f.baseline
                     .insert(*k, iteration_baseline(b, a, last, now_enqueued));
             }
+            f.split_basis = f.baseline.clone();
         }
         // Sockets first seen mid-iteration count from now on.
         for k in &spec.sockets {
             if let Some(a) = acked(k) {
                 f.baseline.entry(*k).or_insert(a);
+                f.split_basis.entry(*k).or_insert(a);
             }
         }
         f.baseline.retain(|k, _| spec.sockets.contains(k));
+        f.split_basis.retain(|k, _| spec.sockets.contains(k));
         f.sockets = spec.sockets;
         f.prev_retransmits.retain(|k, _| f.sockets.contains(k));
         for k in &f.sockets {
