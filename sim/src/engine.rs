@@ -341,15 +341,9 @@ impl<'t> Engine<'t> {
             }
             let mut short = self.sendable[i] - moved;
             // `sendable` bounds a broadcast by its pushes running at their path's rate all
-            // slot; where they actually were at its end is known now.
+            // slot; what it holds now is where they actually were at its end.
             if f.role == mlcc_core::flow::FlowRole::Bcast {
-                let j = &self.jobs[r.job as usize];
-                let frac = f
-                    .upstream
-                    .iter()
-                    .map(|&a| (j.flows[a].sent / j.flows[a].bytes.max(1.0)).min(1.0))
-                    .fold(1.0, f64::min);
-                short = short.min((frac * f.bytes).min(f.bytes) - f.sent);
+                short = short.min(physics::held(&self.jobs[r.job as usize], f));
             }
             if short <= crate::model::BYTE_EPSILON {
                 continue;

@@ -383,11 +383,8 @@ impl HostScheduler {
                 &keys,
                 &carried,
             );
-            let handed: Vec<f64> = parts
-                .iter()
-                .map(|w| s.sent_this_iteration() as f64 * w)
-                .collect();
-            let s = &p.snapshot;
+            let sent = s.sent_this_iteration() as f64;
+            let handed: Vec<f64> = parts.iter().map(|w| sent * w).collect();
             let m = h.model_bytes as f64;
             let world = h.world_size as f64;
             // What the process moves in an iteration, and how that splits over its groups.
@@ -608,10 +605,10 @@ impl HostScheduler {
 
     /// How one process's bytes of this iteration — what it will move and what it has handed
     /// over (its progress file's counts) — split over its flow groups (`ids`, their sockets
-    /// `keys`): each group the share that its sockets carried before this iteration, once a whole iteration is behind
-    /// (`settled`) and every group's baselines are this iteration's; otherwise (the first
-    /// iteration, a group first seen, an iteration just begun, no datapath counters) `carried`,
-    /// its share of what its sockets carried since they opened. A group whose sockets carry
+    /// `keys`): each group the share that its sockets carried before this iteration, once a
+    /// whole iteration is behind (`settled`) and every group's split basis is this iteration's;
+    /// otherwise (the first iteration, a group first seen, an iteration just begun, no datapath
+    /// counters) `carried`, its share of what its sockets carried since they opened. A group whose sockets carry
     /// next to nothing — PS-Lite's connections to and from its scheduler — holds next to none.
     ///
     /// Each group's share is its own, not what the others leave: splitting what is not acked
