@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use mlcc_core::host::{
-    Answer, Booking, Degraded, Enforce, FlowObs, HostPolicy, LinkObs, PeerProgress, PolicyConfig,
-    RankRule,
+    Answer, Booking, Degraded, Enforce, FlowObs, HostPolicy, LINK_HEADROOM_SHARE, LinkObs,
+    PeerProgress, PolicyConfig, RankRule,
 };
 use mlcc_core::topology::{LinkId, Topology, TopologyBuilder};
 use mlcc_core::units::BytesPerSec;
@@ -13,6 +13,8 @@ use mlcc_core::{FeedbackMode, FlowId, FlowRole, Slot, SlotConfig};
 
 /// 100 MB/s links: 6 MB per 60 ms slot.
 const CAP: f64 = 100e6;
+/// What the policy plans of a link: its capacity less the headroom it leaves for rate floors.
+const USABLE: f64 = CAP * (1.0 - LINK_HEADROOM_SHARE);
 const MB: f64 = 1e6;
 const TAU: f64 = 0.06;
 
@@ -81,7 +83,7 @@ fn an_idle_flow_books_nothing_and_paces_into_what_is_free() {
     let on = one(cfg(), 1, &f);
     assert!(on.idle);
     assert!(on.booking.is_withdraw(), "{:?}", on.booking);
-    assert_eq!(paced(on.enforce), CAP);
+    assert_eq!(paced(on.enforce), USABLE);
     let off = one(without("idle"), 1, &f);
     assert!(!off.idle);
     match &off.booking {
@@ -133,8 +135,8 @@ fn b_f_learns_from_a_slot_where_data_waited_at_both_ends_and_the_path_held_it() 
         p.step(Slot(2), std::slice::from_ref(&f)).flows.remove(0)
     };
     // 0.3 × 1.25 is below the floor of half the path.
-    assert_eq!(run(cfg()).decision.achievable, 0.5 * CAP);
-    assert_eq!(run(without("delivery-samples")).decision.achievable, CAP);
+    assert_eq!(run(cfg()).decision.achievable, 0.5 * USABLE);
+    assert_eq!(run(without("delivery-samples")).decision.achievable, USABLE);
     // Where the data did not wait (under a flow in flight's worth), the application, not the
     // path, held the flow back: the slot teaches B_f nothing.
     let mut unknown = f.clone();
@@ -146,7 +148,7 @@ fn b_f_learns_from_a_slot_where_data_waited_at_both_ends_and_the_path_held_it() 
         .step(Slot(2), std::slice::from_ref(&unknown))
         .flows
         .remove(0);
-    assert_eq!(d.decision.achievable, CAP);
+    assert_eq!(d.decision.achievable, USABLE);
 }
 
 #[test]
@@ -159,12 +161,12 @@ fn a_jobs_flows_from_one_host_split_the_uplink_by_what_they_have_left() {
     let on = HostPolicy::new(cfg()).step(Slot(1), &flows);
     let (a, b) = (on.flows[0].decision.rate, on.flows[1].decision.rate);
     assert!(
-        (a - 0.75 * CAP).abs() < 1.0 && (b - 0.25 * CAP).abs() < 1.0,
+        (a - 0.75 * USABLE).abs() < 1.0 && (b - 0.25 * USABLE).abs() < 1.0,
         "{a} {b}"
     );
     let off = HostPolicy::new(without("split-uplink")).step(Slot(1), &flows);
     // One after the other: the first takes the uplink, the second waits a slot.
-    assert_eq!(off.flows[0].decision.rate, CAP);
+    assert_eq!(off.flows[0].decision.rate, USABLE);
     assert_eq!(off.flows[1].decision.rate, 0.0);
 }
 
@@ -175,7 +177,7 @@ fn a_flow_whose_plan_ends_this_slot_paces_into_what_is_free() {
     let on = one(cfg(), 1, &f);
     let planned = 3.0 * MB / TAU;
     assert!((on.decision.rate - planned).abs() < 1.0);
-    assert_eq!(paced(on.enforce), CAP);
+    assert_eq!(paced(on.enforce), USABLE);
     let off = one(without("pace-free"), 1, &f);
     assert!((paced(off.enforce) - planned).abs() < 1.0);
 }
@@ -202,6 +204,30 @@ fn a_held_back_flow_keeps_the_rate_floor_per_connection() {
     assert_eq!(on.decision.rate, 0.0, "nothing aggregated yet");
     assert_eq!(paced(on.enforce), 2.0 * 125_000.0);
     assert_eq!(paced(one(without("rate-floor"), 1, &f).enforce), 0.0);
+}
+
+#[test]
+fn plans_leave_the_rate_floors_of_held_back_flows_room_on_a_full_link() {
+    let t = topo();
+    // A flow that could fill its path, and one of another job held back behind it on the
+    // same uplink (its downlink fully booked by others): it still sends at the floor.
+    let big = flow(&t, "a", "h1", "h2", FlowRole::Agg, 50.0 * MB);
+    let mut held = flow(&t, "b", "h1", "h3", FlowRole::Agg, 50.0 * MB);
+    held.iteration_start = Slot(200); // ranked after `big`
+    held.links[1].answer = Answer::Load(vec![CAP; 10]);
+    let floor = 125_000.0;
+    let run = |cfg: PolicyConfig| HostPolicy::new(cfg).step(Slot(1), &[big.clone(), held.clone()]);
+    let on = run(cfg());
+    assert_eq!(on.flows[1].decision.rate, 0.0);
+    assert_eq!(paced(on.flows[1].enforce), floor);
+    // What both send fits the uplink, so neither is squeezed below its plan.
+    let sent = on.flows[0].decision.rate + floor;
+    assert!(sent <= CAP, "{sent}");
+    assert!((on.flows[0].decision.rate - USABLE).abs() < 1.0);
+    // Without the headroom the plan fills the link and the floor overbooks it.
+    let off = run(without("headroom"));
+    assert_eq!(off.flows[0].decision.rate, CAP);
+    assert!(off.flows[0].decision.rate + paced(off.flows[1].enforce) > CAP);
 }
 
 #[test]
@@ -336,12 +362,12 @@ fn slot_n_is_planned_around_what_lower_ranked_flows_committed_in_it() {
         mode: FeedbackMode::Precedence,
         ..cfg()
     };
-    assert!((one(with, 1, &f).decision.rate - 0.4 * CAP).abs() < 1.0);
+    assert!((one(with, 1, &f).decision.rate - (USABLE - 0.6 * CAP)).abs() < 1.0);
     let without = PolicyConfig {
         committed_now: false,
         ..with
     };
-    assert_eq!(one(without, 1, &f).decision.rate, CAP);
+    assert_eq!(one(without, 1, &f).decision.rate, USABLE);
 }
 
 #[test]
@@ -436,7 +462,7 @@ fn a_finished_flow_stands_by_at_what_higher_ranked_flows_leave_instead_of_being_
     );
     // Standing by, b may restart at what a leaves, not at what a and c leave (nothing).
     assert!(
-        (paced(on) - (CAP - a_rate)).abs() < 1.0,
+        (paced(on) - (USABLE - a_rate)).abs() < 1.0,
         "{on:?}, a at {a_rate}"
     );
     let (_, off, _) = run(without("standby"));
@@ -451,9 +477,9 @@ fn a_finished_flow_stands_by_at_what_higher_ranked_flows_leave_instead_of_being_
     a.links[1].answer = Answer::Load(vec![0.0; 10]);
     let out = HostPolicy::new(cfg()).step(Slot(10), &[a, b.clone(), c.clone()]);
     assert!(
-        (out.flows[0].decision.rate - CAP).abs() < 1.0,
+        (out.flows[0].decision.rate - USABLE).abs() < 1.0,
         "a takes the uplink"
     );
     let even = paced(out.flows[1].enforce);
-    assert!((even - CAP / 3.0).abs() < 1.0, "b stands by at {even}");
+    assert!((even - USABLE / 3.0).abs() < 1.0, "b stands by at {even}");
 }

@@ -19,7 +19,9 @@ mod peers;
 mod policy;
 mod rank;
 
-pub use config::{FLUSH_TAIL_SHARE, PolicyConfig, RATE_FLOOR_BYTES_PER_SEC, RankRule};
+pub use config::{
+    FLUSH_TAIL_SHARE, LINK_HEADROOM_SHARE, PolicyConfig, RATE_FLOOR_BYTES_PER_SEC, RankRule,
+};
 pub use degraded::Degraded;
 pub use obs::{Answer, FlowObs, LinkObs};
 pub use peers::PeerProgress;

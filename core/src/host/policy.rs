@@ -211,6 +211,9 @@ impl HostPolicy {
             }
         }
 
+        // What a plan may fill of a link: its capacity less the headroom the rate floors of
+        // held-back flows, which nobody books, take.
+        let usable = |capacity: f64| capacity * (1.0 - cfg.link_headroom.clamp(0.0, 1.0));
         let mut inputs = Vec::with_capacity(flows.len());
         let mut notes: Vec<Vec<Degraded>> = Vec::with_capacity(flows.len());
         for ((f, &idle), dependency) in flows.iter().zip(&idle).zip(dependencies) {
@@ -246,7 +249,7 @@ impl HostPolicy {
                     }
                     LinkFeedback {
                         link: l.link,
-                        capacity: l.capacity,
+                        capacity: usable(l.capacity),
                         load,
                     }
                 })
@@ -285,7 +288,7 @@ impl HostPolicy {
             let rate_cap = match f.links.first() {
                 Some(first) if !idle => match group_left.get(&(&f.job, first.link)) {
                     Some(&all) if all > f.remaining_bytes => {
-                        first.capacity * f.remaining_bytes / all
+                        usable(first.capacity) * f.remaining_bytes / all
                     }
                     _ => f64::INFINITY,
                 },

@@ -862,7 +862,8 @@ fn flow_ids_parse() {
 /// data waiting at both ends is read as path-limited.
 #[test]
 fn a_burst_that_starts_mid_slot_does_not_cut_the_achievable_rate() {
-    let cap = 125_000_000.0;
+    // What a plan fills of a 1 Gbit/s link: its capacity less the rate floors' headroom.
+    let cap = 125_000_000.0 * (1.0 - mlcc_core::host::LINK_HEADROOM_SHARE);
     let mut s = sched("h1");
     let (mut p, out) = ring_h1();
     let k = key(&out);
@@ -955,7 +956,8 @@ fn a_jobs_flows_from_one_host_split_the_uplink_by_what_they_have_left() {
         },
     );
     s.plan(&answers_empty(&req));
-    let cap = 125_000_000.0;
+    // What a plan fills of a 1 Gbit/s link: its capacity less the rate floors' headroom.
+    let cap = 125_000_000.0 * (1.0 - mlcc_core::host::LINK_HEADROOM_SHARE);
     let rate = |id: &str| {
         s.flows()
             .find(|f| f.id.as_str() == id)
@@ -1070,7 +1072,8 @@ impl ZmqWorker {
 /// gets the share its sockets carry.
 #[test]
 fn a_ps_workers_bytes_go_to_the_groups_whose_sockets_carry_them() {
-    let cap = 125_000_000.0;
+    // What a plan fills of a 1 Gbit/s link: its capacity less the rate floors' headroom.
+    let cap = 125_000_000.0 * (1.0 - mlcc_core::host::LINK_HEADROOM_SHARE);
     let w = ZmqWorker::new();
     let mut s = sched("h1");
     // Registered with the scheduler, connected to the servers, nothing pushed yet.
