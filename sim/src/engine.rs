@@ -7,6 +7,7 @@
 //! which keeps long compute phases and quiet periods cheap.
 
 use mlcc_core::SlotConfig;
+use mlcc_core::flow::FlowRole;
 use mlcc_core::job::{self, Arch, Member, Role};
 use mlcc_core::routing::{Routes, ecmp_hash_str};
 use mlcc_core::topology::{NodeId, Topology};
@@ -342,7 +343,7 @@ impl<'t> Engine<'t> {
             let mut short = self.sendable[i] - moved;
             // `sendable` bounds a broadcast by its pushes running at their path's rate all
             // slot; what it holds now is where they actually were at its end.
-            if f.role == mlcc_core::flow::FlowRole::Bcast {
+            if f.role == FlowRole::Bcast {
                 short = short.min(physics::held(&self.jobs[r.job as usize], f));
             }
             if short <= crate::model::BYTE_EPSILON {

@@ -212,8 +212,8 @@ impl HostPolicy {
         }
 
         // What a plan may fill of a link: its capacity less the headroom the rate floors of
-        // held-back flows, which nobody books, take.
-        let usable = |capacity: f64| capacity * (1.0 - cfg.link_headroom.clamp(0.0, 1.0));
+        // held-back flows, which nobody books, take. Every plan below reads capacity from here.
+        let usable_share = 1.0 - cfg.link_headroom.clamp(0.0, 1.0);
         let mut inputs = Vec::with_capacity(flows.len());
         let mut notes: Vec<Vec<Degraded>> = Vec::with_capacity(flows.len());
         for ((f, &idle), dependency) in flows.iter().zip(&idle).zip(dependencies) {
@@ -249,7 +249,7 @@ impl HostPolicy {
                     }
                     LinkFeedback {
                         link: l.link,
-                        capacity: usable(l.capacity),
+                        capacity: l.capacity * usable_share,
                         load,
                     }
                 })
@@ -285,10 +285,10 @@ impl HostPolicy {
                         && a < cfg.path_limited_share * mem.last_rate
                         && (f.app_backlog.is_none() || (ready && was_ready)),
                 });
-            let rate_cap = match f.links.first() {
+            let rate_cap = match path.first() {
                 Some(first) if !idle => match group_left.get(&(&f.job, first.link)) {
                     Some(&all) if all > f.remaining_bytes => {
-                        usable(first.capacity) * f.remaining_bytes / all
+                        first.capacity * f.remaining_bytes / all
                     }
                     _ => f64::INFINITY,
                 },

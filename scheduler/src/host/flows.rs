@@ -608,8 +608,9 @@ impl HostScheduler {
     /// `keys`): each group the share that its sockets carried before this iteration, once a
     /// whole iteration is behind (`settled`) and every group's split basis is this iteration's;
     /// otherwise (the first iteration, a group first seen, an iteration just begun, no datapath
-    /// counters) `carried`, its share of what its sockets carried since they opened. A group whose sockets carry
-    /// next to nothing — PS-Lite's connections to and from its scheduler — holds next to none.
+    /// counters) `carried`, its share of what its sockets carried since they opened. A group
+    /// whose sockets carry next to nothing — PS-Lite's connections to and from its scheduler —
+    /// holds next to none.
     ///
     /// Each group's share is its own, not what the others leave: splitting what is not acked
     /// yet over the groups (by what each had due, or over those whose sockets moved) coupled

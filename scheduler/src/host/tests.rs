@@ -7,6 +7,10 @@ use mlcc_core::topology::TopologyBuilder;
 use mlcc_core::units::parse_rate;
 use std::time::Duration;
 
+/// What a plan fills of a 1 Gbit/s link (125 MB/s): its capacity less the headroom left for
+/// the rate floors of held-back flows.
+const PLANNED_1GBIT: f64 = 125_000_000.0 * (1.0 - mlcc_core::host::LINK_HEADROOM_SHARE);
+
 const MB: u64 = 1_000_000;
 
 /// h1..h4 (10.0.0.1..4) on one emulated switch sw1, 1 Gbit/s links.
@@ -862,8 +866,7 @@ fn flow_ids_parse() {
 /// data waiting at both ends is read as path-limited.
 #[test]
 fn a_burst_that_starts_mid_slot_does_not_cut_the_achievable_rate() {
-    // What a plan fills of a 1 Gbit/s link: its capacity less the rate floors' headroom.
-    let cap = 125_000_000.0 * (1.0 - mlcc_core::host::LINK_HEADROOM_SHARE);
+    let cap = PLANNED_1GBIT;
     let mut s = sched("h1");
     let (mut p, out) = ring_h1();
     let k = key(&out);
@@ -956,8 +959,7 @@ fn a_jobs_flows_from_one_host_split_the_uplink_by_what_they_have_left() {
         },
     );
     s.plan(&answers_empty(&req));
-    // What a plan fills of a 1 Gbit/s link: its capacity less the rate floors' headroom.
-    let cap = 125_000_000.0 * (1.0 - mlcc_core::host::LINK_HEADROOM_SHARE);
+    let cap = PLANNED_1GBIT;
     let rate = |id: &str| {
         s.flows()
             .find(|f| f.id.as_str() == id)
@@ -1072,8 +1074,7 @@ impl ZmqWorker {
 /// gets the share its sockets carry.
 #[test]
 fn a_ps_workers_bytes_go_to_the_groups_whose_sockets_carry_them() {
-    // What a plan fills of a 1 Gbit/s link: its capacity less the rate floors' headroom.
-    let cap = 125_000_000.0 * (1.0 - mlcc_core::host::LINK_HEADROOM_SHARE);
+    let cap = PLANNED_1GBIT;
     let w = ZmqWorker::new();
     let mut s = sched("h1");
     // Registered with the scheduler, connected to the servers, nothing pushed yet.
