@@ -352,6 +352,39 @@ fn each_rank_rule_decides_which_job_claims_a_shared_uplink_first() {
 }
 
 #[test]
+fn a_flow_that_finishes_in_this_slot_goes_before_a_job_of_a_lower_size_class() {
+    let t = topo();
+    let cfg = PolicyConfig {
+        mode: FeedbackMode::Precedence,
+        ..cfg()
+    };
+    // Job a: 100 MB left to its end, so the lower class, and a whole step (30 MB) to send.
+    let mut a = flow(&t, "a", "h1", "h2", FlowRole::Ring, 30.0 * MB);
+    a.iteration_start = Slot(5);
+    a.job_remaining_bytes = Some(100e6);
+    // Job b: alike but an octave behind, with the last 3 MB of its step: half a slot's bytes.
+    let mut b = flow(&t, "b", "h1", "h3", FlowRole::Ring, 3.0 * MB);
+    b.iteration_start = Slot(9);
+    b.job_remaining_bytes = Some(300e6);
+    let rates = |cfg: PolicyConfig, b: &FlowObs| {
+        let out = HostPolicy::new(cfg).step(Slot(10), &[a.clone(), b.clone()]);
+        (out.flows[0].decision.rate, out.flows[1].decision.rate)
+    };
+    // b's last bytes leave in this slot, a takes the rest of the uplink.
+    let (ra, rb) = rates(cfg, &b);
+    assert!(rb * TAU >= 3.0 * MB - 1.0, "b {rb}");
+    assert!((ra + rb - USABLE).abs() < 1.0, "a {ra} b {rb}");
+    // Without the rule a's class takes the whole uplink and b's 3 MB wait behind its 30 MB.
+    let (ra, rb) = rates(cfg.with_rule("last-slot-first", false).unwrap(), &b);
+    assert!((ra - USABLE).abs() < 1.0, "a {ra}");
+    assert!(rb * TAU < 0.1 * MB, "b {rb}");
+    // More than a slot's bytes left (6 MB at 100 MB/s): b is not in its last slot.
+    b.remaining_bytes = 7.0 * MB;
+    let (ra, _) = rates(cfg, &b);
+    assert!((ra - USABLE).abs() < 1.0, "a {ra}");
+}
+
+#[test]
 fn slot_n_is_planned_around_what_lower_ranked_flows_committed_in_it() {
     let t = topo();
     // More than the horizon carries: Alg. 1 fills every slot with what it may.
@@ -419,6 +452,7 @@ fn remaining_bytes_rank_falls_back_to_attained_service_on_the_same_scale() {
         job_bytes: 100_000_000,
         job_attained_bytes: attained,
         job_remaining_bytes: remaining,
+        last_slot: false,
     };
     let r = RankRule::RemainingBytes;
     // A job that said it has 1 GB left goes before one that has sent 10 GB and did not say,

@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use mlcc_core::host::{
     Answer, Booking, Enforce, FlowObs, HostPolicy, LinkObs, PeerProgress, PolicyConfig, RankBasis,
+    finishes_in_a_slot,
 };
 use mlcc_core::load_table::{Query, Update};
 use mlcc_core::topology::{LinkId, NodeId, Topology};
@@ -234,7 +235,20 @@ impl Cluster {
             .filter_map(|u| self.progress.get(u).copied())
             .collect();
         // The key this flow will carry, for the tables' precedence queries.
-        let key = PrecedenceKey::new(self.cfg.rank.rank(RankBasis::of(&a.obs)), a.obs.id.clone());
+        let bottleneck = a
+            .path
+            .iter()
+            .map(|l| self.capacity[l.index()])
+            .fold(f64::INFINITY, f64::min);
+        let basis = RankBasis {
+            last_slot: finishes_in_a_slot(
+                a.obs.remaining_bytes,
+                bottleneck,
+                self.cfg.slots.tau_secs(),
+            ),
+            ..RankBasis::of(&a.obs, self.cfg.slots.tau_secs())
+        };
+        let key = PrecedenceKey::new(self.cfg.rank_of(basis), a.obs.id.clone());
         let k = self.cfg.slots.horizon();
         let committed = self.cfg.committed_now && self.cfg.mode == FeedbackMode::Precedence;
         a.obs.links.clear();

@@ -26,4 +26,4 @@ pub use degraded::Degraded;
 pub use obs::{Answer, FlowObs, LinkObs};
 pub use peers::PeerProgress;
 pub use policy::{Booking, Enforce, FlowOut, HostPolicy, StepOut};
-pub use rank::{Rank, RankBasis, size_class_rank};
+pub use rank::{Rank, RankBasis, finishes_in_a_slot, size_class_rank};

@@ -296,7 +296,7 @@ impl HostPolicy {
             };
             inputs.push(FlowInput {
                 id: f.id.clone(),
-                rank: rank_of(cfg.rank, f),
+                rank: rank_of(&cfg, f),
                 remaining_bytes: if idle { 0.0 } else { f.remaining_bytes },
                 sent_bytes: f.sent_bytes,
                 path,

@@ -2,7 +2,7 @@
 
 pub use crate::flow::Rank;
 
-use super::config::RankRule;
+use super::config::{PolicyConfig, RankRule};
 use super::obs::FlowObs;
 use crate::slot::Slot;
 
@@ -33,16 +33,47 @@ pub struct RankBasis {
     pub job_bytes: u64,
     pub job_attained_bytes: Option<f64>,
     pub job_remaining_bytes: Option<f64>,
+    /// The flow can finish its iteration within one slot at its path's rate
+    /// ([`finishes_in_a_slot`]).
+    pub last_slot: bool,
+}
+
+/// Whether a flow with `remaining_bytes` of its iteration left finishes it within one slot
+/// of `tau` seconds at `bottleneck` bytes/s, its path's slowest link.
+pub fn finishes_in_a_slot(remaining_bytes: f64, bottleneck: f64, tau: f64) -> bool {
+    remaining_bytes > 0.0 && remaining_bytes <= bottleneck * tau
 }
 
 impl RankBasis {
-    pub fn of(f: &FlowObs) -> Self {
+    /// `f`'s basis, its path's capacity read from its links (none: it is not in its last
+    /// slot).
+    pub fn of(f: &FlowObs, tau: f64) -> Self {
+        let bottleneck = f.links.iter().map(|l| l.capacity).reduce(f64::min);
         RankBasis {
             iteration_start: f.iteration_start,
             job_bytes: f.job_bytes,
             job_attained_bytes: f.job_attained_bytes,
             job_remaining_bytes: f.job_remaining_bytes,
+            last_slot: bottleneck.is_some_and(|b| finishes_in_a_slot(f.remaining_bytes, b, tau)),
         }
+    }
+}
+
+impl PolicyConfig {
+    /// The first component of a flow's precedence key: its rank rule's, or, with
+    /// [`PolicyConfig::last_slot_first`] and a size-class rule, the lowest class for a flow in
+    /// its last slot (first come, first served among those). Every host, switch query and
+    /// simulated table calls this, so a flow carries one key everywhere.
+    pub fn rank_of(&self, b: RankBasis) -> Rank {
+        let size_classes = matches!(
+            self.rank,
+            RankRule::AttainedService | RankRule::RemainingBytes | RankRule::RemainingOctaves
+        );
+        if self.last_slot_first && size_classes && b.last_slot {
+            // Class 0 is below every job's: it would take fewer than 2 bytes left.
+            return class_rank(0.0, b.iteration_start.0, 1.0);
+        }
+        self.rank.rank(b)
     }
 }
 
@@ -75,9 +106,9 @@ impl RankRule {
     }
 }
 
-/// The rank of `f` under `rule`.
-pub(crate) fn rank_of(rule: RankRule, f: &FlowObs) -> Rank {
-    rule.rank(RankBasis::of(f))
+/// The rank of `f` under `cfg`.
+pub(crate) fn rank_of(cfg: &PolicyConfig, f: &FlowObs) -> Rank {
+    cfg.rank_of(RankBasis::of(f, cfg.slots.tau_secs()))
 }
 
 #[cfg(test)]
@@ -96,12 +127,51 @@ mod tests {
     }
 
     #[test]
+    fn a_flow_in_its_last_slot_ranks_below_every_size_class_and_only_under_size_classes() {
+        let basis = |left: f64, last_slot: bool| RankBasis {
+            iteration_start: Slot(40),
+            job_bytes: 1_000_000,
+            job_attained_bytes: Some(5e6),
+            job_remaining_bytes: Some(left),
+            last_slot,
+        };
+        let cfg = PolicyConfig::default();
+        assert!(cfg.last_slot_first);
+        // Below a job with 2 bytes left that is not in its last slot, whatever its own size.
+        assert!(cfg.rank_of(basis(1e12, true)) < cfg.rank_of(basis(2.0, false)));
+        // First come, first served among flows in their last slot.
+        let early = RankBasis {
+            iteration_start: Slot(39),
+            ..basis(1e12, true)
+        };
+        assert!(cfg.rank_of(early) < cfg.rank_of(basis(1.0, true)));
+        // Off, or under a rule without size classes, the rank rule's own rank.
+        let off = PolicyConfig {
+            last_slot_first: false,
+            ..cfg
+        };
+        assert_eq!(
+            off.rank_of(basis(1e12, true)),
+            off.rank_of(basis(1e12, false))
+        );
+        for rank in [RankRule::IterationStart, RankRule::JobBytes] {
+            let c = PolicyConfig { rank, ..cfg };
+            assert_eq!(c.rank_of(basis(1e12, true)), rank.rank(basis(1e12, true)));
+        }
+        // A slot's bytes at the bottleneck, not one more; nothing left is not a last slot.
+        assert!(finishes_in_a_slot(6e6, 100e6, 0.06));
+        assert!(!finishes_in_a_slot(6e6 + 1.0, 100e6, 0.06));
+        assert!(!finishes_in_a_slot(0.0, 100e6, 0.06));
+    }
+
+    #[test]
     fn remaining_octaves_serve_alike_jobs_first_come_and_much_shorter_ones_first() {
         let basis = |left: f64, since: u64| RankBasis {
             iteration_start: Slot(since),
             job_bytes: 1,
             job_attained_bytes: Some(1.0),
             job_remaining_bytes: Some(left),
+            last_slot: false,
         };
         let rank = |left, since| RankRule::RemainingOctaves.rank(basis(left, since));
         // 11 and 13 iterations of 100 MB left: one octave, the earlier iteration first...

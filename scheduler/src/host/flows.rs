@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use mlcc_core::flow::FlowRole;
-use mlcc_core::host::RankBasis;
+use mlcc_core::host::{RankBasis, finishes_in_a_slot};
 use mlcc_core::job::{Arch, Role};
 use mlcc_core::planner::FlowDecision;
 use mlcc_core::routing::ecmp_hash_str;
@@ -160,12 +160,15 @@ impl FlowState {
         })
     }
 
-    fn rank_basis(&self) -> RankBasis {
+    /// What the rank rules read of this flow, its path's slowest link carrying `bottleneck`
+    /// bytes/s in slots of `tau` seconds.
+    fn rank_basis(&self, bottleneck: f64, tau: f64) -> RankBasis {
         RankBasis {
             iteration_start: self.iteration_start,
             job_bytes: self.job_bytes,
             job_attained_bytes: self.attained_bytes(),
             job_remaining_bytes: self.remaining_job_bytes(),
+            last_slot: finishes_in_a_slot(self.remaining_bytes, bottleneck, tau),
         }
     }
 }
@@ -582,6 +585,7 @@ impl HostScheduler {
 
         // Feedback queries: switch-owned links of each active flow, batched per switch.
         let mut req = FeedbackRequests::default();
+        let tau = self.tau();
         for f in self.flows.values() {
             if f.remaining_bytes <= 0.0 {
                 continue;
@@ -594,7 +598,11 @@ impl HostScheduler {
                 b.items.push(pb::FeedbackQuery {
                     flow_id: f.id.to_string(),
                     links,
-                    rank: self.cfg.policy.rank.rank(f.rank_basis()).0,
+                    rank: self
+                        .cfg
+                        .policy
+                        .rank_of(f.rank_basis(self.topo.bottleneck(&f.path).0, tau))
+                        .0,
                     // Only a policy that plans slot n around committed rates needs them.
                     committed: self.cfg.policy.committed_now,
                 });
