@@ -78,8 +78,10 @@ impl PolicyConfig {
 }
 
 impl RankRule {
-    /// The rank of a flow under this rule. A driver that must name a flow's key before it
-    /// plans (mlccd's feedback queries) calls this with the same basis the policy will see.
+    /// The rank of a flow under this rule alone. A driver that must name a flow's key before
+    /// it plans (mlccd's feedback queries, the simulator's tables) calls
+    /// [`PolicyConfig::rank_of`] instead, with the same basis the policy will see, so the
+    /// config's rules on top of the rank rule apply there too.
     pub fn rank(self, b: RankBasis) -> Rank {
         let since = b.iteration_start.0;
         match self {
