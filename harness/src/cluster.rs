@@ -13,7 +13,6 @@ use std::time::Instant;
 
 use mlcc_core::host::{
     Answer, Booking, Enforce, FlowObs, HostPolicy, LinkObs, PeerProgress, PolicyConfig, RankBasis,
-    finishes_in_a_slot,
 };
 use mlcc_core::load_table::{Query, Update};
 use mlcc_core::topology::{LinkId, NodeId, Topology};
@@ -235,19 +234,14 @@ impl Cluster {
             .filter_map(|u| self.progress.get(u).copied())
             .collect();
         // The key this flow will carry, for the tables' precedence queries.
+        // The path's capacity from the topology: `a.obs.links` still hold last slot's answers.
         let bottleneck = a
             .path
             .iter()
             .map(|l| self.capacity[l.index()])
-            .fold(f64::INFINITY, f64::min);
-        let basis = RankBasis {
-            last_slot: finishes_in_a_slot(
-                a.obs.remaining_bytes,
-                bottleneck,
-                self.cfg.slots.tau_secs(),
-            ),
-            ..RankBasis::of(&a.obs, self.cfg.slots.tau_secs())
-        };
+            .reduce(f64::min)
+            .unwrap_or(0.0);
+        let basis = RankBasis::of(&a.obs, bottleneck, self.cfg.slots.tau_secs());
         let key = PrecedenceKey::new(self.cfg.rank_of(basis), a.obs.id.clone());
         let k = self.cfg.slots.horizon();
         let committed = self.cfg.committed_now && self.cfg.mode == FeedbackMode::Precedence;

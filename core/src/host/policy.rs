@@ -15,7 +15,7 @@ use super::config::PolicyConfig;
 use super::degraded::Degraded;
 use super::obs::{Answer, FlowObs};
 use super::peers;
-use super::rank::rank_of;
+use super::rank::{finishes_in_a_slot, rank_of};
 
 /// What the datapath should do with a flow's sockets this slot.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -139,9 +139,8 @@ impl HostPolicy {
     /// what `rate` moves in a slot of `tau`).
     fn is_tail(f: &FlowObs, rate: f64, tau: f64) -> bool {
         let held = f.app_backlog.unwrap_or(f.remaining_bytes);
-        f.remaining_bytes > 0.0
-            && held + 0.5 >= f.remaining_bytes
-            && f.remaining_bytes <= super::FLUSH_TAIL_SHARE * rate * tau
+        held + 0.5 >= f.remaining_bytes
+            && finishes_in_a_slot(f.remaining_bytes, super::FLUSH_TAIL_SHARE * rate, tau)
     }
 
     /// Whether a broadcast flow's aggregation (`dep`, its Alg. 2 dependency) will have

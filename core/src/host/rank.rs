@@ -45,16 +45,15 @@ pub fn finishes_in_a_slot(remaining_bytes: f64, bottleneck: f64, tau: f64) -> bo
 }
 
 impl RankBasis {
-    /// `f`'s basis, its path's capacity read from its links (none: it is not in its last
-    /// slot).
-    pub fn of(f: &FlowObs, tau: f64) -> Self {
-        let bottleneck = f.links.iter().map(|l| l.capacity).reduce(f64::min);
+    /// `f`'s basis, its path's slowest link carrying `bottleneck` bytes/s in slots of `tau`
+    /// seconds.
+    pub fn of(f: &FlowObs, bottleneck: f64, tau: f64) -> Self {
         RankBasis {
             iteration_start: f.iteration_start,
             job_bytes: f.job_bytes,
             job_attained_bytes: f.job_attained_bytes,
             job_remaining_bytes: f.job_remaining_bytes,
-            last_slot: bottleneck.is_some_and(|b| finishes_in_a_slot(f.remaining_bytes, b, tau)),
+            last_slot: finishes_in_a_slot(f.remaining_bytes, bottleneck, tau),
         }
     }
 }
@@ -108,9 +107,15 @@ impl RankRule {
     }
 }
 
-/// The rank of `f` under `cfg`.
+/// The rank of `f` under `cfg`, its path's capacity read from its links (none: 0, as
+/// [`crate::topology::Topology::bottleneck`] has it).
 pub(crate) fn rank_of(cfg: &PolicyConfig, f: &FlowObs) -> Rank {
-    cfg.rank_of(RankBasis::of(f, cfg.slots.tau_secs()))
+    let bottleneck = f.links.iter().map(|l| l.capacity).reduce(f64::min);
+    cfg.rank_of(RankBasis::of(
+        f,
+        bottleneck.unwrap_or(0.0),
+        cfg.slots.tau_secs(),
+    ))
 }
 
 #[cfg(test)]
