@@ -517,3 +517,47 @@ fn a_finished_flow_stands_by_at_what_higher_ranked_flows_leave_instead_of_being_
     let even = paced(out.flows[1].enforce);
     assert!((even - USABLE / 3.0).abs() < 1.0, "b stands by at {even}");
 }
+
+#[test]
+fn a_flow_ending_this_slot_goes_first_on_its_path_and_hands_it_back() {
+    let t = topo();
+    // Two jobs' ring flows on the same links, h1 -> h2: a holds its last 2 MB, b has 30 MB.
+    let mut a = flow(&t, "a", "h1", "h2", FlowRole::Ring, 2.0 * MB);
+    a.app_backlog = Some(2.0 * MB);
+    let b = flow(&t, "b", "h1", "h2", FlowRole::Ring, 30.0 * MB);
+    let step = |cfg: PolicyConfig, b: &FlowObs| {
+        HostPolicy::new(cfg)
+            .step(Slot(1), &[a.clone(), b.clone()])
+            .flows
+    };
+    let on = step(cfg(), &b);
+    let (ha, hb) = (on[0].handover.unwrap(), on[1].handover.unwrap());
+    // The slot orders share the path as Alg. 1 planned it: a spread over the whole slot.
+    let (ra, rb) = (paced(on[0].enforce), paced(on[1].enforce));
+    assert!((ra * TAU - 2.0 * MB).abs() < 1.0, "a {ra}");
+    // a goes first at nearly all of it and is through in 21 ms; b keeps a trickle, then has
+    // the whole path; each sends in the slot what its slot order gives it.
+    assert!((ha.first + hb.first - (ra + rb)).abs() < 1.0);
+    assert!((ha.first * ha.for_secs - 2.0 * MB).abs() < 1.0);
+    assert!(ha.for_secs < 0.022, "{ha:?}");
+    assert_eq!(ha.for_secs, hb.for_secs);
+    assert!(
+        hb.first < 0.06 * (ra + rb) && (hb.then - (ra + rb)).abs() < 1.0,
+        "{hb:?}"
+    );
+    let bytes = |h: mlcc_core::host::Handover| h.first * h.for_secs + h.then * (TAU - h.for_secs);
+    assert!((bytes(hb) - rb * TAU).abs() < 1.0, "{}", bytes(hb));
+    // Off, or on another downlink (swapping would move load between downlinks): no hand-over.
+    let off = step(without("handover"), &b);
+    assert!(off.iter().all(|f| f.handover.is_none()));
+    assert_eq!(paced(off[0].enforce), ra);
+    let other = flow(&t, "b", "h1", "h3", FlowRole::Ring, 30.0 * MB);
+    assert!(step(cfg(), &other).iter().all(|f| f.handover.is_none()));
+    // Not ending: bytes the sender does not hold yet.
+    let mut waiting = a.clone();
+    waiting.app_backlog = Some(1.0 * MB);
+    let out = HostPolicy::new(cfg())
+        .step(Slot(1), &[waiting, b.clone()])
+        .flows;
+    assert!(out.iter().all(|f| f.handover.is_none()));
+}

@@ -20,7 +20,7 @@ use tonic::transport::Channel;
 
 use crate::admin::AdminService;
 use crate::config::Config;
-use crate::datapath::DatapathPort;
+use crate::datapath::{DatapathPort, RateOrder};
 use crate::host::{FeedbackAnswers, HostScheduler, Observation, ProcessObs, SlotPlan};
 use crate::metrics::{Metrics, ModeLabels, RpcLabels, TargetLabels};
 use crate::monitor::ProgressDir;
@@ -299,10 +299,15 @@ async fn slot_loop(
     let mut datapath_failed = false;
     // Each switch's clock minus ours, as last measured.
     let mut clock_offsets: HashMap<String, i64> = HashMap::new();
+    // This slot's hand-overs not yet carried out: when, and the orders then.
+    let mut handovers: Vec<(Instant, Vec<RateOrder>)> = Vec::new();
     loop {
         let now = now_ns();
         let next = slots.start_ns(slots.slot_at(now).plus(1));
-        let wait = Duration::from_nanos(next.saturating_sub(now));
+        let mut wait = Duration::from_nanos(next.saturating_sub(now));
+        if let Some(at) = handovers.iter().map(|(at, _)| *at).min() {
+            wait = wait.min(at.saturating_duration_since(Instant::now()));
+        }
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = stop.wait_for(|s| *s) => return,
@@ -310,7 +315,22 @@ async fn slot_loop(
         let woke = now_ns();
         let slot = slots.slot_at(woke);
         if last_slot == Some(slot) {
+            let now = Instant::now();
+            let due: Vec<RateOrder> = handovers
+                .extract_if(.., |(at, _)| *at <= now)
+                .flat_map(|(_, orders)| orders)
+                .collect();
+            if !due.is_empty() {
+                shared.metrics.handovers.inc();
+                if let Err(e) = datapath.set_rates(&due) {
+                    tracing::warn!("datapath set (hand-over): {e}");
+                }
+            }
             continue;
+        }
+        if !handovers.is_empty() {
+            shared.metrics.handovers_dropped.inc();
+            handovers.clear();
         }
         if let Some(prev) = last_slot
             && slot.0 > prev.0 + 1
@@ -471,6 +491,12 @@ async fn slot_loop(
         {
             tracing::warn!("datapath set: {e}");
         }
+        let ordered = Instant::now();
+        handovers = plan
+            .handovers
+            .iter()
+            .map(|(after, orders)| (ordered + *after, orders.clone()))
+            .collect();
         work += t_plan.elapsed() + t_io.elapsed();
 
         // 4. schedules to switches and progress to peers, in parallel.

@@ -17,6 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
 use mlcc_core::host::{FlowObs, HostPolicy, PolicyConfig};
 use mlcc_core::job::Job;
@@ -108,6 +109,8 @@ pub type FeedbackAnswers = HashMap<String, pb::FetchFeedbackReply>;
 pub struct SlotPlan {
     pub slot: Slot,
     pub orders: Vec<RateOrder>,
+    /// Orders due this long after `orders` took effect (core's hand-overs within the slot).
+    pub handovers: Vec<(Duration, Vec<RateOrder>)>,
     pub clear: Vec<SocketKey>,
     pub schedules: BTreeMap<String, SwitchBatch<pb::ScheduleItem>>,
     /// Per receiving host: this host's flows towards it.

@@ -54,6 +54,8 @@ pub struct Metrics {
     pub degraded_slots: Family<ModeLabels, Counter>,
     pub skew_slots: Family<TargetLabels, Gauge>,
     pub skew_seconds: Family<TargetLabels, FloatGauge>,
+    pub handovers: Counter,
+    pub handovers_dropped: Counter,
 }
 
 fn latency() -> Histogram {
@@ -79,6 +81,8 @@ impl Metrics {
             degraded_slots: Family::default(),
             skew_slots: Family::default(),
             skew_seconds: Family::default(),
+            handovers: Counter::default(),
+            handovers_dropped: Counter::default(),
             registry: Registry::default(),
         };
         r.register("sched_slot", "Current slot index", m.slot.clone());
@@ -144,6 +148,18 @@ impl Metrics {
             "Switch clock minus this host's, from the last stamped reply (within half its RTT); \
              beyond τ/4 the flows through that switch are left to kernel TCP",
             m.skew_seconds.clone(),
+        );
+        r.register(
+            "sched_handovers",
+            "Times a slot's orders changed mid-slot: flows that end in the slot went first and \
+             gave their path back to the local flows on the same links",
+            m.handovers.clone(),
+        );
+        r.register(
+            "sched_handovers_dropped",
+            "Slots that ended before their hand-overs were due (the next slot's orders replaced \
+             them)",
+            m.handovers_dropped.clone(),
         );
         Metrics { registry: r, ..m }
     }

@@ -197,6 +197,11 @@ pub struct PolicyConfig {
     /// slots, four iterations of 1.33 s beside 0.90 s). Ranking the last slot first costs the
     /// overtaken flow at most one slot.
     pub last_slot_first: bool,
+    /// Within a slot, a flow whose plan ends in it and that holds all it has left sends first,
+    /// at what the local flows on the very same links were given, then hands the path back
+    /// ([`super::Handover`]): its iteration ends when its bytes are through, not at the
+    /// slot's end where Alg. 1's per-slot rate would put its last byte.
+    pub handover: bool,
 }
 
 impl PolicyConfig {
@@ -221,12 +226,13 @@ impl PolicyConfig {
             committed_now: true,
             project_upstream: true,
             last_slot_first: true,
+            handover: true,
         }
     }
 
     /// The paper's system as published: iteration-start ranks, η = 1, Alg. 1 and Alg. 2 alone
-    /// (no idle, holder, split, pacing, tail, rate-floor, headroom, committed-slot or
-    /// last-slot rules).
+    /// (no idle, holder, split, pacing, tail, rate-floor, headroom, committed-slot, last-slot
+    /// or hand-over rules).
     pub fn paper(slots: SlotConfig, mode: FeedbackMode) -> Self {
         PolicyConfig {
             mode,
@@ -241,6 +247,7 @@ impl PolicyConfig {
             committed_now: false,
             project_upstream: false,
             last_slot_first: false,
+            handover: false,
             rate_floor_per_connection: 0.0,
             link_headroom: 0.0,
             ..PolicyConfig::new(slots)
@@ -270,7 +277,7 @@ impl PolicyConfig {
 
     /// The rules that can be switched off, by name, for ablations (`mlcc-sim --policies
     /// mlcc-no-<rule>`).
-    pub const RULES: [&'static str; 12] = [
+    pub const RULES: [&'static str; 13] = [
         "idle",
         "holder",
         "delivery-samples",
@@ -283,6 +290,7 @@ impl PolicyConfig {
         "committed-now",
         "project-upstream",
         "last-slot-first",
+        "handover",
     ];
 
     /// This config with rule `name` (one of [`Self::RULES`]) set to `on`.
@@ -306,6 +314,7 @@ impl PolicyConfig {
             "committed-now" => self.committed_now = on,
             "project-upstream" => self.project_upstream = on,
             "last-slot-first" => self.last_slot_first = on,
+            "handover" => self.handover = on,
             _ => return None,
         }
         Some(self)

@@ -14,6 +14,7 @@
 
 mod config;
 mod degraded;
+mod handover;
 mod obs;
 mod peers;
 mod policy;
@@ -23,6 +24,7 @@ pub use config::{
     FLUSH_TAIL_SHARE, LINK_HEADROOM_SHARE, PolicyConfig, RATE_FLOOR_BYTES_PER_SEC, RankRule,
 };
 pub use degraded::Degraded;
+pub use handover::{HANDOVER_TRICKLE_SHARE, Handover};
 pub use obs::{Answer, FlowObs, LinkObs};
 pub use peers::PeerProgress;
 pub use policy::{Booking, Enforce, FlowOut, HostPolicy, StepOut};

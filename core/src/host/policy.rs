@@ -13,6 +13,7 @@ use crate::topology::LinkId;
 
 use super::config::PolicyConfig;
 use super::degraded::Degraded;
+use super::handover::{self, Handover};
 use super::obs::{Answer, FlowObs};
 use super::peers;
 use super::rank::{finishes_in_a_slot, rank_of};
@@ -66,6 +67,9 @@ pub struct FlowOut {
     /// The flow was idle (booked nothing, paced into free capacity).
     pub idle: bool,
     pub degraded: Vec<Degraded>,
+    /// Orders within the slot ([`PolicyConfig::handover`]): a driver that can act mid-slot
+    /// carries them out instead of `enforce`, whose rate is what they average to in bytes.
+    pub handover: Option<Handover>,
 }
 
 impl FlowOut {
@@ -138,9 +142,13 @@ impl HostPolicy {
     /// Whether `f` holds all it has left and that is a tail ([`super::FLUSH_TAIL_SHARE`] of
     /// what `rate` moves in a slot of `tau`).
     fn is_tail(f: &FlowObs, rate: f64, tau: f64) -> bool {
-        let held = f.app_backlog.unwrap_or(f.remaining_bytes);
-        held + 0.5 >= f.remaining_bytes
+        Self::holds_all(f)
             && finishes_in_a_slot(f.remaining_bytes, super::FLUSH_TAIL_SHARE * rate, tau)
+    }
+
+    /// Whether the sockets hold all `f` has left in its iteration (no backlog count: assume so).
+    fn holds_all(f: &FlowObs) -> bool {
+        f.app_backlog.unwrap_or(f.remaining_bytes) + 0.5 >= f.remaining_bytes
     }
 
     /// Whether a broadcast flow's aggregation (`dep`, its Alg. 2 dependency) will have
@@ -153,6 +161,11 @@ impl HostPolicy {
         let can_send = target.min(f.sent_bytes + f.remaining_bytes);
         let held = f.app_backlog.unwrap_or(0.0).max(0.0);
         can_send - f.sent_bytes.max(0.0) - held >= idle_backlog
+    }
+
+    /// Whether Alg. 1 planned `d`'s last bytes into this slot.
+    fn ends_this_slot(d: &FlowDecision) -> bool {
+        !d.done && d.rate > 0.0 && d.plan.iter().skip(1).all(|&r| r <= 0.0)
     }
 
     /// Plans slot `slot` for every flow in `flows` (one host's).
@@ -339,11 +352,7 @@ impl HostPolicy {
                 .decisions
                 .iter()
                 .zip(idle.iter().zip(&standby))
-                .map(|(d, (&idle, &standby))| {
-                    let ends_now =
-                        !d.done && d.rate > 0.0 && d.plan.iter().skip(1).all(|&r| r <= 0.0);
-                    idle || ends_now || standby
-                })
+                .map(|(d, (&idle, &standby))| idle || Self::ends_this_slot(d) || standby)
                 .collect();
             let mut sharing: HashMap<LinkId, f64> = HashMap::new();
             let mut standby_sharing: HashMap<(&Arc<str>, LinkId), f64> = HashMap::new();
@@ -400,31 +409,73 @@ impl HostPolicy {
             }
         }
 
-        let mut out = Vec::with_capacity(inputs.len());
-        for (((f, d), mut degraded), (pace, idle)) in flows
+        // The slot's orders.
+        let floor_of =
+            |f: &FlowObs| cfg.rate_floor_per_connection.max(0.0) * f.connections.max(1) as f64;
+        let mut unsynced = vec![false; flows.len()];
+        let mut enforces = Vec::with_capacity(flows.len());
+        for (i, ((f, d), pace)) in flows
             .iter()
-            .zip(planned.decisions)
-            .zip(notes)
-            .zip(pace_at.into_iter().zip(idle))
+            .zip(&planned.decisions)
+            .zip(&pace_at)
+            .enumerate()
         {
-            let mut unsynced = false;
             for l in &f.links {
                 if let Some(switch) = l.unsynced_switch {
-                    unsynced = true;
-                    degraded.push(Degraded::ClockSkew { switch });
+                    unsynced[i] = true;
+                    notes[i].push(Degraded::ClockSkew { switch });
                 }
             }
-            let withdraw = d.done || unsynced;
-            let enforce = if unsynced || (d.done && pace.is_none()) {
+            enforces.push(if unsynced[i] || (d.done && pace.is_none()) {
                 Enforce::Release
             } else {
-                let floor = cfg.rate_floor_per_connection.max(0.0) * f.connections.max(1) as f64;
-                let mut rate = pace.unwrap_or(d.rate).max(floor);
+                let mut rate = pace.unwrap_or(d.rate).max(floor_of(f));
                 if cfg.flush_tail && Self::is_tail(f, d.achievable, tau) {
                     rate = rate.max(d.achievable);
                 }
                 Enforce::Pace(rate)
-            };
+            });
+        }
+        let handovers = if cfg.handover {
+            let paths: Vec<Vec<LinkId>> = inputs
+                .iter()
+                .map(|i| i.path.iter().map(|l| l.link).collect())
+                .collect();
+            let members: Vec<handover::Member<'_>> = flows
+                .iter()
+                .zip(&planned.decisions)
+                .zip(&enforces)
+                .enumerate()
+                .map(|(i, ((f, d), e))| handover::Member {
+                    path: &paths[i],
+                    rate: match e {
+                        Enforce::Pace(r) if !idle[i] && !d.done => Some(*r),
+                        _ => None,
+                    },
+                    ending: Self::ends_this_slot(d) && Self::holds_all(f),
+                    remaining: f.remaining_bytes,
+                    capacity: inputs[i]
+                        .path
+                        .iter()
+                        .map(|l| l.capacity)
+                        .fold(f64::INFINITY, f64::min),
+                    floor: floor_of(f),
+                })
+                .collect();
+            handover::plan(&members, tau)
+        } else {
+            vec![None; flows.len()]
+        };
+
+        let mut out = Vec::with_capacity(inputs.len());
+        for (((f, d), degraded), ((idle, enforce), (unsynced, handover))) in
+            flows.iter().zip(planned.decisions).zip(notes).zip(
+                idle.into_iter()
+                    .zip(enforces)
+                    .zip(unsynced.into_iter().zip(handovers)),
+            )
+        {
+            let withdraw = d.done || unsynced;
             let key = d.key.clone();
             let booking = if withdraw {
                 Booking::Withdraw { key }
@@ -445,6 +496,7 @@ impl HostPolicy {
                 idle,
                 degraded,
                 decision: d,
+                handover,
             };
             // One line per flow and slot at debug level (RUST_LOG=mlcc_plan=debug): what the
             // policy saw and decided, for reading a run back slot by slot.
@@ -463,6 +515,9 @@ impl HostPolicy {
                 achievable = fo.decision.achievable as u64,
                 done = fo.decision.done,
                 rank = fo.decision.key.rank.0,
+                handover_first = fo.handover.map(|h| h.first as u64),
+                handover_ms = fo.handover.map(|h| (h.for_secs * 1e3) as u64),
+                handover_then = fo.handover.map(|h| h.then as u64),
             );
             self.memory.insert(
                 f.id.clone(),

@@ -155,19 +155,38 @@ impl HostScheduler {
             };
             f.degraded = described;
             f.enforced_rate = 0.0;
-            match fo.enforce {
-                Enforce::Release => plan.clear.extend(f.sockets.iter().copied()),
-                Enforce::Pace(rate) if !f.sockets.is_empty() => {
-                    let (per, quiet) = socket_rates(rate, f.sockets.len(), f.quiet.len());
-                    f.enforced_rate = per as f64 * (f.sockets.len() - f.quiet.len()) as f64
-                        + (quiet * f.quiet.len() as u64) as f64;
-                    plan.orders.extend(f.sockets.iter().map(|&key| RateOrder {
+            let orders = |rate: f64| {
+                let (per, quiet) = socket_rates(rate, f.sockets.len(), f.quiet.len());
+                f.sockets
+                    .iter()
+                    .map(|&key| RateOrder {
                         key,
                         bytes_per_sec: if f.quiet.contains(&key) { quiet } else { per },
                         expiry,
-                    }));
+                    })
+                    .collect::<Vec<_>>()
+            };
+            match (fo.enforce, fo.handover) {
+                (Enforce::Release, _) => plan.clear.extend(f.sockets.iter().copied()),
+                (Enforce::Pace(_), _) if f.sockets.is_empty() => {}
+                (Enforce::Pace(rate), handover) => {
+                    // The rate shown is the slot's order, what the hand-over averages to.
+                    let (per, quiet) = socket_rates(rate, f.sockets.len(), f.quiet.len());
+                    // Core bounds a hand-over within the slot; a duration that is not one
+                    // (it never should be) leaves the slot's order alone.
+                    let due = handover
+                        .and_then(|h| Some((h, Duration::try_from_secs_f64(h.for_secs).ok()?)));
+                    let now = match due {
+                        Some((h, after)) => {
+                            plan.handovers.push((after, orders(h.then)));
+                            orders(h.first)
+                        }
+                        None => orders(rate),
+                    };
+                    f.enforced_rate = per as f64 * (f.sockets.len() - f.quiet.len()) as f64
+                        + (quiet * f.quiet.len() as u64) as f64;
+                    plan.orders.extend(now);
                 }
-                Enforce::Pace(_) => {}
             }
             let d = fo.decision;
             let key = fo.booking.key().clone();

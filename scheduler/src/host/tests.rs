@@ -1314,3 +1314,85 @@ fn a_ps_workers_groups_stay_done_once_everything_is_acked() {
     }
     assert!(seen.windows(2).skip(1).all(|w| w[0] == w[1]), "{seen:?}");
 }
+
+/// Two jobs' ring flows leave h1 on the same links. The one with its last 3 MB goes first at
+/// nearly all the path's order, and the other gets the whole path back when the first should
+/// be done: a second batch of orders, due that long after the first.
+#[test]
+fn a_flow_ending_this_slot_goes_first_and_hands_its_path_back() {
+    let ring = |job: &str, pid: u32, port: u16| {
+        let out = conn(&format!("10.0.0.1:{port}"), "10.0.0.2:5000", false);
+        let mut h = header(job, Arch::Allreduce, Role::Worker, 0, 3, 30 * MB);
+        h.pid = pid;
+        let p = ProcessObs {
+            header: h,
+            // Each flow has handed over all 40 MB of its iteration.
+            snapshot: ProgressSnapshot {
+                bytes_sent: 40 * MB,
+                ..Default::default()
+            },
+            conns: vec![out],
+        };
+        (p, key(&out))
+    };
+    let (a, ka) = ring("a", 100, 40000);
+    let (b, kb) = ring("b", 200, 40001);
+    let at = |acked_a: u64, acked_b: u64| Observation {
+        processes: vec![a.clone(), b.clone()],
+        stats: stats(&[(ka, acked_a), (kb, acked_b)]),
+    };
+    let order = |plan: &SlotPlan, k: SocketKey| {
+        plan.orders
+            .iter()
+            .find(|o| o.key == k)
+            .unwrap()
+            .bytes_per_sec as f64
+    };
+    for handover in [true, false] {
+        let mut cfg = HostConfig::new("h1", SlotConfig::paper());
+        cfg.policy.handover = handover;
+        let mut s = HostScheduler::new(cfg, topo()).unwrap();
+        s.observe(Slot(1), &at(0, 0));
+        s.plan(&HashMap::new());
+        // a has 3 MB left (less than the 7.5 MB a slot carries), b 36 MB.
+        let req = s.observe(Slot(2), &at(37 * MB, 4 * MB));
+        let plan = s.plan(&answers_empty(&req));
+        let (ra, rb) = (order(&plan, ka), order(&plan, kb));
+        if !handover {
+            assert!(plan.handovers.is_empty());
+            assert!((ra + rb - PLANNED_1GBIT).abs() < 1e3, "a {ra} b {rb}");
+            continue;
+        }
+        // b keeps a trickle; a takes the rest of the path and is through in ~25 ms.
+        assert!(rb < 0.06 * PLANNED_1GBIT, "b {rb}");
+        assert!((ra + rb - PLANNED_1GBIT).abs() < 1e3, "a {ra} b {rb}");
+        assert_eq!(plan.handovers.len(), 2, "{:?}", plan.handovers);
+        let due = plan.handovers[0].0;
+        assert!(plan.handovers.iter().all(|(d, _)| *d == due));
+        let expect = 3.0 * MB as f64 / ra;
+        assert!(
+            (due.as_secs_f64() - expect).abs() < 1e-4,
+            "{due:?} against {expect}"
+        );
+        let then = |k: SocketKey| {
+            plan.handovers
+                .iter()
+                .flat_map(|(_, o)| o)
+                .find(|o| o.key == k)
+                .unwrap()
+                .bytes_per_sec as f64
+        };
+        assert!(
+            (then(kb) - PLANNED_1GBIT).abs() < 1e3,
+            "b then {}",
+            then(kb)
+        );
+        // a, should it not be through, finishes at its slot order.
+        let fa = s.flows().find(|f| f.id.as_str() == "a/h1>h2/ring").unwrap();
+        assert!(
+            (then(ka) - fa.enforced_rate).abs() < 2.0,
+            "a then {}",
+            then(ka)
+        );
+    }
+}

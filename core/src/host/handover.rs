@@ -1,0 +1,214 @@
+//! Hand-overs within a slot: a flow that ends in this slot sends its last bytes first, at
+//! what its path-mates were given, and hands the path back when it is done.
+//!
+//! Alg. 1 plans rates per slot, so a flow with x bytes left and a path-mate that booked the
+//! rest of the slot is planned at x/τ: its last byte leaves at the slot's end, and its
+//! iteration's end (and the next compute) waits for it, up to a whole slot later than the path
+//! could have carried it. Every hand-over between two alike jobs costs that (testbed
+//! `micro-two-jobs`: each job's last ring bytes spread over the slot beside the other's first,
+//! so the iteration ended at the slot's end, 0.72 s against 0.68 s).
+//!
+//! Local flows on the same links in the same order (a path group) can swap their order within
+//! the slot without any link seeing a different load: the group's total stays what the slot's
+//! orders gave it. The ending flows take that total first, less a trickle their path-mates keep
+//! (Linux stamps each packet's departure at the old rate, so a mate held at the rate floor
+//! would leave its first packet ~23 ms after it was raised), then the mates take it all. Each
+//! flow's bytes in the slot stay what its slot order gives it, so the load tables and a driver
+//! that paces only per slot (the simulator's fluid physics) are unaffected.
+
+use crate::topology::LinkId;
+
+/// Share of the path group's orders its mates keep, between them, while the ending flows go
+/// first: 5 % of a 1 Gbit/s link is 6 MB/s, a burst of 2 segments every half millisecond, so a
+/// mate raised at the hand-over sends within a millisecond.
+pub const HANDOVER_TRICKLE_SHARE: f64 = 0.05;
+
+/// The ending flows must be done within this share of the slot for a hand-over to be worth
+/// ordering twice in a slot.
+const HANDOVER_MAX_SHARE: f64 = 0.9;
+
+/// A flow's orders within one slot: `first` (bytes/s) for `for_secs` after the slot's orders
+/// take effect, then `then` for the rest of the slot.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Handover {
+    pub first: f64,
+    pub for_secs: f64,
+    pub then: f64,
+}
+
+/// One local flow as the hand-over sees it.
+#[derive(Clone, Debug)]
+pub(super) struct Member<'a> {
+    /// Its links in order: flows hand over only to flows on the very same links.
+    pub path: &'a [LinkId],
+    /// Its slot order (bytes/s); `None` where it is released, idle or on standby (it keeps its
+    /// order and is no part of a hand-over).
+    pub rate: Option<f64>,
+    /// Its plan ends in this slot and it holds all it has left.
+    pub ending: bool,
+    pub remaining: f64,
+    /// What the group may send at most: the path's usable capacity.
+    pub capacity: f64,
+    /// Its lowest order (the rate floor of its connections).
+    pub floor: f64,
+}
+
+/// The hand-overs of one host's flows this slot, one per member (`None`: the slot order alone).
+pub(super) fn plan(members: &[Member<'_>], tau: f64) -> Vec<Option<Handover>> {
+    let mut out = vec![None; members.len()];
+    let mut groups: Vec<(&[LinkId], Vec<usize>)> = Vec::new();
+    for (i, m) in members.iter().enumerate() {
+        if m.rate.is_none_or(|r| r <= 0.0) || m.path.is_empty() {
+            continue;
+        }
+        match groups.iter_mut().find(|(p, _)| *p == m.path) {
+            Some((_, g)) => g.push(i),
+            None => groups.push((m.path, vec![i])),
+        }
+    }
+    for (_, g) in groups {
+        let rate = |i: usize| members[i].rate.unwrap_or(0.0);
+        let (ending, mates): (Vec<usize>, Vec<usize>) =
+            g.into_iter().partition(|&i| members[i].ending);
+        if ending.is_empty() || mates.is_empty() {
+            continue;
+        }
+        let capacity = members[ending[0]].capacity;
+        let total = ending
+            .iter()
+            .chain(&mates)
+            .map(|&i| rate(i))
+            .sum::<f64>()
+            .min(capacity);
+        let each = HANDOVER_TRICKLE_SHARE * total / mates.len() as f64;
+        let trickle = |i: usize| each.max(members[i].floor).min(rate(i));
+        let kept: f64 = mates.iter().map(|&i| trickle(i)).sum();
+        let first = total - kept;
+        let left: f64 = ending.iter().map(|&i| members[i].remaining.max(0.0)).sum();
+        if !(first > 0.0 && left > 0.0) {
+            continue;
+        }
+        let for_secs = left / first;
+        if for_secs >= HANDOVER_MAX_SHARE * tau {
+            continue;
+        }
+        let mates_rate: f64 = mates.iter().map(|&i| rate(i)).sum();
+        for &i in &ending {
+            out[i] = Some(Handover {
+                first: first * members[i].remaining.max(0.0) / left,
+                for_secs,
+                // Not done when the slot's orders said (the path delivered less): the rest
+                // leaves at the slot order, as it would have without the hand-over.
+                then: rate(i),
+            });
+        }
+        for &i in &mates {
+            out[i] = Some(Handover {
+                first: trickle(i),
+                for_secs,
+                then: total * rate(i) / mates_rate,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TAU: f64 = 0.06;
+
+    fn member(path: &[LinkId], rate: f64, ending: bool, remaining: f64) -> Member<'_> {
+        Member {
+            path,
+            rate: Some(rate),
+            ending,
+            remaining,
+            capacity: 100e6,
+            floor: 125e3,
+        }
+    }
+
+    /// Bytes a flow sends in the slot at its hand-over orders.
+    fn bytes(h: &Handover) -> f64 {
+        h.first * h.for_secs + h.then * (TAU - h.for_secs)
+    }
+
+    #[test]
+    fn the_ending_flow_goes_first_and_every_flow_keeps_its_slot_bytes() {
+        let p = [LinkId(1), LinkId(2)];
+        // a: 3 MB left, planned at 50 MB/s; b booked the other 50 MB/s of a 100 MB/s path.
+        let h = plan(
+            &[member(&p, 50e6, true, 3e6), member(&p, 50e6, false, 20e6)],
+            TAU,
+        );
+        let (a, b) = (h[0].unwrap(), h[1].unwrap());
+        // a at 95 MB/s is done in 31.6 ms, not 60.
+        assert!((a.first - 95e6).abs() < 1.0, "{a:?}");
+        assert!((a.for_secs - 3e6 / 95e6).abs() < 1e-9, "{a:?}");
+        assert!(
+            (b.first - 5e6).abs() < 1.0 && (b.then - 100e6).abs() < 1.0,
+            "{b:?}"
+        );
+        // The path carries 100 MB/s throughout, and b sends its 3 MB in the slot as before.
+        assert!((a.first + b.first - 100e6).abs() < 1.0);
+        assert!((a.first * a.for_secs - 3e6).abs() < 1.0);
+        assert!((bytes(&b) - 50e6 * TAU).abs() < 1.0, "{}", bytes(&b));
+    }
+
+    #[test]
+    fn flows_on_other_links_and_slots_without_an_ending_flow_keep_their_orders() {
+        let (p, q) = ([LinkId(1), LinkId(2)], [LinkId(1), LinkId(3)]);
+        // Same uplink, other downlink: swapping would overrun the mate's downlink.
+        let h = plan(
+            &[member(&q, 50e6, true, 3e6), member(&p, 50e6, false, 20e6)],
+            TAU,
+        );
+        assert_eq!(h, vec![None, None]);
+        // Nobody ends this slot.
+        let h = plan(
+            &[member(&p, 50e6, false, 3e6), member(&p, 50e6, false, 20e6)],
+            TAU,
+        );
+        assert_eq!(h, vec![None, None]);
+        // The ending flow would not be done much before the slot's end anyway.
+        let h = plan(
+            &[member(&p, 90e6, true, 5.4e6), member(&p, 10e6, false, 20e6)],
+            TAU,
+        );
+        assert_eq!(h, vec![None, None]);
+        // A flow without an order (released, idle, on standby) is no part of it.
+        let mut idle = member(&p, 50e6, false, 20e6);
+        idle.rate = None;
+        assert_eq!(
+            plan(&[member(&p, 50e6, true, 3e6), idle], TAU),
+            vec![None, None]
+        );
+    }
+
+    #[test]
+    fn two_ending_flows_share_the_path_by_what_they_have_left_and_finish_together() {
+        let p = [LinkId(7)];
+        let h = plan(
+            &[
+                member(&p, 20e6, true, 1e6),
+                member(&p, 40e6, true, 2e6),
+                member(&p, 40e6, false, 9e6),
+            ],
+            TAU,
+        );
+        let (a, b, c) = (h[0].unwrap(), h[1].unwrap(), h[2].unwrap());
+        assert_eq!(a.for_secs, b.for_secs);
+        assert!((a.first * a.for_secs - 1e6).abs() < 1.0);
+        assert!((b.first * b.for_secs - 2e6).abs() < 1.0);
+        assert!((c.then - 100e6).abs() < 1.0, "{c:?}");
+        // A path whose orders exceed its capacity (a flushed tail) is handed over at capacity.
+        let h = plan(
+            &[member(&p, 100e6, true, 1e6), member(&p, 60e6, false, 9e6)],
+            TAU,
+        );
+        let (a, b) = (h[0].unwrap(), h[1].unwrap());
+        assert!((a.first + b.first - 100e6).abs() < 1.0 && (b.then - 100e6).abs() < 1.0);
+    }
+}
