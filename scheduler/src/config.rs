@@ -162,7 +162,8 @@ pub struct DaemonArgs {
     /// Address of the Prometheus endpoint http://ADDR/metrics [default: 0.0.0.0:9471].
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
-    /// Slot length τ, e.g. "60ms" (10ms..=1s) [default: 60ms]. Must match the switches'.
+    /// Slot length τ, e.g. "30ms" (10ms..=1s) [default: 30ms; the paper: 60ms]. Must match the
+    /// switches'.
     #[arg(long, value_name = "DURATION", value_parser = parse_dur)]
     pub tau: Option<Duration>,
     /// Planning horizon K in slots (1..=64) [default: 10]. Must match the switches'.
@@ -373,11 +374,11 @@ impl DaemonArgs {
             .map(parse_mode)
             .transpose()
             .map_err(|e| invalid("feedback_mode", e))?;
-        let tau = self.tau.or(file_tau).unwrap_or(SlotConfig::paper().tau());
+        let tau = self.tau.or(file_tau).unwrap_or(SlotConfig::mlccd().tau());
         let horizon = self
             .horizon
             .or(file.horizon)
-            .unwrap_or(SlotConfig::paper().horizon());
+            .unwrap_or(SlotConfig::mlccd().horizon());
         let slots =
             SlotConfig::new(tau, horizon).map_err(|e| ConfigError::Invalid(e.to_string()))?;
         let preset = self

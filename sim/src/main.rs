@@ -84,12 +84,24 @@ struct RunArgs {
     /// off: one blob after the whole compute.
     #[arg(long)]
     per_layer: bool,
+    /// Slot length τ, e.g. "60ms" for the paper's, instead of mlccd's default (30 ms) or a
+    /// testbed scenario's own. Every policy steps in these slots.
+    #[arg(long, value_name = "DURATION", value_parser = parse_tau)]
+    tau: Option<std::time::Duration>,
+    /// Planning horizon K in slots instead of mlccd's default or the scenario's (10, as the
+    /// paper's).
+    #[arg(long, value_name = "K")]
+    horizon: Option<usize>,
     /// Give up after this many slots (jobs left are reported unfinished).
     #[arg(long, default_value_t = 2_000_000)]
     max_slots: u64,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
+}
+
+fn parse_tau(s: &str) -> Result<std::time::Duration, String> {
+    mlcc_core::units::parse_duration(s).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -205,12 +217,17 @@ fn run_cmd(a: RunArgs) -> Result<(), String> {
                 topo,
                 s.topology.describe(),
                 jobs,
-                SlotConfig::paper(),
+                SlotConfig::mlccd(),
                 placement,
                 true,
             )
         }
     };
+    let slots = SlotConfig::new(
+        a.tau.unwrap_or(slots.tau()),
+        a.horizon.unwrap_or(slots.horizon()),
+    )
+    .map_err(|e| format!("--tau/--horizon: {e}"))?;
     let routes = Routes::new(&topo);
     let cfg = RunConfig {
         topo: &topo,

@@ -102,11 +102,12 @@ fn quick() -> f64 {
 fn gbit() -> String {
     "1Gbit".into()
 }
+/// mlccd's slots unless the scenario says otherwise (`tau = "60ms"` for the paper's).
 fn tau() -> String {
-    "60ms".into()
+    format!("{}ms", mlcc_core::SlotConfig::mlccd().tau().as_millis())
 }
 fn horizon() -> u32 {
-    10
+    mlcc_core::SlotConfig::mlccd().horizon() as u32
 }
 fn timeout() -> String {
     "15m".into()

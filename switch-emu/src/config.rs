@@ -45,7 +45,8 @@ pub struct ServeArgs {
     /// Name of the switch in the topology whose outgoing links this process keeps.
     #[arg(long, value_name = "NAME")]
     pub switch: Option<String>,
-    /// Slot length τ, e.g. "60ms" (10ms..=1s) [default: 60ms]. Must match the schedulers'.
+    /// Slot length τ, e.g. "30ms" (10ms..=1s) [default: 30ms; the paper: 60ms]. Must match the
+    /// schedulers'.
     #[arg(long, value_name = "DURATION", value_parser = parse_tau)]
     pub tau: Option<Duration>,
     /// Planning horizon K in slots (1..=64) [default: 10]. Must match the schedulers'.
@@ -120,11 +121,11 @@ impl ServeArgs {
             .map(parse_mode)
             .transpose()
             .map_err(|e| ConfigError::Invalid(format!("feedback_mode: {e}")))?;
-        let tau = self.tau.or(file_tau).unwrap_or(SlotConfig::paper().tau());
+        let tau = self.tau.or(file_tau).unwrap_or(SlotConfig::mlccd().tau());
         let horizon = self
             .horizon
             .or(file.horizon)
-            .unwrap_or(SlotConfig::paper().horizon());
+            .unwrap_or(SlotConfig::mlccd().horizon());
         let slots =
             SlotConfig::new(tau, horizon).map_err(|e| ConfigError::Invalid(e.to_string()))?;
         let default_addr = |s: &str| {

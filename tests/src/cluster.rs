@@ -110,11 +110,14 @@ pub enum Cc {
     /// wrote: `mlcc`, or `mlcc/key=value/...` with mlccd options in mlcc-sim's variant syntax
     /// (`eta`, `rank`, `mode`, `policy`, and any rule `NAME=on|off`), so one sitting can compare
     /// policies on real TCP; `args` are those options as mlccd flags. `rto_floor=DURATION` (or
-    /// `kernel`) sets the datapath's RTO floor instead.
+    /// `kernel`) sets the datapath's RTO floor instead; `tau=DURATION` and `horizon=K` the
+    /// slots of mlccd and the switch emulators instead of the scenario's.
     Mlcc {
         name: String,
         args: Vec<String>,
         rto_floor: mlcc_bpf::RtoFloor,
+        tau: Option<Duration>,
+        horizon: Option<u32>,
     },
     /// MLTCP (`mlcc_bpf::mltcp`), the peer baseline: its BPF CC over `base` registered once
     /// for the run, the trainers' sockets on it through their progress files, and an
@@ -153,9 +156,21 @@ impl Cc {
             "mlcc" => {
                 let mut args = Vec::new();
                 let mut rto_floor = mlcc_bpf::RtoFloor::default();
+                let (mut tau, mut horizon) = (None, None);
                 for kv in parts {
                     let (k, v) = key_value(kv)?;
                     match k {
+                        "tau" => {
+                            tau = Some(
+                                mlcc_core::units::parse_duration(v)
+                                    .map_err(|e| format!("{s:?}: tau: {e}"))?,
+                            )
+                        }
+                        "horizon" => {
+                            horizon = Some(v.parse().map_err(|_| {
+                                format!("{s:?}: horizon: {v:?} is not a number of slots")
+                            })?)
+                        }
                         "eta" | "policy" => args.extend([format!("--{k}"), v.to_string()]),
                         "mode" => args.extend(["--feedback-mode".to_string(), v.to_string()]),
                         "rank" => args.extend(["--precedence".to_string(), v.to_string()]),
@@ -170,6 +185,8 @@ impl Cc {
                     name: s.to_string(),
                     args,
                     rto_floor,
+                    tau,
+                    horizon,
                 })
             }
             "cassini" => match parts.next() {
@@ -515,8 +532,14 @@ impl Cluster {
         self.mlcc_name = Some(name);
         let topo = self.dir.join("topology.toml");
         fs::write(&topo, self.topology_toml(scn)).map_err(io_err("writing the topology"))?;
-        let tau = format!("{}ms", scn.tau.as_millis());
-        let horizon = scn.horizon.to_string();
+        let (tau, horizon) = match &self.cc {
+            Cc::Mlcc { tau, horizon, .. } => {
+                (tau.unwrap_or(scn.tau), horizon.unwrap_or(scn.horizon))
+            }
+            _ => (scn.tau, scn.horizon),
+        };
+        let tau = format!("{}us", tau.as_micros());
+        let horizon = horizon.to_string();
         let emulated = if scn.switch_emulators {
             self.plan.switches.clone()
         } else {
@@ -1766,8 +1789,18 @@ mod tests {
                 .map(String::from)
                 .to_vec(),
                 rto_floor: mlcc_bpf::RtoFloor::default(),
+                tau: None,
+                horizon: None,
             }
         );
+        match Cc::parse("mlcc/tau=30ms/horizon=20") {
+            Ok(Cc::Mlcc { tau, horizon, .. }) => {
+                assert_eq!((tau, horizon), (Some(Duration::from_millis(30)), Some(20)));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Cc::parse("mlcc/tau=30").is_err());
+        assert!(Cc::parse("mlcc/horizon=ten").is_err());
         assert_eq!(
             m.file_name(),
             "mlcc+eta=1+rank=job-bytes+mode=all-others+policy=paper+flush-tail=off"
