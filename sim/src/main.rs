@@ -86,7 +86,7 @@ struct RunArgs {
     per_layer: bool,
     /// Slot length τ, e.g. "60ms" for the paper's, instead of mlccd's default (30 ms) or a
     /// testbed scenario's own. Every policy steps in these slots.
-    #[arg(long, value_name = "DURATION", value_parser = parse_tau)]
+    #[arg(long, value_name = "DURATION", value_parser = mlcc_core::units::parse_duration)]
     tau: Option<std::time::Duration>,
     /// Planning horizon K in slots instead of mlccd's default or the scenario's (10, as the
     /// paper's).
@@ -98,10 +98,6 @@ struct RunArgs {
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
-}
-
-fn parse_tau(s: &str) -> Result<std::time::Duration, String> {
-    mlcc_core::units::parse_duration(s).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {

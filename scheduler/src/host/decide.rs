@@ -170,8 +170,9 @@ impl HostScheduler {
                 (Enforce::Release, _) => plan.clear.extend(f.sockets.iter().copied()),
                 (Enforce::Pace(_), _) if f.sockets.is_empty() => {}
                 (Enforce::Pace(rate), handover) => {
-                    // The rate shown is the slot's order, what the hand-over averages to.
-                    let (per, quiet) = socket_rates(rate, f.sockets.len(), f.quiet.len());
+                    let slot_orders = orders(rate);
+                    // The rate shown is the slot's order, what a hand-over averages to.
+                    let shown = slot_orders.iter().map(|o| o.bytes_per_sec as f64).sum();
                     // Core bounds a hand-over within the slot; a duration that is not one
                     // (it never should be) leaves the slot's order alone.
                     let due = handover
@@ -181,10 +182,9 @@ impl HostScheduler {
                             plan.handovers.push((after, orders(h.then)));
                             orders(h.first)
                         }
-                        None => orders(rate),
+                        None => slot_orders,
                     };
-                    f.enforced_rate = per as f64 * (f.sockets.len() - f.quiet.len()) as f64
-                        + (quiet * f.quiet.len() as u64) as f64;
+                    f.enforced_rate = shown;
                     plan.orders.extend(now);
                 }
             }
