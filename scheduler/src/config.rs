@@ -201,7 +201,9 @@ pub struct DaemonArgs {
     /// collective for 200 ms.
     #[arg(long, value_name = "DURATION|kernel", value_parser = parse_rto_floor)]
     pub rto_floor: Option<mlcc_bpf::RtoFloor>,
-    /// Remote port of the PS-Lite scheduler (DMLC_PS_ROOT_PORT); its connections are skipped.
+    /// Remote port of the PS-Lite scheduler (DMLC_PS_ROOT_PORT); its connections are skipped,
+    /// and so are the connections a process that has one accepted: PS-Lite's ZMQ van sends only
+    /// over the connections it opened.
     #[arg(long, value_name = "PORT")]
     pub ps_scheduler_port: Option<u16>,
     /// Rank rule that orders flows in precedence mode: job-bytes (smaller models first),

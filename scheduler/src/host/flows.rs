@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use super::*;
 use crate::datapath::SocketKey;
+use crate::sockets::TcpConn;
 
 /// Bookkeeping of one local flow group across slots.
 #[derive(Clone, Debug, Serialize)]
@@ -315,8 +316,17 @@ impl HostScheduler {
             // Remote host per connection; skipped ones are counted for the explanation.
             let mut groups: BTreeMap<NodeId, (Vec<SocketKey>, usize)> = BTreeMap::new();
             let (mut unknown, mut local, mut inbound, mut sched) = (0, 0, 0, 0);
+            let to_ps_scheduler = |c: &TcpConn| {
+                arch == Some(Arch::Ps) && self.cfg.ps_scheduler_port == Some(c.remote.port())
+            };
+            // A process connected to the PS-Lite scheduler speaks PS-Lite's ZMQ van, which
+            // binds one ROUTER to receive and sends over the DEALER it connects to each peer's
+            // ROUTER (ps-lite src/zmq_van.h): what it accepted only brings data in. Counted as
+            // a group, the scheduler's connection into a server took the whole model while the
+            // server had no iteration behind it, on a link the server never sends on.
+            let zmq_van = p.conns.iter().any(to_ps_scheduler);
             for c in &p.conns {
-                if self.cfg.ps_scheduler_port == Some(c.remote.port()) && arch == Some(Arch::Ps) {
+                if to_ps_scheduler(c) {
                     sched += 1;
                     continue;
                 }
@@ -328,7 +338,7 @@ impl HostScheduler {
                     local += 1;
                     continue;
                 }
-                if role == FlowRole::Ring && c.accepted {
+                if (role == FlowRole::Ring || zmq_van) && c.accepted {
                     inbound += 1;
                     continue;
                 }
@@ -342,8 +352,8 @@ impl HostScheduler {
                 who,
                 format!(
                     "{} {} group(s) from {} connection(s); skipped {unknown} to hosts outside \
-                     the topology, {local} intra-host, {inbound} inbound ring, {sched} to the \
-                     PS scheduler",
+                     the topology, {local} intra-host, {inbound} inbound only (a ring's, or accepted \
+                     under PS-Lite's ZMQ), {sched} to the PS scheduler",
                     groups.len(),
                     role.as_str(),
                     p.conns.len()
