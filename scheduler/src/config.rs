@@ -162,8 +162,8 @@ pub struct DaemonArgs {
     /// Address of the Prometheus endpoint http://ADDR/metrics [default: 0.0.0.0:9471].
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
-    /// Slot length τ, e.g. "30ms" (10ms..=1s) [default: 60ms, the paper's; 30ms ran faster].
-    /// Must match the switches'.
+    /// Slot length τ, e.g. "30ms" (10ms..=1s) [default: 30ms; the paper: 60ms]. Must match the
+    /// switches'.
     #[arg(long, value_name = "DURATION", value_parser = parse_dur)]
     pub tau: Option<Duration>,
     /// Planning horizon K in slots (1..=64) [default: 10]. Must match the switches'.

@@ -84,8 +84,8 @@ struct RunArgs {
     /// off: one blob after the whole compute.
     #[arg(long)]
     per_layer: bool,
-    /// Slot length τ, e.g. "30ms", instead of mlccd's default (the paper's 60 ms) or a testbed
-    /// scenario's own. Every policy steps in these slots.
+    /// Slot length τ, e.g. "60ms" for the paper's, instead of mlccd's default (30 ms) or a
+    /// testbed scenario's own. Every policy steps in these slots.
     #[arg(long, value_name = "DURATION", value_parser = mlcc_core::units::parse_duration)]
     tau: Option<std::time::Duration>,
     /// Planning horizon K in slots instead of mlccd's default or the scenario's (10, as the

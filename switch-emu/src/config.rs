@@ -45,8 +45,8 @@ pub struct ServeArgs {
     /// Name of the switch in the topology whose outgoing links this process keeps.
     #[arg(long, value_name = "NAME")]
     pub switch: Option<String>,
-    /// Slot length τ, e.g. "30ms" (10ms..=1s) [default: 60ms, the paper's; 30ms ran faster].
-    /// Must match the schedulers'.
+    /// Slot length τ, e.g. "30ms" (10ms..=1s) [default: 30ms; the paper: 60ms]. Must match the
+    /// schedulers'.
     #[arg(long, value_name = "DURATION", value_parser = parse_tau)]
     pub tau: Option<Duration>,
     /// Planning horizon K in slots (1..=64) [default: 10]. Must match the schedulers'.
