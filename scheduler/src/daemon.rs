@@ -366,6 +366,9 @@ async fn slot_loop(
         for r in progress.read() {
             match r {
                 Ok(p) => {
+                    if p.stale {
+                        tracing::debug!(path = %p.path.display(), "writer busy: last slot's counters");
+                    }
                     let conns = sockets.connections(p.header.pid).unwrap_or_else(|e| {
                         tracing::debug!(pid = p.header.pid, "cannot list sockets: {e}");
                         Vec::new()

@@ -99,6 +99,9 @@ impl DirWatch {
 pub struct ProgressDir {
     dir: PathBuf,
     readers: HashMap<PathBuf, ProgressReader>,
+    /// Each followed file's last consistent counters, for a slot whose read finds the sequence
+    /// lock held throughout (a writer preempted inside its update on a loaded host).
+    last: HashMap<PathBuf, ProgressSnapshot>,
     refused: HashMap<PathBuf, Version>,
     policy: ProgressPolicy,
     watch: Option<DirWatch>,
@@ -113,6 +116,8 @@ pub struct ProcessProgress<'a> {
     pub path: &'a Path,
     pub header: &'a ProgressHeader,
     pub snapshot: ProgressSnapshot,
+    /// The writer held its sequence lock through every retry: `snapshot` is the last slot's.
+    pub stale: bool,
 }
 
 impl ProgressDir {
@@ -126,6 +131,7 @@ impl ProgressDir {
         ProgressDir {
             dir: dir.into(),
             readers: HashMap::new(),
+            last: HashMap::new(),
             refused: HashMap::new(),
             policy,
             watch: None,
@@ -250,16 +256,32 @@ impl ProgressDir {
     }
 
     /// Reads every adopted file. A file whose writer held its sequence lock through all
-    /// retries is left out of this slot (the caller keeps last slot's values).
-    pub fn read(&self) -> Vec<Result<ProcessProgress<'_>, ProgressError>> {
-        let mut v: Vec<_> = self
-            .readers
+    /// retries gives its last consistent counters, marked stale: left out of the slot, its
+    /// process's share of a flow group vanished for a slot (and a group of it alone was
+    /// withdrawn and planned afresh). Only a file never read yet is an error then.
+    pub fn read(&mut self) -> Vec<Result<ProcessProgress<'_>, ProgressError>> {
+        let readers = &self.readers;
+        self.last.retain(|p, _| readers.contains_key(p));
+        let last = &mut self.last;
+        let mut v: Vec<_> = readers
             .iter()
             .map(|(path, r)| {
-                r.snapshot().map(|snapshot| ProcessProgress {
+                let (snapshot, stale) = match r.snapshot() {
+                    Ok(s) => {
+                        last.insert(path.clone(), s);
+                        (s, false)
+                    }
+                    Err(e @ ProgressError::Busy { .. }) => match last.get(path) {
+                        Some(s) => (*s, true),
+                        None => return Err(e),
+                    },
+                    Err(e) => return Err(e),
+                };
+                Ok(ProcessProgress {
                     path,
                     header: r.header(),
                     snapshot,
+                    stale,
                 })
             })
             .collect();

@@ -133,3 +133,56 @@ fn a_file_whose_writer_exits_is_dropped_at_the_next_poll() {
     assert!(m.is_empty());
     let _ = child.wait();
 }
+
+/// A writer preempted inside its update holds the sequence lock through every retry of a
+/// slot's read. Its file then gives the last consistent counters, marked stale, rather than
+/// dropping out of the slot (which took its process's share out of its flow groups for a
+/// slot: the PS-Lite namespace test saw one worker's bytes alone under load). A file never
+/// read consistently is reported busy.
+#[test]
+fn a_file_busy_through_every_retry_gives_its_last_counters() {
+    use mlcc_scheduler::progress::abi;
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let me = std::process::id();
+    // Counters follow the header: the sequence word, then bytes sent.
+    let seq = abi::HEADER_SIZE as u64;
+    let sent = seq + 8;
+    let a = crafted(d, &format!("mlcc.job.worker.0.{me}"), me, |b| {
+        b[sent as usize..sent as usize + 8].copy_from_slice(&7u64.to_le_bytes())
+    });
+    let mut m = ProgressDir::new(d);
+    assert_eq!(m.rescan().unwrap().added, vec![a.clone()]);
+    let first = m.read();
+    let s = first[0].as_ref().unwrap();
+    assert_eq!((s.snapshot.bytes_sent, s.stale), (7, false));
+
+    let write = |p: &std::path::Path, at: u64, v: u64| {
+        let f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
+        f.write_all_at(&v.to_le_bytes(), at).unwrap();
+    };
+    // The writer takes the lock and is stopped half-way through its update.
+    write(&a, seq, 1);
+    write(&a, sent, 9);
+    let b = crafted(d, &format!("mlcc.job.worker.1.{me}"), me, |b| {
+        b[88] = 1;
+        b[seq as usize] = 3;
+    });
+    assert_eq!(m.rescan().unwrap().added, vec![b.clone()]);
+    let busy = m.read();
+    assert_eq!(busy.len(), 2);
+    let s = busy[0].as_ref().unwrap();
+    assert_eq!(
+        (s.path, s.snapshot.bytes_sent, s.stale),
+        (a.as_path(), 7, true)
+    );
+    let e = busy[1].as_ref().unwrap_err();
+    assert!(e.to_string().contains("sequence lock busy"), "{e}");
+
+    // Released: the new counters, fresh.
+    write(&a, seq, 2);
+    let after = m.read();
+    let s = after.iter().flatten().next().unwrap();
+    assert_eq!((s.snapshot.bytes_sent, s.stale), (9, false));
+}
