@@ -299,7 +299,7 @@ impl HostScheduler {
 
         let mut contribs: BTreeMap<FlowId, (String, FlowRole, NodeId, Vec<Contribution>)> =
             BTreeMap::new();
-        self.notes.clear();
+        let old_notes = std::mem::take(&mut self.notes);
         for p in &obs.processes {
             let h = &p.header;
             let who = format!("{}.{:?}.{}.{}", h.job_id, h.role, h.rank, h.pid);
@@ -578,6 +578,18 @@ impl HostScheduler {
                 &counters,
             );
         }
+        // How a process's connections group (or why a flow has no path) changes rarely: a
+        // process starts, connects, exits, a connection is not resolved yet. Each change is
+        // logged, so an operator sees why a flow is missing or has a connection less.
+        for (who, note) in &self.notes {
+            if old_notes.get(who) != Some(note) {
+                tracing::info!(target: "mlcc_groups", "{who}: {note}");
+            }
+        }
+        for who in old_notes.keys().filter(|w| !self.notes.contains_key(*w)) {
+            tracing::info!(target: "mlcc_groups", "{who}: no longer observed");
+        }
+
         let gone: Vec<FlowId> = self
             .flows
             .keys()
