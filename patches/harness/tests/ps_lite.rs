@@ -296,6 +296,15 @@ impl Daemons {
     }
 }
 
+/// The lines of an mlccd log that say how it grouped a process's connections (they change
+/// when a connection appears, goes or is not resolved yet).
+fn groupings(log: &str) -> String {
+    log.lines()
+        .filter(|l| l.contains("mlcc_groups"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 struct RunResult {
     watch: ProgressWatch,
     /// Last state seen of every socket of the job between different hosts (mlccd's Peer
@@ -552,11 +561,17 @@ fn byteps_ps_lite_counts_bytes_and_sets_cc_across_namespaces() {
             1 + REPEAT,
             "server{sv}: first (key, worker) push per round"
         );
-        // The other worker may be up to a round ahead or behind the one that marks rounds.
+        // The worker that marks rounds has its pulls of the round answered before it pushes
+        // the next (the benchmark waits for all of a round's requests), so the iteration holds
+        // those answers; and any
+        // number of the other worker's, which does not wait for it: on a loaded host one runs
+        // rounds ahead while the other waits for a CPU (14 answers seen, 2.5 of its rounds in
+        // one of the marker's). Not more than all of them.
         let l = s.last_iteration_bytes;
         assert_eq!(l % pull_resp, 0, "server{sv}: whole pull responses");
+        let others = (WORKERS - 1) * REPEAT * per_worker_keys;
         assert!(
-            (per_worker_keys..=3 * per_worker_keys).contains(&(l / pull_resp)),
+            (per_worker_keys..=per_worker_keys + others).contains(&(l / pull_resp)),
             "server{sv}: last iteration {l} B"
         );
         server_recv += s.bytes_received;
@@ -775,25 +790,37 @@ fn assert_mlccd_discovers_the_job(r: &RunResult, per_round_sent: u64) {
     // announced (`FlowState::expected_from` "model / servers"), the payload without keys and
     // lengths.
     let unstarted = per_round_sent + payload / WORKERS;
+    // The job's end: PS-Lite's closing barrier lets the workers exit within milliseconds of
+    // each other, and mlccd drops a file whose writer exited, so the last sample may hold the
+    // one worker still running.
     let near = |b: u64, n: usize, x: u64| (x - n as u64..=x).contains(&b);
+    let ended = |i: usize, b, n| i + 1 == agg.len() && near(b, n, per_round_sent);
     let exact = agg.iter().filter(|&&(b, n)| near(b, n, want)).count();
     let late = |b, n| near(b, n, lagging) || near(b, n, unstarted);
     let wrong: Vec<_> = agg
         .iter()
-        .filter(|&&(b, n)| !near(b, n, want) && !late(b, n))
+        .enumerate()
+        .filter(|&(i, &(b, n))| !near(b, n, want) && !late(b, n) && !ended(i, b, n))
         .collect();
     println!(
         "mlccd h3: aggregation expects {want} B per iteration in {exact}/{} samples, {lagging} B \
          (one worker still at its initial push) or {unstarted} B (one worker before its first \
-         full iteration, estimated from the model size) in {} (payload {payload} B + {} B keys \
-         and lengths)",
+         full iteration, estimated from the model size) in {}, and {per_round_sent} B (one \
+         worker left at the end) in {} (payload {payload} B + {} B keys and lengths)",
         agg.len(),
-        agg.len() - exact - wrong.len(),
+        agg.iter().filter(|&&(b, n)| late(b, n)).count(),
+        agg.iter()
+            .enumerate()
+            .filter(|&(i, &(b, n))| ended(i, b, n))
+            .count(),
         want - payload
     );
     assert!(
         wrong.is_empty(),
-        "h3 agg bytes per iteration {wrong:?}, want {want}"
+        "h3 agg bytes per iteration (sample, (bytes, groups)) {wrong:?} of {}, want {want}; how \
+         mlccd grouped each process's connections:\n{}",
+        agg.len(),
+        groupings(&r.mlccd_logs[2])
     );
     assert!(exact > 0, "h3 agg never {want} B: {agg:?}");
 
