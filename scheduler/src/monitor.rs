@@ -268,7 +268,12 @@ impl ProgressDir {
             .map(|(path, r)| {
                 let (snapshot, stale) = match r.snapshot() {
                     Ok(s) => {
-                        last.insert(path.clone(), s);
+                        match last.get_mut(path) {
+                            Some(l) => *l = s,
+                            None => {
+                                last.insert(path.clone(), s);
+                            }
+                        }
                         (s, false)
                     }
                     Err(e @ ProgressError::Busy { .. }) => match last.get(path) {
