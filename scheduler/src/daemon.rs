@@ -479,7 +479,7 @@ async fn slot_loop(
             .map(|(n, _)| n.clone())
             .collect();
         shared.host().set_unsynced_switches(unsynced);
-        let plan = shared.host().plan(&answers);
+        let mut plan = shared.host().plan(&answers);
         decide += t_plan.elapsed();
 
         // 3. rates to the datapath.
@@ -495,10 +495,9 @@ async fn slot_loop(
             tracing::warn!("datapath set: {e}");
         }
         let ordered = Instant::now();
-        handovers = plan
-            .handovers
-            .iter()
-            .map(|(after, orders)| (ordered + *after, orders.clone()))
+        handovers = std::mem::take(&mut plan.handovers)
+            .into_iter()
+            .map(|(after, orders)| (ordered + after, orders))
             .collect();
         work += t_plan.elapsed() + t_io.elapsed();
 

@@ -98,16 +98,21 @@ impl DirWatch {
 #[derive(Debug)]
 pub struct ProgressDir {
     dir: PathBuf,
-    readers: HashMap<PathBuf, ProgressReader>,
-    /// Each followed file's last consistent counters, for a slot whose read finds the sequence
-    /// lock held throughout (a writer preempted inside its update on a loaded host).
-    last: HashMap<PathBuf, ProgressSnapshot>,
+    readers: HashMap<PathBuf, Followed>,
     refused: HashMap<PathBuf, Version>,
     policy: ProgressPolicy,
     watch: Option<DirWatch>,
     /// Polls since the last full listing.
     since_listing: u32,
     listings: u64,
+}
+
+/// A file being followed, with its last consistent counters for a slot whose read finds the
+/// sequence lock held throughout (a writer preempted inside its update on a loaded host).
+#[derive(Debug)]
+struct Followed {
+    reader: ProgressReader,
+    last: Option<ProgressSnapshot>,
 }
 
 /// One process's identity and counters, as read this slot.
@@ -131,7 +136,6 @@ impl ProgressDir {
         ProgressDir {
             dir: dir.into(),
             readers: HashMap::new(),
-            last: HashMap::new(),
             refused: HashMap::new(),
             policy,
             watch: None,
@@ -165,7 +169,7 @@ impl ProgressDir {
         let mut gone: Vec<PathBuf> = self
             .readers
             .iter()
-            .filter(|(_, r)| !r.writer_alive())
+            .filter(|(_, f)| !f.reader.writer_alive())
             .map(|(p, _)| p.clone())
             .collect();
         gone.sort();
@@ -221,7 +225,7 @@ impl ProgressDir {
         let mut gone: Vec<PathBuf> = self
             .readers
             .iter()
-            .filter(|(p, r)| !present.contains_key(*p) || !r.writer_alive())
+            .filter(|(p, f)| !present.contains_key(*p) || !f.reader.writer_alive())
             .map(|(p, _)| p.clone())
             .collect();
         gone.sort();
@@ -239,7 +243,13 @@ impl ProgressDir {
             match ProgressReader::open_trusted(&path, &self.policy) {
                 Ok(r) if r.writer_alive() => {
                     self.refused.remove(&path);
-                    self.readers.insert(path.clone(), r);
+                    self.readers.insert(
+                        path.clone(),
+                        Followed {
+                            reader: r,
+                            last: None,
+                        },
+                    );
                     report.added.push(path);
                 }
                 // A leftover of a dead process: not an error, just nothing to follow.
@@ -260,31 +270,21 @@ impl ProgressDir {
     /// process's share of a flow group vanished for a slot (and a group of it alone was
     /// withdrawn and planned afresh). Only a file never read yet is an error then.
     pub fn read(&mut self) -> Vec<Result<ProcessProgress<'_>, ProgressError>> {
-        let readers = &self.readers;
-        self.last.retain(|p, _| readers.contains_key(p));
-        let last = &mut self.last;
-        let mut v: Vec<_> = readers
-            .iter()
-            .map(|(path, r)| {
-                let (snapshot, stale) = match r.snapshot() {
-                    Ok(s) => {
-                        match last.get_mut(path) {
-                            Some(l) => *l = s,
-                            None => {
-                                last.insert(path.clone(), s);
-                            }
-                        }
+        let mut v: Vec<_> = self
+            .readers
+            .iter_mut()
+            .map(|(path, f)| {
+                let (snapshot, stale) = match (f.reader.snapshot(), f.last) {
+                    (Ok(s), _) => {
+                        f.last = Some(s);
                         (s, false)
                     }
-                    Err(e @ ProgressError::Busy { .. }) => match last.get(path) {
-                        Some(s) => (*s, true),
-                        None => return Err(e),
-                    },
-                    Err(e) => return Err(e),
+                    (Err(ProgressError::Busy { .. }), Some(s)) => (s, true),
+                    (Err(e), _) => return Err(e),
                 };
                 Ok(ProcessProgress {
                     path,
-                    header: r.header(),
+                    header: f.reader.header(),
                     snapshot,
                     stale,
                 })

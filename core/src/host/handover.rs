@@ -16,7 +16,7 @@
 //! flow's bytes in the slot stay what its slot order gives it, so the load tables and a driver
 //! that paces only per slot (the simulator's fluid physics) are unaffected.
 
-use crate::topology::LinkId;
+use crate::planner::LinkFeedback;
 
 /// Share of the path group's orders its mates keep, between them, while the ending flows go
 /// first: 5 % of a 1 Gbit/s link is 6 MB/s, a burst of 2 segments every half millisecond, so a
@@ -39,16 +39,15 @@ pub struct Handover {
 /// One local flow as the hand-over sees it.
 #[derive(Clone, Debug)]
 pub(super) struct Member<'a> {
-    /// Its links in order: flows hand over only to flows on the very same links.
-    pub path: &'a [LinkId],
+    /// Its links in order: flows hand over only to flows on the very same links, and the
+    /// group sends at most the narrowest one's capacity.
+    pub path: &'a [LinkFeedback],
     /// Its slot order (bytes/s); `None` where it is released, idle or on standby (it keeps its
     /// order and is no part of a hand-over).
     pub rate: Option<f64>,
     /// Its plan ends in this slot and it holds all it has left.
     pub ending: bool,
     pub remaining: f64,
-    /// What the group may send at most: the path's usable capacity.
-    pub capacity: f64,
     /// Its lowest order (the rate floor of its connections).
     pub floor: f64,
 }
@@ -56,24 +55,30 @@ pub(super) struct Member<'a> {
 /// The hand-overs of one host's flows this slot, one per member (`None`: the slot order alone).
 pub(super) fn plan(members: &[Member<'_>], tau: f64) -> Vec<Option<Handover>> {
     let mut out = vec![None; members.len()];
-    let mut groups: Vec<(&[LinkId], Vec<usize>)> = Vec::new();
+    let same_links = |a: &[LinkFeedback], b: &[LinkFeedback]| {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.link == y.link)
+    };
+    let mut groups: Vec<(&[LinkFeedback], Vec<usize>)> = Vec::new();
     for (i, m) in members.iter().enumerate() {
         if m.rate.is_none_or(|r| r <= 0.0) || m.path.is_empty() {
             continue;
         }
-        match groups.iter_mut().find(|(p, _)| *p == m.path) {
+        match groups.iter_mut().find(|(p, _)| same_links(p, m.path)) {
             Some((_, g)) => g.push(i),
             None => groups.push((m.path, vec![i])),
         }
     }
-    for (_, g) in groups {
+    for (path, g) in groups {
         let rate = |i: usize| members[i].rate.unwrap_or(0.0);
         let (ending, mates): (Vec<usize>, Vec<usize>) =
             g.into_iter().partition(|&i| members[i].ending);
         if ending.is_empty() || mates.is_empty() {
             continue;
         }
-        let capacity = members[ending[0]].capacity;
+        let capacity = path
+            .iter()
+            .map(|l| l.capacity)
+            .fold(f64::INFINITY, f64::min);
         let total = ending
             .iter()
             .chain(&mates)
@@ -116,18 +121,30 @@ pub(super) fn plan(members: &[Member<'_>], tau: f64) -> Vec<Option<Handover>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::topology::LinkId;
 
     const TAU: f64 = 0.06;
 
-    fn member(path: &[LinkId], rate: f64, ending: bool, remaining: f64) -> Member<'_> {
+    fn member(path: &[LinkFeedback], rate: f64, ending: bool, remaining: f64) -> Member<'_> {
         Member {
             path,
             rate: Some(rate),
             ending,
             remaining,
-            capacity: 100e6,
             floor: 125e3,
         }
+    }
+
+    /// A path over `links`, each of 100 MB/s.
+    fn path(links: &[u32]) -> Vec<LinkFeedback> {
+        links
+            .iter()
+            .map(|&l| LinkFeedback {
+                link: LinkId(l),
+                capacity: 100e6,
+                load: Vec::new(),
+            })
+            .collect()
     }
 
     /// Bytes a flow sends in the slot at its hand-over orders.
@@ -137,7 +154,7 @@ mod tests {
 
     #[test]
     fn the_ending_flow_goes_first_and_every_flow_keeps_its_slot_bytes() {
-        let p = [LinkId(1), LinkId(2)];
+        let p = path(&[1, 2]);
         // a: 3 MB left, planned at 50 MB/s; b booked the other 50 MB/s of a 100 MB/s path.
         let h = plan(
             &[member(&p, 50e6, true, 3e6), member(&p, 50e6, false, 20e6)],
@@ -159,7 +176,7 @@ mod tests {
 
     #[test]
     fn flows_on_other_links_and_slots_without_an_ending_flow_keep_their_orders() {
-        let (p, q) = ([LinkId(1), LinkId(2)], [LinkId(1), LinkId(3)]);
+        let (p, q) = (path(&[1, 2]), path(&[1, 3]));
         // Same uplink, other downlink: swapping would overrun the mate's downlink.
         let h = plan(
             &[member(&q, 50e6, true, 3e6), member(&p, 50e6, false, 20e6)],
@@ -189,7 +206,7 @@ mod tests {
 
     #[test]
     fn two_ending_flows_share_the_path_by_what_they_have_left_and_finish_together() {
-        let p = [LinkId(7)];
+        let p = path(&[7]);
         let h = plan(
             &[
                 member(&p, 20e6, true, 1e6),

@@ -437,28 +437,19 @@ impl HostPolicy {
             });
         }
         let handovers = if cfg.handover {
-            let paths: Vec<Vec<LinkId>> = inputs
-                .iter()
-                .map(|i| i.path.iter().map(|l| l.link).collect())
-                .collect();
             let members: Vec<handover::Member<'_>> = flows
                 .iter()
                 .zip(&planned.decisions)
                 .zip(&enforces)
                 .enumerate()
                 .map(|(i, ((f, d), e))| handover::Member {
-                    path: &paths[i],
+                    path: &inputs[i].path,
                     rate: match e {
                         Enforce::Pace(r) if !idle[i] && !d.done => Some(*r),
                         _ => None,
                     },
                     ending: Self::ends_this_slot(d) && Self::holds_all(f),
                     remaining: f.remaining_bytes,
-                    capacity: inputs[i]
-                        .path
-                        .iter()
-                        .map(|l| l.capacity)
-                        .fold(f64::INFINITY, f64::min),
                     floor: floor_of(f),
                 })
                 .collect();

@@ -154,40 +154,40 @@ impl HostScheduler {
                 continue;
             };
             f.degraded = described;
-            f.enforced_rate = 0.0;
+            let (sockets, quiet_sockets) = (&f.sockets, &f.quiet);
             let orders = |rate: f64| {
-                let (per, quiet) = socket_rates(rate, f.sockets.len(), f.quiet.len());
-                f.sockets
-                    .iter()
-                    .map(|&key| RateOrder {
-                        key,
-                        bytes_per_sec: if f.quiet.contains(&key) { quiet } else { per },
-                        expiry,
-                    })
-                    .collect::<Vec<_>>()
+                let (per, quiet) = socket_rates(rate, sockets.len(), quiet_sockets.len());
+                sockets.iter().map(move |&key| RateOrder {
+                    key,
+                    bytes_per_sec: if quiet_sockets.contains(&key) {
+                        quiet
+                    } else {
+                        per
+                    },
+                    expiry,
+                })
             };
+            let mut shown = 0.0;
             match (fo.enforce, fo.handover) {
-                (Enforce::Release, _) => plan.clear.extend(f.sockets.iter().copied()),
-                (Enforce::Pace(_), _) if f.sockets.is_empty() => {}
+                (Enforce::Release, _) => plan.clear.extend(sockets.iter().copied()),
+                (Enforce::Pace(_), _) if sockets.is_empty() => {}
                 (Enforce::Pace(rate), handover) => {
-                    let slot_orders = orders(rate);
                     // The rate shown is the slot's order, what a hand-over averages to.
-                    let shown = slot_orders.iter().map(|o| o.bytes_per_sec as f64).sum();
+                    shown = orders(rate).map(|o| o.bytes_per_sec as f64).sum();
                     // Core bounds a hand-over within the slot; a duration that is not one
                     // (it never should be) leaves the slot's order alone.
-                    let due = handover
-                        .and_then(|h| Some((h, Duration::try_from_secs_f64(h.for_secs).ok()?)));
-                    let now = match due {
+                    match handover
+                        .and_then(|h| Some((h, Duration::try_from_secs_f64(h.for_secs).ok()?)))
+                    {
                         Some((h, after)) => {
-                            plan.handovers.push((after, orders(h.then)));
-                            orders(h.first)
+                            plan.handovers.push((after, orders(h.then).collect()));
+                            plan.orders.extend(orders(h.first));
                         }
-                        None => slot_orders,
-                    };
-                    f.enforced_rate = shown;
-                    plan.orders.extend(now);
+                        None => plan.orders.extend(orders(rate)),
+                    }
                 }
             }
+            f.enforced_rate = shown;
             let d = fo.decision;
             let key = fo.booking.key().clone();
             let withdraw = fo.booking.is_withdraw();
