@@ -417,6 +417,7 @@ impl<'t> Engine<'t> {
                 &self.rates,
                 tau,
                 sharing,
+                policy.pacing_stamps(),
                 &mut self.scratch,
             );
             self.account_idle(tau);

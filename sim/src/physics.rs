@@ -17,6 +17,13 @@
 //!   settle it within the slot, and one chunk is always ≥ what a 10 Gbit/s link moves in a
 //!   slot for the paper's models (VGG19: 183 MB vs 75 MB), so the lag rarely binds.
 //!
+//! Pacing (for a policy whose rates Linux's internal pacing carries out, as mlccd's datapath
+//! does): each packet's departure is stamped from the rate in force when the packet before it
+//! left, and a new rate reaches the socket with the next ACK. A flow raised from a low rate
+//! first waits out those stamps ([`stamp_wait`]); raised from the 125 kB/s rate floor, that is
+//! more than a 30-ms slot (testbed `paper-small-no-cross`, mlccd's plan trace: such a flow
+//! delivered a median 0 % of its new order in the slot it was raised).
+//!
 //! These rules are what make pipelining matter: a scheduler that sends a broadcast only after
 //! aggregation completes (MCS) is obeying a constraint stricter than this one.
 
@@ -105,14 +112,33 @@ pub fn held(j: &Job, f: &Flow) -> f64 {
     (have.min(f.bytes).min(f.released) - f.sent).max(0.0)
 }
 
-/// Moves one slot's bytes at `rates` (bytes/s per active flow), applying link sharing and the
-/// data dependencies. Returns the bytes delivered.
+/// The smallest burst Linux's internal pacing releases (two 1448-byte segments: TSO's minimum
+/// at low rates).
+pub const PACING_BURST_BYTES: f64 = 2.0 * 1448.0;
+
+/// Seconds a flow paced at `last` bytes/s in the last slot and raised to `rate` sends nothing:
+/// its next burst leaves at the stamp the last one took (on average half a burst time away)
+/// and takes a stamp at the old rate itself, since the new rate reaches the socket only with
+/// the ACK of that burst: 1.5 bursts at the old rate, at most the slot. 0 where the rate does
+/// not rise, or the flow was not paced last slot (`last` 0 or unbounded: a new iteration, or
+/// released to kernel TCP).
+pub fn stamp_wait(last: f64, rate: f64, tau: f64) -> f64 {
+    if !(last > 0.0 && last.is_finite() && rate > last) {
+        return 0.0;
+    }
+    (1.5 * PACING_BURST_BYTES / last).min(tau)
+}
+
+/// Moves one slot's bytes at `rates` (bytes/s per active flow), applying link sharing, the
+/// data dependencies and, with `stamps`, Linux's pacing stamps ([`stamp_wait`]). Returns the
+/// bytes delivered.
 pub fn advance(
     jobs: &mut [Job],
     active: &[FlowRef],
     rates: &[f64],
     tau: f64,
     sharing: Sharing,
+    stamps: bool,
     s: &mut Scratch,
 ) -> f64 {
     // What each flow tries to send: its rate, limited by what it has (aggregation progress
@@ -145,6 +171,12 @@ pub fn advance(
                     .fold(f64::INFINITY, f64::min);
                 want.min(line * live)
             };
+        }
+        if stamps {
+            let wait = stamp_wait(f.last_rate, rate, tau);
+            if wait > 0.0 {
+                want = want.min(rate * (tau - wait));
+            }
         }
         match f.role {
             FlowRole::Agg => {}
@@ -244,4 +276,24 @@ fn upstream_fraction(
         ((f.sent + extra(a)) / f.bytes.max(1.0)).min(1.0)
     })
     .fold(1.0, f64::min)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flow_raised_from_the_rate_floor_waits_out_its_stamps() {
+        let tau = 0.03;
+        // From the 125 kB/s floor: 35 ms of stamps, more than the slot.
+        assert_eq!(stamp_wait(125e3, 119e6, tau), tau);
+        // Kept warm at 2 % of the new rate: under 2 ms.
+        let warm = stamp_wait(0.02 * 119e6, 119e6, tau);
+        assert!(warm > 1e-3 && warm < 2e-3, "{warm}");
+        // Not raised, not paced before, or released: nothing to wait for.
+        assert_eq!(stamp_wait(119e6, 60e6, tau), 0.0);
+        assert_eq!(stamp_wait(125e3, 125e3, tau), 0.0);
+        assert_eq!(stamp_wait(0.0, 119e6, tau), 0.0);
+        assert_eq!(stamp_wait(f64::INFINITY, 119e6, tau), 0.0);
+    }
 }

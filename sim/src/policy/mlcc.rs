@@ -98,6 +98,10 @@ impl Policy for Mlcc {
         }
     }
 
+    fn pacing_stamps(&self) -> bool {
+        true
+    }
+
     fn wants_idle_slot(&self) -> bool {
         self.cluster.has_plans()
     }

@@ -73,6 +73,13 @@ pub trait Policy {
         Sharing::Fabric
     }
 
+    /// Whether the policy's rates are carried out by Linux's internal pacing, as mlccd's
+    /// datapath does: a flow raised from a low rate then first waits out the departure stamps
+    /// its last packets took at the old rate ([`crate::physics::stamp_wait`]).
+    fn pacing_stamps(&self) -> bool {
+        false
+    }
+
     /// Whether the policy must be called in a slot without active flows (e.g. to withdraw
     /// the bookings of flows that just finished).
     fn wants_idle_slot(&self) -> bool {
