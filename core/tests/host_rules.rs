@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use mlcc_core::host::{
     Answer, Booking, Degraded, Enforce, FlowObs, HostPolicy, LINK_HEADROOM_SHARE, LinkObs,
-    PeerProgress, PolicyConfig, RankRule,
+    PeerProgress, PolicyConfig, RankRule, WARM_MAX_PER_CONNECTION, WARM_SHARE,
 };
 use mlcc_core::topology::{LinkId, Topology, TopologyBuilder};
 use mlcc_core::units::BytesPerSec;
@@ -200,10 +200,72 @@ fn a_held_back_flow_keeps_the_rate_floor_per_connection() {
         reported_in: None,
         next_rate: 0.0,
     }];
-    let on = one(cfg(), 1, &f);
+    // The floor alone (warm, it would be paced at a share of its path: a cap on data it does
+    // not have yet).
+    let cold = without("warm-resume")
+        .with_rule("warm-held", false)
+        .unwrap();
+    let on = one(cold, 1, &f);
     assert_eq!(on.decision.rate, 0.0, "nothing aggregated yet");
     assert_eq!(paced(on.enforce), 2.0 * 125_000.0);
-    assert_eq!(paced(one(without("rate-floor"), 1, &f).enforce), 0.0);
+    let no_floor = cold.with_rule("rate-floor", false).unwrap();
+    assert_eq!(paced(one(no_floor, 1, &f).enforce), 0.0);
+}
+
+#[test]
+fn a_held_flow_whose_plan_resumes_it_next_slot_is_kept_warm() {
+    let t = topo();
+    let mut f = flow(&t, "b", "h1", "h2", FlowRole::Agg, 50.0 * MB);
+    // Its downlink is booked full by others in this slot and free from the next.
+    let mut load = vec![0.0; 10];
+    load[0] = CAP;
+    f.links[1].answer = Answer::Load(load);
+    let floor = 125_000.0;
+    let resume_only = without("warm-held");
+    let on = one(resume_only, 1, &f);
+    assert_eq!(on.decision.rate, 0.0);
+    let next = on.decision.plan[1];
+    assert!(next > 0.9 * USABLE, "{:?}", on.decision.plan);
+    // A 2-segment burst every ~1.5 ms at 100 MB/s, not every 23 ms at the floor.
+    assert_eq!(paced(on.enforce), WARM_SHARE * next);
+    assert!(paced(on.enforce) > 10.0 * floor);
+    let cold = resume_only.with_rule("warm-resume", false).unwrap();
+    assert_eq!(paced(one(cold, 1, &f).enforce), floor);
+    // Held in the next slot too: the floor, unless every held flow is kept warm.
+    f.links[1].answer = Answer::Load(vec![CAP; 10]);
+    assert_eq!(paced(one(resume_only, 1, &f).enforce), floor);
+}
+
+#[test]
+fn every_flow_with_bytes_left_is_kept_warm_at_a_share_of_its_path() {
+    let t = topo();
+    let mut f = flow(&t, "b", "h1", "h2", FlowRole::Agg, 50.0 * MB);
+    f.links[1].answer = Answer::Load(vec![CAP; 10]); // held all horizon
+    let floor = 125_000.0;
+    let on = one(cfg(), 1, &f);
+    assert_eq!(on.decision.rate, 0.0);
+    let warm = WARM_SHARE * on.decision.achievable;
+    assert_eq!(paced(on.enforce), warm);
+    assert_eq!(paced(one(without("warm-held"), 1, &f).enforce), floor);
+    // Waiting for data (idle: paced into what is free, here nothing) or not knowing what it
+    // holds: warm too, for when its data arrives mid-slot.
+    for backlog in [Some(1000.0), None] {
+        let mut g = f.clone();
+        g.app_backlog = backlog;
+        assert_eq!(paced(one(cfg(), 1, &g).enforce), warm, "{backlog:?}");
+    }
+    // On a 10 Gbit/s path the share would be 25 MB/s unbooked: a few MB/s per connection
+    // already space the stamps.
+    let mut fast = f.clone();
+    for l in &mut fast.links {
+        l.capacity = 1.25e9;
+    }
+    fast.links[1].answer = Answer::Load(vec![1.25e9; 10]);
+    fast.connections = 2;
+    assert_eq!(
+        paced(one(cfg(), 1, &fast).enforce),
+        2.0 * WARM_MAX_PER_CONNECTION
+    );
 }
 
 #[test]
@@ -217,7 +279,11 @@ fn plans_leave_the_rate_floors_of_held_back_flows_room_on_a_full_link() {
     held.links[1].answer = Answer::Load(vec![CAP; 10]);
     let floor = 125_000.0;
     let run = |cfg: PolicyConfig| HostPolicy::new(cfg).step(Slot(1), &[big.clone(), held.clone()]);
-    let on = run(cfg());
+    // The rate floor alone: a warm flow sends more, by design unbooked too.
+    let cold = without("warm-held")
+        .with_rule("warm-resume", false)
+        .unwrap();
+    let on = run(cold);
     assert_eq!(on.flows[1].decision.rate, 0.0);
     assert_eq!(paced(on.flows[1].enforce), floor);
     // What both send fits the uplink, so neither is squeezed below its plan.
@@ -225,7 +291,7 @@ fn plans_leave_the_rate_floors_of_held_back_flows_room_on_a_full_link() {
     assert!(sent <= CAP, "{sent}");
     assert!((on.flows[0].decision.rate - USABLE).abs() < 1.0);
     // Without the headroom the plan fills the link and the floor overbooks it.
-    let off = run(without("headroom"));
+    let off = run(cold.with_rule("headroom", false).unwrap());
     assert_eq!(off.flows[0].decision.rate, CAP);
     assert!(off.flows[0].decision.rate + paced(off.flows[1].enforce) > CAP);
 }

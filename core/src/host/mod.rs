@@ -22,6 +22,7 @@ mod rank;
 
 pub use config::{
     FLUSH_TAIL_SHARE, LINK_HEADROOM_SHARE, PolicyConfig, RATE_FLOOR_BYTES_PER_SEC, RankRule,
+    WARM_MAX_PER_CONNECTION, WARM_SHARE,
 };
 pub use degraded::Degraded;
 pub use handover::{HANDOVER_TRICKLE_SHARE, Handover};

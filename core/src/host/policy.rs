@@ -11,7 +11,7 @@ use crate::planner::{FlowDecision, FlowInput, LinkFeedback, Planner, PlannerConf
 use crate::slot::Slot;
 use crate::topology::LinkId;
 
-use super::config::PolicyConfig;
+use super::config::{PolicyConfig, WARM_MAX_PER_CONNECTION, WARM_SHARE};
 use super::degraded::Degraded;
 use super::handover::{self, Handover};
 use super::obs::{Answer, FlowObs};
@@ -430,6 +430,16 @@ impl HostPolicy {
                 Enforce::Release
             } else {
                 let mut rate = pace.unwrap_or(d.rate).max(floor_of(f));
+                // Kept warm (never above a few MB/s per connection, see WARM_SHARE): its
+                // next packets leave a millisecond apart, not 23 ms at the floor.
+                let warm_cap = WARM_MAX_PER_CONNECTION * f.connections.max(1) as f64;
+                if cfg.warm_resume {
+                    let next = d.plan.get(1).copied().unwrap_or(0.0);
+                    rate = rate.max((WARM_SHARE * next).min(warm_cap));
+                }
+                if cfg.warm_held && f.remaining_bytes > 0.0 {
+                    rate = rate.max((WARM_SHARE * d.achievable).min(warm_cap));
+                }
                 if cfg.flush_tail && Self::is_tail(f, d.achievable, tau) {
                     rate = rate.max(d.achievable);
                 }
