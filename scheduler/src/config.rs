@@ -223,8 +223,9 @@ pub struct DaemonArgs {
     /// Switches one rule of the per-host policy, RULE=on|off (repeatable): idle,
     /// holder, delivery-samples, split-uplink, pace-free, standby, flush-tail, rate-floor (the
     /// datapath keeps its per-socket floor regardless: a lower rate freezes Linux pacing),
-    /// headroom, committed-now, project-upstream, last-slot-first, handover, warm-resume. The
-    /// README's "One scheduler" table says what each does. Every host should run the same.
+    /// headroom, committed-now, project-upstream, last-slot-first, handover, warm-resume,
+    /// warm-held. The README's "One scheduler" table says what each does. Every host should
+    /// run the same.
     #[arg(long = "rule", value_name = "RULE=on|off", value_parser = parse_rule)]
     pub rules: Vec<(String, bool)>,
     /// Log format [default: human]. The level comes from RUST_LOG (default "info").
