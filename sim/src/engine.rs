@@ -253,6 +253,7 @@ impl<'t> Engine<'t> {
                 last_rate: 0.0,
                 last_achieved: 0.0,
                 last_link_limited: false,
+                last_data_late: false,
                 active_idx: None,
             });
         }
@@ -328,8 +329,15 @@ impl<'t> Engine<'t> {
         self.link_load.resize(self.topo.links().len(), 0.0);
         for r in &self.active {
             let f = &self.jobs[r.job as usize].flows[r.flow as usize];
+            // A reply whose whole aggregate came in during the slot held its share of its
+            // links for when its data would arrive: that share was not idle.
+            let used = if f.last_data_late {
+                f.last_achieved.max(f.last_rate.max(0.0))
+            } else {
+                f.last_achieved
+            };
             for l in &f.path {
-                self.link_load[l.index()] += f.last_achieved * tau;
+                self.link_load[l.index()] += used * tau;
             }
         }
         for (i, r) in self.active.iter().enumerate() {
@@ -338,6 +346,11 @@ impl<'t> Engine<'t> {
             if f.last_link_limited {
                 let wanted = (f.last_rate.max(0.0) * tau).min(self.sendable[i]);
                 self.stats.overbooked_bytes += (wanted - moved).max(0.0);
+                continue;
+            }
+            // A reply whose whole aggregate came in during the slot could send only for the
+            // rest of it: what it could have moved then is not known here, so it counts none.
+            if f.last_data_late {
                 continue;
             }
             let mut short = self.sendable[i] - moved;

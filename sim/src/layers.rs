@@ -84,6 +84,7 @@ pub fn begin_iteration(j: &mut Job) {
         f.last_rate = 0.0;
         f.last_achieved = 0.0;
         f.last_link_limited = false;
+        f.last_data_late = false;
         let tolerance = tolerance(shape, f.role);
         match &j.layers {
             None => {
@@ -261,6 +262,7 @@ mod tests {
             last_rate: 0.0,
             last_achieved: 0.0,
             last_link_limited: false,
+            last_data_late: false,
             active_idx: None,
         };
         l.released_from = 1;

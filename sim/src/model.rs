@@ -48,6 +48,10 @@ pub struct Flow {
     pub last_rate: f64,
     pub last_achieved: f64,
     pub last_link_limited: bool,
+    /// Whether its data arrived only during the last slot: a reply to a whole aggregate whose
+    /// last push ended within it ([`crate::workload::Pinned::whole_aggregate`]), which could
+    /// send only for the rest of the slot.
+    pub last_data_late: bool,
     /// Position in this slot's active list, if active.
     pub active_idx: Option<u32>,
 }

@@ -11,6 +11,10 @@
 //!   aggregated from *every* worker: bcast progress ≤ min aggregation progress into that PS.
 //!   Aggregation arriving during the slot can be forwarded in the same slot (pipelining at a
 //!   granularity finer than τ), so the limit uses the aggregation flows' end-of-slot progress.
+//!   A testbed job's PS replies only after every push has arrived in full
+//!   ([`crate::workload::Pinned::whole_aggregate`], what the testbed's trainer does): its
+//!   broadcast sends nothing before then, and in the slot the last push ends, only for the
+//!   time after it ([`bcast_limit`]).
 //! - A ring flow can have sent at most what its predecessor delivered to its sender plus its
 //!   own chunk M/N (each worker starts with its own chunk). The predecessor's progress is
 //!   taken at the start of the slot: the ring is a cycle, so there is no order in which to
@@ -44,6 +48,8 @@ pub struct Scratch {
     moved: Vec<f64>,
     /// Whether a link (not data, not the policy) held the flow below what it tried.
     scaled: Vec<bool>,
+    /// Whether its data arrived only during the slot ([`Flow::last_data_late`]).
+    late: Vec<bool>,
     /// Per link: its capacity (bytes/s).
     capacity: Vec<f64>,
 }
@@ -56,6 +62,7 @@ impl Scratch {
             pace: vec![],
             moved: vec![],
             scaled: vec![],
+            late: vec![],
             capacity: topo.links().iter().map(|l| l.capacity.0).collect(),
         }
     }
@@ -83,7 +90,7 @@ pub fn sendable(topo: &Topology, jobs: &[Job], active: &[FlowRef], tau: f64, out
                     })
                     .fold(1.0, f64::min);
                 (f.remaining()
-                    .min(fluid::bcast_allows(frac, f.bytes) - f.sent)
+                    .min(bcast_allows(j, frac, f.bytes) - f.sent)
                     .min(f.released - f.sent))
                 .max(0.0)
             }
@@ -104,7 +111,8 @@ pub fn held(j: &Job, f: &Flow) -> f64 {
             .upstream
             .first()
             .map_or(f.bytes, |&q| fluid::ring_allows(j.flows[q].sent, f.slack)),
-        FlowRole::Bcast => fluid::bcast_allows(
+        FlowRole::Bcast => bcast_allows(
+            j,
             upstream_fraction(j, f.upstream.iter().copied(), |_| 0.0),
             f.bytes,
         ),
@@ -130,7 +138,8 @@ pub fn stamp_wait(last: f64, rate: f64, tau: f64) -> f64 {
 }
 
 /// Moves one slot's bytes at `rates` (bytes/s per active flow), applying link sharing, the
-/// data dependencies and, with `stamps`, Linux's pacing stamps ([`stamp_wait`]). Returns the
+/// data dependencies and, where `paced` (the policy's rates are carried out by Linux's pacing),
+/// its stamps ([`stamp_wait`]) and the pace of replies to whole aggregates. Returns the
 /// bytes delivered.
 pub fn advance(
     jobs: &mut [Job],
@@ -138,13 +147,15 @@ pub fn advance(
     rates: &[f64],
     tau: f64,
     sharing: Sharing,
-    stamps: bool,
+    paced: bool,
     s: &mut Scratch,
 ) -> f64 {
     // What each flow tries to send: its rate, limited by what it has (aggregation progress
     // assumed as the aggregation flows themselves try).
     s.wanted.clear();
     s.pace.clear();
+    s.late.clear();
+    s.late.resize(active.len(), false);
     for (i, r) in active.iter().enumerate() {
         let j = &jobs[r.job as usize];
         let f = &j.flows[r.flow as usize];
@@ -172,7 +183,7 @@ pub fn advance(
                 want.min(line * live)
             };
         }
-        if stamps {
+        if paced {
             let wait = stamp_wait(f.last_rate, rate, tau);
             if wait > 0.0 {
                 want = want.min(rate * (tau - wait));
@@ -186,18 +197,34 @@ pub fn advance(
                 }
             }
             FlowRole::Bcast => {
-                let frac = upstream_fraction(j, f.upstream.iter().copied(), |a| {
-                    j.flows[a].active_idx.map_or(0.0, |i| {
-                        let i = i as usize;
-                        let rate = if rates[i].is_finite() {
-                            rates[i].max(0.0)
-                        } else {
-                            0.0
-                        };
-                        (rate * tau).min(j.flows[a].remaining())
-                    })
-                });
-                want = want.min(fluid::bcast_allows(frac, f.bytes) - f.sent);
+                let line = |g: &Flow| {
+                    g.path
+                        .iter()
+                        .map(|l| s.capacity[l.index()])
+                        .fold(f64::INFINITY, f64::min)
+                };
+                let (allowed, start) = bcast_limit(
+                    j,
+                    f,
+                    tau,
+                    paced,
+                    |a| {
+                        j.flows[a]
+                            .active_idx
+                            .map(|k| rates[k as usize])
+                            .filter(|r| r.is_finite())
+                    },
+                    line,
+                );
+                want = want.min(allowed - f.sent);
+                if start > 0.0 {
+                    // Nothing before its data, then for the rest of the slot its paced rate,
+                    // or, where the rate is an average over the slot (which the policy has
+                    // planned the wait into), up to line rate.
+                    let top = if paced { rate } else { line(f) };
+                    want = want.min(top * (tau - start).max(0.0));
+                    s.late[i] = true;
+                }
             }
         }
         s.wanted.push(want.max(0.0));
@@ -243,7 +270,7 @@ pub fn advance(
             let frac = upstream_fraction(j, f.upstream.iter().copied(), |a| {
                 j.flows[a].active_idx.map_or(0.0, |k| s.moved[k as usize])
             });
-            s.moved[i] = s.moved[i].min((fluid::bcast_allows(frac, f.bytes) - f.sent).max(0.0));
+            s.moved[i] = s.moved[i].min((bcast_allows(j, frac, f.bytes) - f.sent).max(0.0));
         }
     }
     let mut total = 0.0;
@@ -260,8 +287,61 @@ pub fn advance(
         f.last_rate = rates[i];
         f.last_achieved = moved / tau;
         f.last_link_limited = s.scaled[i];
+        f.last_data_late = s.late[i];
     }
     total
+}
+
+/// Bytes a broadcast of `j` may have sent in all once the slowest aggregation into its PS has
+/// moved `aggregated` (0..=1) of its iteration: pipelined byte by byte
+/// ([`fluid::bcast_allows`]), or nothing before all of it where the PS replies only to a whole
+/// aggregate ([`crate::workload::Pinned::whole_aggregate`]).
+fn bcast_allows(j: &Job, aggregated: f64, bytes: f64) -> f64 {
+    let whole = j.spec.pinned.as_ref().is_some_and(|p| p.whole_aggregate);
+    if whole && aggregated < 1.0 {
+        0.0
+    } else {
+        fluid::bcast_allows(aggregated, bytes)
+    }
+}
+
+/// The data limit of broadcast `f` of `j` in a slot in which each of its aggregation flows
+/// `a` moves at `rate(a)` bytes/s (`None`: it does not move): the bytes it may have sent in all
+/// by the end of the slot, and the seconds into the slot before which it has nothing new to
+/// send. That start is 0 but for a reply to a whole aggregate
+/// ([`crate::workload::Pinned::whole_aggregate`]) whose last push ends within the slot: at its
+/// rate where `paced`; else (a fluid policy, whose rate is an average over the slot, as TCP
+/// sends a push's tail at once) at up to `line(a)`, its path's bottleneck. Shared by
+/// [`advance`] and the policies that plan around the data (`fair`).
+pub fn bcast_limit(
+    j: &Job,
+    f: &Flow,
+    tau: f64,
+    paced: bool,
+    rate: impl Fn(usize) -> Option<f64>,
+    line: impl Fn(&Flow) -> f64,
+) -> (f64, f64) {
+    let moves = |a: usize| rate(a).map_or(0.0, |r| r.max(0.0));
+    let frac = upstream_fraction(j, f.upstream.iter().copied(), |a| {
+        (moves(a) * tau).min(j.flows[a].remaining())
+    });
+    let allowed = bcast_allows(j, frac, f.bytes);
+    let whole = j.spec.pinned.as_ref().is_some_and(|p| p.whole_aggregate);
+    let mut start: f64 = 0.0;
+    if whole && allowed > f.sent {
+        for &a in &f.upstream {
+            let left = j.flows[a].remaining();
+            if left <= 0.0 {
+                continue;
+            }
+            let mut r = moves(a);
+            if !paced && r * tau >= left {
+                r = r.max(line(&j.flows[a]));
+            }
+            start = start.max(if r > 0.0 { (left / r).min(tau) } else { tau });
+        }
+    }
+    (allowed, start)
 }
 
 /// The smallest end-of-slot progress fraction among aggregation flows `ups`, each adding

@@ -521,6 +521,7 @@ impl Scenario {
                         servers: j.servers.clone(),
                         model_bytes: j.model_bytes,
                         compute_s: j.compute.as_secs_f64(),
+                        whole_aggregate: true,
                     }),
                 })
             })

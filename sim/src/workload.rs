@@ -43,6 +43,11 @@ pub struct Pinned {
     pub servers: Vec<String>,
     pub model_bytes: u64,
     pub compute_s: f64,
+    /// A PS replies only once every worker's push has arrived in full, as the testbed's
+    /// trainer does (it moves one slice per server and iteration), where PS-Lite forwards key
+    /// by key and the simulator's broadcast otherwise pipelines byte by byte behind the
+    /// pushes ([`crate::physics`]).
+    pub whole_aggregate: bool,
 }
 
 impl JobSpec {

@@ -59,3 +59,37 @@ fn every_testbed_scenario_simulates_and_isolated_bounds_every_job() {
     }
     assert!(n >= 8, "expected the shipped scenarios, found {n}");
 }
+
+/// The testbed's trainer replies only once a PS holds every worker's whole push: on `solo-ps`
+/// (two workers, two servers on other hosts), each iteration is its compute, then the pushes
+/// (a model's bytes through each server's downlink), then the replies (the same through each
+/// server's uplink), one after the other. The byte-pipelined broadcast of the paper-scale
+/// simulator overlaps the two and runs well under that.
+#[test]
+fn a_testbed_ps_replies_only_to_a_whole_aggregate() {
+    let scn = Scenario::find("solo-ps").unwrap().quick();
+    let topo = scn.topology().unwrap();
+    let routes = Routes::new(&topo);
+    let cfg = scn.run_config(&topo, &routes, 1_000_000).unwrap();
+    let jobs = scn.sim_jobs();
+    let p = jobs[0].pinned.clone().unwrap();
+    assert!(p.whole_aggregate);
+    assert_eq!((p.workers.len(), p.servers.len()), (2, 2));
+    let line = mlcc_sim::testbed::payload_rate(scn.host_link_bits).0;
+    let floor = f64::from(jobs[0].iterations) * (p.compute_s + 2.0 * p.model_bytes as f64 / line);
+    let mut piped = jobs.clone();
+    piped[0].pinned.as_mut().unwrap().whole_aggregate = false;
+    for policy in ["fair", "mlcc"] {
+        let whole = run_policy(policy, &jobs, &cfg).unwrap().jobs[0]
+            .jct_s
+            .unwrap();
+        let overlap = run_policy(policy, &piped, &cfg).unwrap().jobs[0]
+            .jct_s
+            .unwrap();
+        assert!(whole >= floor, "{policy}: {whole} s, below {floor} s");
+        assert!(
+            overlap < floor,
+            "{policy} pipelined: {overlap} s, not below {floor} s"
+        );
+    }
+}

@@ -84,35 +84,53 @@ impl Fair {
                 self.pos[k] = i as u32;
             }
         }
-        let mut changed = false;
-        for (i, &r) in view.active.iter().enumerate() {
-            let f = view.flow(r);
-            if f.role != FlowRole::Bcast {
-                continue;
+        // Demands only fall, so a few rounds settle them: where a reply comes in late, its
+        // demand falls, the aggregation rates of other replies may fall with it, and so what
+        // those may send. Without late replies one round is all (pipelined broadcasts).
+        for _ in 0..8 {
+            let mut changed = false;
+            let mut late = false;
+            for (i, &r) in view.active.iter().enumerate() {
+                let f = view.flow(r);
+                if f.role != FlowRole::Bcast {
+                    continue;
+                }
+                let j = view.job(r);
+                // Its rates are averages over the slot, not paced.
+                let (allowed, start) = crate::physics::bcast_limit(
+                    j,
+                    f,
+                    view.tau,
+                    false,
+                    |a| {
+                        j.flows[a]
+                            .active_idx
+                            .and_then(|k| self.pos.get(k as usize))
+                            .and_then(|&p| self.rates.get(p as usize))
+                            .copied()
+                    },
+                    |g| view.topo.bottleneck(&g.path).0,
+                );
+                let mut d = (allowed - f.sent).max(0.0) / view.tau;
+                // A reply to a whole aggregate that comes in during the slot sends at its share
+                // only for the rest of the slot, so over the slot it uses that part of it; the
+                // rest of its links go to the others.
+                if start > 0.0 {
+                    d = d.min(self.rates[i] * (view.tau - start).max(0.0) / view.tau);
+                    late = true;
+                }
+                if d < self.demand[i] * (1.0 - 1e-9) {
+                    self.demand[i] = d;
+                    changed = true;
+                }
             }
-            let j = view.job(r);
-            let frac = f
-                .upstream
-                .iter()
-                .map(|&a| {
-                    let a = &j.flows[a];
-                    let extra = a
-                        .active_idx
-                        .and_then(|k| self.pos.get(k as usize))
-                        .and_then(|&p| self.rates.get(p as usize))
-                        .map_or(0.0, |r| r * view.tau);
-                    ((a.sent + extra) / a.bytes.max(1.0)).min(1.0)
-                })
-                .fold(1.0, f64::min);
-            let d = ((frac * f.bytes - f.sent).max(0.0) / view.tau).min(self.demand[i]);
-            if d < self.demand[i] {
-                self.demand[i] = d;
-                changed = true;
+            if changed {
+                self.solver
+                    .solve_weighted(&paths, &self.demand, weight, capacity, &mut self.rates);
             }
-        }
-        if changed {
-            self.solver
-                .solve_weighted(&paths, &self.demand, weight, capacity, &mut self.rates);
+            if !changed || !late {
+                break;
+            }
         }
         out.copy_from_slice(&self.rates);
     }
