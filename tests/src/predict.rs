@@ -32,6 +32,10 @@ pub struct Prediction {
     /// The testbed's mlcc / best TCP and mlcc / isolated, from its summary.json.
     pub testbed_mlcc_to_best_tcp: Option<f64>,
     pub testbed_mlcc_to_isolated: Option<f64>,
+    /// The testbed's mlcc mean JCT, and the simulator's over it − 1: how close the simulator's
+    /// physics comes in seconds, beside how close its ratio comes.
+    pub testbed_mlcc_s: Option<f64>,
+    pub seconds_error: Option<f64>,
     /// sim mlcc/fair over testbed mlcc/best TCP − 1: the simulator's error on the ratio.
     pub error: Option<f64>,
 }
@@ -77,6 +81,7 @@ pub fn predict(scn: &Scenario, quick: bool, results_dir: &Path) -> Result<Predic
             .cloned()
     });
     let to_best = mlcc.as_ref().and_then(|c| c["ratio_to_best_tcp"].as_f64());
+    let tb_mlcc = mlcc.as_ref().and_then(|c| c["mean_jct_s"].as_f64());
     let to_iso = mlcc.as_ref().and_then(|c| {
         let iso = tb.as_ref()?["isolated_mean_jct_s"].as_f64()?;
         Some(c["mean_jct_s"].as_f64()? / iso)
@@ -94,18 +99,20 @@ pub fn predict(scn: &Scenario, quick: bool, results_dir: &Path) -> Result<Predic
         sim_mlcc_to_isolated: m / i,
         testbed_mlcc_to_best_tcp: to_best,
         testbed_mlcc_to_isolated: to_iso,
+        testbed_mlcc_s: tb_mlcc,
+        seconds_error: tb_mlcc.filter(|t| *t > 0.0).map(|t| m / t - 1.0),
         error: to_best.map(|t| m / f / t - 1.0),
     })
 }
 
 pub fn markdown(rows: &[Prediction]) -> String {
     let mut t = String::from(
-        "| scenario | sim mlcc / fair | testbed mlcc / best TCP | error | sim mlcc / isolated | testbed mlcc / isolated | sim mlcc, fair, isolated (s) | sim best order / fair | sim isolated / fair |\n|---|---|---|---|---|---|---|---|---|\n",
+        "| scenario | sim mlcc / fair | testbed mlcc / best TCP | error | sim mlcc / isolated | testbed mlcc / isolated | sim mlcc, fair, isolated (s) | sim best order / fair | sim isolated / fair | testbed mlcc (s) | sim mlcc vs it |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let opt = |x: Option<f64>| x.map_or("–".to_string(), |v| format!("{v:.3}"));
     for r in rows {
         t += &format!(
-            "| {}{}{} | {:.3} | {} | {} | {:.3} | {} | {:.2}, {:.2}, {:.2} | {:.3} ({}) | {:.3} |\n",
+            "| {}{}{} | {:.3} | {} | {} | {:.3} | {} | {:.2}, {:.2}, {:.2} | {:.3} ({}) | {:.3} | {} | {} |\n",
             r.scenario,
             if r.quick { " (quick)" } else { "" },
             if r.cross_traffic {
@@ -125,6 +132,10 @@ pub fn markdown(rows: &[Prediction]) -> String {
             r.sim_best_order_s / r.sim_fair_s,
             r.sim_best_order,
             r.sim_isolated_s / r.sim_fair_s,
+            r.testbed_mlcc_s
+                .map_or("–".to_string(), |v| format!("{v:.2}")),
+            r.seconds_error
+                .map_or("–".to_string(), |e| format!("{:+.1} %", e * 100.0)),
         );
     }
     t
@@ -159,6 +170,8 @@ mod tests {
         let p = predict(&scn, true, &dir).unwrap();
         assert_eq!(p.testbed_mlcc_to_best_tcp, Some(0.9));
         assert_eq!(p.testbed_mlcc_to_isolated, Some(9.0 / 8.0));
+        assert_eq!(p.testbed_mlcc_s, Some(9.0));
+        assert!((p.seconds_error.unwrap() - (p.sim_mlcc_s / 9.0 - 1.0)).abs() < 1e-12);
         assert!((p.error.unwrap() - (p.sim_mlcc_to_fair / 0.9 - 1.0)).abs() < 1e-12);
         let md = markdown(&[p]);
         assert!(
