@@ -93,3 +93,61 @@ fn a_testbed_ps_replies_only_to_a_whole_aggregate() {
         );
     }
 }
+
+/// The trainer's PS calls `iteration_begin` for its replies only once the aggregate is whole,
+/// so until then mlccd sees each reply flow done with its last iteration (on standby), never
+/// an idle flow of the new one waiting for data. The simulator's testbed runs observe it so;
+/// pipelined, the reply is observed waiting with nothing held.
+#[test]
+fn a_reply_to_a_whole_aggregate_is_observed_on_standby_until_the_aggregate_is_in() {
+    use mlcc_core::flow::FlowRole;
+    use mlcc_sim::engine::Engine;
+    use mlcc_sim::placement::Placement;
+    use mlcc_sim::policy::mlcc::Mlcc;
+    use mlcc_sim::policy::{self, Context};
+
+    let scn = Scenario::find("solo-ps").unwrap().quick();
+    let topo = scn.topology().unwrap();
+    let routes = Routes::new(&topo);
+    let slots = scn.slots().unwrap();
+    let (cfg, vis) = policy::by_name("mlcc")
+        .and_then(|e| e.mlcc_config(slots))
+        .unwrap();
+    // (reply observations waiting with nothing held, on standby with no bytes left)
+    let observe = |whole: bool| {
+        let mut jobs = scn.sim_jobs();
+        jobs[0].pinned.as_mut().unwrap().whole_aggregate = whole;
+        let ctx = Context {
+            topo: &topo,
+            slots,
+            switch_tables: true,
+        };
+        let mut sim = Mlcc::new(&ctx, cfg, vis);
+        sim.record();
+        let mut e = Engine::new(&topo, &routes, slots, &jobs, Placement::Packed, 1).unwrap();
+        while !e.finished() {
+            assert!(e.now() < 100_000, "did not finish");
+            e.step(&mut sim).unwrap();
+        }
+        let replies = sim
+            .recorded()
+            .iter()
+            .flat_map(|r| &r.obs)
+            .filter(|o| o.role == FlowRole::Bcast);
+        let (mut waiting, mut standby) = (0, 0);
+        for o in replies {
+            if o.remaining_bytes > 0.0 && o.sent_bytes <= 0.0 && o.app_backlog == Some(0.0) {
+                waiting += 1;
+            }
+            if o.remaining_bytes <= 0.0 {
+                standby += 1;
+            }
+        }
+        (waiting, standby)
+    };
+    let (waiting, standby) = observe(true);
+    assert_eq!(waiting, 0);
+    assert!(standby > 0);
+    let (waiting, _) = observe(false);
+    assert!(waiting > 0, "pipelined: {waiting}");
+}

@@ -7,6 +7,7 @@
 //! peers' progress from the previous slot's exchange (one slot stale, as the daemon sees it).
 
 use mlcc_core::Slot;
+use mlcc_core::flow::FlowRole;
 use mlcc_core::host::{Enforce, PolicyConfig};
 use mlcc_core::topology::{LinkId, Topology};
 use mlcc_harness::cluster::{Active, Cluster, Recorded, Training};
@@ -65,6 +66,19 @@ impl Mlcc {
             Phase::Comm { since } => since,
             _ => view.slot,
         };
+        let held = physics::held(j, f);
+        // A PS that replies only to a whole aggregate (the testbed's trainer) begins its
+        // replies' iteration only then, so until then mlccd sees the reply flow done with its
+        // last iteration, on standby.
+        let waiting = f.role == FlowRole::Bcast
+            && j.spec.pinned.as_ref().is_some_and(|p| p.whole_aggregate)
+            && f.sent <= 0.0
+            && held <= 0.0;
+        let (iteration, sent) = if waiting {
+            (j.iteration.saturating_sub(1), f.bytes)
+        } else {
+            (j.iteration, f.sent)
+        };
         Training {
             id: &f.id,
             job: &j.name,
@@ -72,14 +86,14 @@ impl Mlcc {
             src: f.src,
             dst: f.dst,
             path: &f.path,
-            iteration: j.iteration,
+            iteration,
             iterations: j.spec.iterations,
             comm_since: since,
             model_bytes: j.spec.model_bytes() as f64,
             bytes: f.bytes,
-            sent: f.sent,
+            sent,
             slack: f.slack,
-            held: physics::held(j, f),
+            held,
             last_achieved: f.last_achieved,
             upstream: f.upstream.iter().map(|&u| j.flows[u].id.clone()).collect(),
         }
