@@ -430,7 +430,7 @@ impl<'t> Engine<'t> {
                 &self.rates,
                 tau,
                 sharing,
-                policy.pacing_stamps(),
+                policy.paced_by_linux(),
                 &mut self.scratch,
             );
             self.account_idle(tau);

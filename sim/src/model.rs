@@ -172,6 +172,12 @@ pub struct Job {
 }
 
 impl Job {
+    /// Whether its PS replies only to a whole aggregate ([`crate::workload::Pinned::whole_aggregate`]:
+    /// a testbed job), not byte by byte behind the pushes.
+    pub fn whole_aggregate(&self) -> bool {
+        self.spec.pinned.as_ref().is_some_and(|p| p.whole_aggregate)
+    }
+
     /// Seconds one iteration's bytes take on the job's most loaded link with the fabric to
     /// itself: what Crux's GPU intensity and Cassini's communication windows are profiled from.
     pub fn comm_secs_alone(&self, topo: &Topology) -> f64 {

@@ -80,19 +80,16 @@ pub fn sendable(topo: &Topology, jobs: &[Job], active: &[FlowRef], tau: f64, out
         let avail = match f.role {
             FlowRole::Agg | FlowRole::Ring => held(j, f),
             FlowRole::Bcast => {
-                let frac = f
-                    .upstream
-                    .iter()
-                    .map(|&a| {
-                        let a = &j.flows[a];
-                        let bound = topo.bottleneck(&a.path).0 * tau;
-                        ((a.sent + bound).min(a.bytes) / a.bytes.max(1.0)).min(1.0)
-                    })
-                    .fold(1.0, f64::min);
-                (f.remaining()
-                    .min(bcast_allows(j, frac, f.bytes) - f.sent)
-                    .min(f.released - f.sent))
-                .max(0.0)
+                let bottleneck = |g: &Flow| topo.bottleneck(&g.path).0;
+                let (allowed, _) = bcast_limit(
+                    j,
+                    f,
+                    tau,
+                    false,
+                    |a| Some(bottleneck(&j.flows[a])),
+                    bottleneck,
+                );
+                (f.remaining().min(allowed - f.sent).min(f.released - f.sent)).max(0.0)
             }
         };
         out.push(avail);
@@ -297,8 +294,7 @@ pub fn advance(
 /// ([`fluid::bcast_allows`]), or nothing before all of it where the PS replies only to a whole
 /// aggregate ([`crate::workload::Pinned::whole_aggregate`]).
 fn bcast_allows(j: &Job, aggregated: f64, bytes: f64) -> f64 {
-    let whole = j.spec.pinned.as_ref().is_some_and(|p| p.whole_aggregate);
-    if whole && aggregated < 1.0 {
+    if j.whole_aggregate() && aggregated < 1.0 {
         0.0
     } else {
         fluid::bcast_allows(aggregated, bytes)
@@ -326,9 +322,8 @@ pub fn bcast_limit(
         (moves(a) * tau).min(j.flows[a].remaining())
     });
     let allowed = bcast_allows(j, frac, f.bytes);
-    let whole = j.spec.pinned.as_ref().is_some_and(|p| p.whole_aggregate);
     let mut start: f64 = 0.0;
-    if whole && allowed > f.sent {
+    if j.whole_aggregate() && allowed > f.sent {
         for &a in &f.upstream {
             let left = j.flows[a].remaining();
             if left <= 0.0 {

@@ -70,10 +70,8 @@ impl Mlcc {
         // A PS that replies only to a whole aggregate (the testbed's trainer) begins its
         // replies' iteration only then, so until then mlccd sees the reply flow done with its
         // last iteration, on standby.
-        let waiting = f.role == FlowRole::Bcast
-            && j.spec.pinned.as_ref().is_some_and(|p| p.whole_aggregate)
-            && f.sent <= 0.0
-            && held <= 0.0;
+        let waiting =
+            f.role == FlowRole::Bcast && j.whole_aggregate() && f.sent <= 0.0 && held <= 0.0;
         let (iteration, sent) = if waiting {
             (j.iteration.saturating_sub(1), f.bytes)
         } else {
@@ -112,7 +110,7 @@ impl Policy for Mlcc {
         }
     }
 
-    fn pacing_stamps(&self) -> bool {
+    fn paced_by_linux(&self) -> bool {
         true
     }
 

@@ -74,9 +74,11 @@ pub trait Policy {
     }
 
     /// Whether the policy's rates are carried out by Linux's internal pacing, as mlccd's
-    /// datapath does: a flow raised from a low rate then first waits out the departure stamps
-    /// its last packets took at the old rate ([`crate::physics::stamp_wait`]).
-    fn pacing_stamps(&self) -> bool {
+    /// datapath does, rather than being fluid averages over the slot: a flow raised from a low
+    /// rate then first waits out the departure stamps its last packets took at the old rate
+    /// ([`crate::physics::stamp_wait`]), and a reply whose data comes in mid-slot sends at its
+    /// rate only for the rest of the slot ([`crate::physics::bcast_limit`]).
+    fn paced_by_linux(&self) -> bool {
         false
     }
 
