@@ -6,6 +6,7 @@ use std::io;
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 use rustix::process::{Pid, Signal};
 
@@ -56,6 +57,8 @@ pub struct NetPlan {
     pub switches: Vec<SwitchNet>,
     pub host_link_bits: u64,
     pub inter_switch_bits: Option<u64>,
+    /// Every link's TBF bucket, as line time ([`crate::scenario::DEFAULT_LINK_BURST`]).
+    pub link_burst: Duration,
 }
 
 impl NetPlan {
@@ -84,6 +87,7 @@ impl NetPlan {
             switches,
             host_link_bits: s.host_link_bits,
             inter_switch_bits: s.inter_switch_bits,
+            link_burst: s.link_burst,
         }
     }
 
@@ -172,8 +176,8 @@ impl NetPlan {
                 "ip",
                 &["-n", &sw.ns, "link", "set", &h.name, "master", "br0", "up"],
             )?;
-            shape(&h.ns, "eth0", rate)?; // uplink
-            shape(&sw.ns, &h.name, rate)?; // downlink: the switch port's queue
+            shape(&h.ns, "eth0", rate, self.link_burst)?; // uplink
+            shape(&sw.ns, &h.name, rate, self.link_burst)?; // downlink: the switch port's queue
         }
         if let ([a, b], Some(isl)) = (self.switches.as_slice(), self.inter_switch_bits) {
             sh(
@@ -188,7 +192,7 @@ impl NetPlan {
                     "ip",
                     &["-n", &s.ns, "link", "set", "isl", "master", "br0", "up"],
                 )?;
-                shape(&s.ns, "isl", isl)?;
+                shape(&s.ns, "isl", isl, self.link_burst)?;
             }
         }
         Ok(())
@@ -202,9 +206,15 @@ impl NetPlan {
     }
 }
 
-/// TBF at `bits` per second with a ~5 ms queue (what a shallow-buffered ToR port holds).
-fn shape(ns: &str, dev: &str, bits: u64) -> io::Result<()> {
-    let burst = (bits / 8 / 250).max(32 * 1024); // 4 ms of line rate, at least 32 KiB
+/// TBF's bucket for a link of `bits` per second: `burst` of line time, at least 32 KiB (below
+/// that TBF splits every TSO burst).
+pub fn bucket_bytes(bits: u64, burst: Duration) -> u64 {
+    ((bits as f64 / 8.0 * burst.as_secs_f64()) as u64).max(32 * 1024)
+}
+
+/// TBF at `bits` per second with a ~5 ms queue (what a shallow-buffered ToR port holds) and a
+/// bucket of `burst` line time ([`crate::scenario::DEFAULT_LINK_BURST`] says why it is small).
+fn shape(ns: &str, dev: &str, bits: u64, burst: Duration) -> io::Result<()> {
     sh(
         "tc",
         &[
@@ -219,7 +229,7 @@ fn shape(ns: &str, dev: &str, bits: u64) -> io::Result<()> {
             "rate",
             &format!("{bits}bit"),
             "burst",
-            &burst.to_string(),
+            &bucket_bytes(bits, burst).to_string(),
             "latency",
             "5ms",
         ],
@@ -292,5 +302,14 @@ mod tests {
             parse_net_dev(t),
             vec![("lo".into(), 100, 200), ("h1".into(), 12345, 67890)]
         );
+    }
+
+    #[test]
+    fn a_bucket_is_its_line_time_and_never_below_32_kib() {
+        let ms = Duration::from_millis;
+        assert_eq!(bucket_bytes(1_000_000_000, ms(2)), 250_000);
+        assert_eq!(bucket_bytes(1_000_000_000, ms(4)), 500_000);
+        assert_eq!(bucket_bytes(10_000_000_000, ms(2)), 2_500_000);
+        assert_eq!(bucket_bytes(100_000_000, ms(2)), 32 * 1024);
     }
 }

@@ -46,6 +46,9 @@ pub struct Summary {
     pub mlcc_reduction_vs_best_tcp: Option<f64>,
     /// Mean JCT with every job alone (`--cc isolated`), if it ran.
     pub isolated_mean_jct_s: Option<f64>,
+    /// Every link's token bucket in this run, as line time (`--link-burst`): runs with
+    /// different buckets are not comparable (README, "The testbed's links").
+    pub link_burst_ms: f64,
     pub runs: Vec<CcRun>,
 }
 
@@ -66,7 +69,12 @@ fn pct(v: &mut [f64], q: f64) -> f64 {
     v[i]
 }
 
-pub fn summarize(scenario: &str, quick: bool, runs: Vec<CcRun>) -> Summary {
+pub fn summarize(
+    scenario: &str,
+    quick: bool,
+    link_burst: std::time::Duration,
+    runs: Vec<CcRun>,
+) -> Summary {
     let mut order: Vec<String> = Vec::new();
     for r in &runs {
         if !order.contains(&r.cc) {
@@ -157,6 +165,7 @@ pub fn summarize(scenario: &str, quick: bool, runs: Vec<CcRun>) -> Summary {
         best_tcp: best.map(|b| b.0),
         mlcc_reduction_vs_best_tcp: reduction,
         isolated_mean_jct_s: isolated,
+        link_burst_ms: link_burst.as_secs_f64() * 1e3,
         ccs,
         runs,
     }
@@ -193,10 +202,12 @@ fn per_job_table(
 
 pub fn markdown(s: &Summary) -> String {
     let mut t = format!(
-        "## {}{}: job completion time per congestion control ({} repetition(s))\n\n",
+        "## {}{}: job completion time per congestion control ({} repetition(s), links' bucket \
+         {} ms)\n\n",
         s.scenario,
         if s.quick { " (quick)" } else { "" },
-        s.repetitions
+        s.repetitions,
+        s.link_burst_ms
     );
     t += "| CC | mean JCT (s) | p50 | p99 | max | spread of repetition means (s) | vs best TCP | contention recovered | failed jobs |\n";
     t += "|---|---|---|---|---|---|---|---|---|\n";
@@ -501,6 +512,7 @@ mod tests {
         let s = summarize(
             "t",
             true,
+            std::time::Duration::from_millis(2),
             vec![
                 run("cubic", &[12.0, 14.0]),
                 run("bbr", &[10.0, 12.0]),

@@ -770,3 +770,49 @@ fn killed_daemons_and_a_link_flap_lose_no_bytes_and_degrade_and_recover() {
     );
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+#[test]
+fn every_link_gets_the_bucket_its_scenario_asks_for() {
+    if !is_root() {
+        eprintln!(
+            "skipped every_link_gets_the_bucket_its_scenario_asks_for: needs root (network \
+             namespaces, tc)"
+        );
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    use mlcc_testbed::net::{NetPlan, bucket_bytes};
+    // two-tier: host links in two racks and the inter-switch link.
+    let mut scn = mlcc_testbed::scenario::Scenario::find("two-tier").unwrap();
+    for burst in [scn.link_burst, std::time::Duration::from_millis(3)] {
+        scn.link_burst = burst;
+        let want = format!("burst {}b", bucket_bytes(scn.host_link_bits, burst));
+        let plan = NetPlan::new(&format!("lb{}", std::process::id()), &scn);
+        plan.create().expect("create the links");
+        let mut shown = Vec::new();
+        let qdisc = |ns: &str, dev: &str| {
+            let o = Command::new("tc")
+                .args(["-n", ns, "qdisc", "show", "dev", dev])
+                .output()
+                .expect("tc");
+            format!("{ns}/{dev}: {}", String::from_utf8_lossy(&o.stdout).trim())
+        };
+        for h in &plan.hosts {
+            let sw = &plan.switches[(h.rack - 1) as usize];
+            shown.push(qdisc(&h.ns, "eth0"));
+            shown.push(qdisc(&sw.ns, &h.name));
+        }
+        for sw in &plan.switches {
+            shown.push(qdisc(&sw.ns, "isl"));
+        }
+        plan.destroy();
+        assert_eq!(shown.len(), 2 * plan.hosts.len() + 2);
+        for s in &shown {
+            assert!(
+                s.contains("tbf") && s.contains(&want),
+                "{burst:?}: want {want} in {s}"
+            );
+        }
+    }
+    assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
+}
