@@ -767,23 +767,32 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    #[test]
-    fn the_link_bucket_is_2ms_unless_a_scenario_says_and_zero_is_refused() {
-        let dir = std::env::temp_dir().join(format!("mlcc-tb-burst-{}", std::process::id()));
+    /// A fresh directory holding `t.csv`: one VGG19 ring on h1 and h2.
+    fn two_worker_trace(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("mlcc-tb-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(
             dir.join("t.csv"),
             "arrival_s,name,model,iterations,servers,workers\n0,a,vgg19,5,,h1|h2\n",
         )
         .unwrap();
-        let load = |extra: &str| {
-            std::fs::write(
-                dir.join("s.toml"),
-                format!("name = \"t\"\nhosts_per_rack = 2\ntrace = \"t.csv\"\n{extra}"),
-            )
-            .unwrap();
-            Scenario::load(&dir.join("s.toml"))
-        };
+        dir
+    }
+
+    /// Loads `dir/s.toml`: one rack of `hosts_per_rack` over `t.csv`, plus `extra` lines.
+    fn load_with(dir: &Path, hosts_per_rack: u32, extra: &str) -> Result<Scenario, ScenarioError> {
+        std::fs::write(
+            dir.join("s.toml"),
+            format!("name = \"t\"\nhosts_per_rack = {hosts_per_rack}\ntrace = \"t.csv\"\n{extra}"),
+        )
+        .unwrap();
+        Scenario::load(&dir.join("s.toml"))
+    }
+
+    #[test]
+    fn the_link_bucket_is_2ms_unless_a_scenario_says_and_zero_is_refused() {
+        let dir = two_worker_trace("burst");
+        let load = |extra: &str| load_with(&dir, 2, extra);
         assert_eq!(load("").unwrap().link_burst, DEFAULT_LINK_BURST);
         assert_eq!(DEFAULT_LINK_BURST, Duration::from_millis(2));
         assert_eq!(
@@ -809,21 +818,8 @@ mod tests {
             assert!(parse_loss(bad).is_err(), "{bad:?} accepted");
         }
 
-        let dir = std::env::temp_dir().join(format!("mlcc-tb-loss-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("t.csv"),
-            "arrival_s,name,model,iterations,servers,workers\n0,a,vgg19,5,,h1|h2\n",
-        )
-        .unwrap();
-        let load = |extra: &str| {
-            std::fs::write(
-                dir.join("s.toml"),
-                format!("name = \"t\"\nhosts_per_rack = 3\ntrace = \"t.csv\"\n{extra}"),
-            )
-            .unwrap();
-            Scenario::load(&dir.join("s.toml"))
-        };
+        let dir = two_worker_trace("loss");
+        let load = |extra: &str| load_with(&dir, 3, extra);
         let s = load("loss = \"1%\"\nloss_seed = 9\n").unwrap();
         assert_eq!(
             s.loss,
