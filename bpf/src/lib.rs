@@ -46,7 +46,9 @@ pub use loss::{LossCounters, LossInjector, LossSpec, send_single_segments};
 pub use memory::MemoryDatapath;
 pub use probe::probe;
 pub use rate::{Expiry, ParseRateError, Rate, RateOrder};
-pub use sockopt::{congestion_control, netns_cookie, set_congestion_control, tcp_info};
+pub use sockopt::{
+    congestion_control, netns_cookie, set_congestion_control, tcp_info, tcp_total_rto,
+};
 pub use stats::{Pacing, SocketStats};
 pub use sys::in_netns;
 

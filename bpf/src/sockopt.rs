@@ -17,6 +17,11 @@ pub fn tcp_info(socket: impl AsFd) -> io::Result<libc::tcp_info> {
     sys::tcp_info(socket.as_fd())
 }
 
+/// Retransmission timeouts a TCP socket has had (`tcpi_total_rto`, Linux 6.7; None before).
+pub fn tcp_total_rto(socket: impl AsFd) -> io::Result<Option<u16>> {
+    sys::tcp_total_rto(socket.as_fd())
+}
+
 /// Puts a TCP socket on `cc` (setsockopt TCP_CONGESTION).
 pub fn set_congestion_control(socket: impl AsFd, cc: &CcName) -> io::Result<()> {
     sys::set_tcp_congestion(socket.as_fd(), cc.as_str())

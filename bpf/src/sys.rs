@@ -56,6 +56,15 @@ fn getsockopt_bytes(
     Ok((len as usize).min(buf.len()))
 }
 
+/// `tcpi_total_rto` of a TCP socket (Linux 6.7; libc's `tcp_info` ends before it): None on
+/// kernels whose `TCP_INFO` is shorter.
+pub fn tcp_total_rto(fd: BorrowedFd<'_>) -> io::Result<Option<u16>> {
+    const OFFSET: usize = 240;
+    let mut buf = [0u8; 256];
+    let len = getsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_INFO, &mut buf)?;
+    Ok((len >= OFFSET + 2).then(|| u16::from_ne_bytes([buf[OFFSET], buf[OFFSET + 1]])))
+}
+
 /// `TCP_INFO` of a TCP socket.
 pub fn tcp_info(fd: BorrowedFd<'_>) -> io::Result<libc::tcp_info> {
     // SAFETY: tcp_info is plain old data, for which all zeroes is a valid value.

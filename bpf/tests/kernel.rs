@@ -697,25 +697,9 @@ impl Window {
     }
 }
 
-/// Retransmission timeouts on `stream` so far (`tcp_info.tcpi_total_rto`, Linux 6.7; libc's
-/// struct ends before it, so it is read from the raw bytes).
+/// Retransmission timeouts on `stream` so far (None on kernels before 6.7).
 fn total_rto(stream: &std::net::TcpStream) -> Option<u16> {
-    use std::os::fd::AsRawFd;
-    const OFFSET: usize = 240;
-    let mut buf = [0u8; 256];
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: `buf` is valid for `len` writable bytes and the kernel writes at most `len`.
-    let ret = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    (ret == 0 && len as usize >= OFFSET + 2)
-        .then(|| u16::from_ne_bytes([buf[OFFSET], buf[OFFSET + 1]]))
+    mlcc_bpf::tcp_total_rto(stream).ok().flatten()
 }
 
 /// Milliseconds of CPU time stolen from this machine by its hypervisor, all CPUs together

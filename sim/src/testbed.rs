@@ -115,18 +115,6 @@ fn timeout() -> String {
     "15m".into()
 }
 
-/// The token bucket of every link the testbed emulates (TBF `burst`), as line time: 2 ms.
-///
-/// A bucket lets a sender that was idle send that much line time at once, faster than the
-/// link: a physical port has none, so the smaller the more faithful, as long as the emulation
-/// still carries the link's rate when the host's timers run late. At the classic rate / HZ
-/// (4 ms here) an unpaced sender banked up to 4 ms of every idle gap: cubic moved a ring step
-/// after the compute phase at 123-127 MB/s on a link whose payload rate is 119.55 MB/s, and two
-/// co-located rings under cubic ran as if alone (testbed `micro-two-jobs`, 8.31 s against 8.23
-/// isolated). At 2 ms a steady step still takes the line time it takes at 4 ms (61.3 ms for
-/// 7.32 MB); at 1 ms it does not always under load (61.3-61.5 ms). The simulator's links bank
-/// nothing. README, "The testbed's links".
-pub const DEFAULT_LINK_BURST: Duration = Duration::from_millis(2);
 fn seed() -> u64 {
     1
 }
@@ -232,6 +220,28 @@ pub struct JobSpec {
     pub workers: Vec<String>,
 }
 
+/// The token bucket of every link the testbed emulates (TBF `burst`), as line time: 2 ms.
+///
+/// A bucket lets a sender that was idle send that much line time at once, faster than the
+/// link: a physical port has none, so the smaller the more faithful, as long as the emulation
+/// still carries the link's rate when the host's timers run late. At the classic rate / HZ
+/// (4 ms here) an unpaced sender banked up to 4 ms of every idle gap: cubic moved a ring step
+/// after the compute phase at 123-127 MB/s on a link whose payload rate is 119.55 MB/s, and two
+/// co-located rings under cubic ran as if alone (testbed `micro-two-jobs`, 8.31 s against 8.23
+/// isolated). At 2 ms a steady step still takes the line time it takes at 4 ms (61.3 ms for
+/// 7.32 MB); at 1 ms it does not always under load (61.3-61.5 ms). The simulator's links bank
+/// nothing. README, "The testbed's links".
+pub const DEFAULT_LINK_BURST: Duration = Duration::from_millis(2);
+
+/// A link bucket must hold something: at zero TBF would never send.
+pub fn check_link_burst(d: Duration) -> Result<Duration, String> {
+    if d.is_zero() {
+        Err("must be above zero".into())
+    } else {
+        Ok(d)
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Scenario {
     pub name: String,
@@ -258,14 +268,6 @@ pub struct Scenario {
 
 fn dur(path: &Path, what: &str, s: &str) -> Result<Duration, ScenarioError> {
     parse_duration(s).map_err(|e| bad(path, format!("{what}: {e}")))
-}
-
-fn positive(path: &Path, what: &str, d: Duration) -> Result<Duration, ScenarioError> {
-    if d.is_zero() {
-        Err(bad(path, format!("{what}: must be above zero")))
-    } else {
-        Ok(d)
-    }
 }
 
 fn bits(path: &Path, what: &str, s: &str) -> Result<u64, ScenarioError> {
@@ -442,7 +444,8 @@ impl Scenario {
             faults,
             loss,
             link_burst: match raw.link_burst.as_deref() {
-                Some(b) => positive(path, "link_burst", dur(path, "link_burst", b)?)?,
+                Some(b) => check_link_burst(dur(path, "link_burst", b)?)
+                    .map_err(|e| bad(path, format!("link_burst: {e}")))?,
                 None => DEFAULT_LINK_BURST,
             },
         })
@@ -703,13 +706,7 @@ mod tests {
 
     #[test]
     fn bad_faults_are_refused_by_what_is_wrong() {
-        let dir = std::env::temp_dir().join(format!("mlcc-tb-flt-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("t.csv"),
-            "arrival_s,name,model,iterations,servers,workers\n0,a,vgg19,5,,h1|h2\n",
-        )
-        .unwrap();
+        let dir = two_worker_trace("flt");
         let fault = |at: &str, kind: &str, target: &str, lasts: &str| {
             format!(
                 "[[fault]]\nat = \"{at}\"\nkind = \"{kind}\"\ntarget = \"{target}\"\nfor = \"{lasts}\"\n"

@@ -19,6 +19,26 @@ struct Args {
     cmd: Cmd,
 }
 
+/// How the testbed emulates links, beside what the scenario says.
+#[derive(clap::Args, Debug)]
+struct Links {
+    /// Every emulated link's token bucket, as line time (e.g. `4ms`, the bucket of the figures
+    /// measured before 2026-11-26's eleventh round) [default: the scenario's `link_burst`, else
+    /// 2ms].
+    #[arg(long, value_name = "DURATION", value_parser = mlcc_core::units::parse_duration)]
+    link_burst: Option<std::time::Duration>,
+}
+
+impl Links {
+    fn apply(&self, scn: &mut Scenario) -> Result<(), String> {
+        if let Some(b) = self.link_burst {
+            scn.link_burst = mlcc_testbed::scenario::check_link_burst(b)
+                .map_err(|e| format!("--link-burst: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Create a scenario's cluster and leave it running (for poking at it with `ip netns exec`,
@@ -36,11 +56,8 @@ enum Cmd {
         /// Directory holding mlcc-trainer, mlccd and mlcc-switchd [default: next to this binary].
         #[arg(long)]
         bin_dir: Option<PathBuf>,
-        /// Every emulated link's token bucket, as line time (e.g. `4ms`, the bucket of the
-        /// figures measured before 2026-11-26's eleventh round) [default: the scenario's
-        /// `link_burst`, else 2ms].
-        #[arg(long, value_name = "DURATION", value_parser = mlcc_core::units::parse_duration)]
-        link_burst: Option<std::time::Duration>,
+        #[command(flatten)]
+        links: Links,
     },
     /// Remove every testbed object on the machine: namespaces with their processes, BPF pins,
     /// shared-memory directories.
@@ -90,11 +107,8 @@ enum Cmd {
         /// overrides the scenario's `loss`.
         #[arg(long)]
         loss: Option<String>,
-        /// Every emulated link's token bucket, as line time (e.g. `4ms`, the bucket of the
-        /// figures measured before 2026-11-26's eleventh round) [default: the scenario's
-        /// `link_burst`, else 2ms].
-        #[arg(long, value_name = "DURATION", value_parser = mlcc_core::units::parse_duration)]
-        link_burst: Option<std::time::Duration>,
+        #[command(flatten)]
+        links: Links,
     },
     /// Reproduce one of the paper's testbed figures: fig10 (training speed vs random loss),
     /// fig8 / fig9 / table1 (one sweep of link rates: JCT, per-model speed-up, JCT statistics),
@@ -143,18 +157,6 @@ fn bins(dir: Option<PathBuf>) -> Result<Binaries, RunError> {
     match dir {
         Some(d) => Binaries::in_dir(&d),
         None => Binaries::next_to_me(),
-    }
-}
-
-/// `--link-burst`: overrides the scenario's bucket; zero would stall every link.
-fn set_link_burst(scn: &mut Scenario, burst: Option<std::time::Duration>) -> Result<(), String> {
-    match burst {
-        Some(b) if b.is_zero() => Err("--link-burst: must be above zero".into()),
-        Some(b) => {
-            scn.link_burst = b;
-            Ok(())
-        }
-        None => Ok(()),
     }
 }
 
@@ -226,10 +228,10 @@ fn real_main(a: Args) -> Result<(), String> {
             cc,
             out,
             bin_dir,
-            link_burst,
+            links,
         } => {
             let mut scn = Scenario::find(&scenario).map_err(|e| e.to_string())?;
-            set_link_burst(&mut scn, link_burst)?;
+            links.apply(&mut scn)?;
             let cc = Cc::parse(&cc)?;
             if matches!(cc, Cc::Isolated(_) | Cc::Kernel { cassini: true, .. }) {
                 return Err(
@@ -260,10 +262,10 @@ fn real_main(a: Args) -> Result<(), String> {
             out,
             bin_dir,
             loss,
-            link_burst,
+            links,
         } => {
             let mut scn = Scenario::find(&scenario).map_err(|e| e.to_string())?;
-            set_link_burst(&mut scn, link_burst)?;
+            links.apply(&mut scn)?;
             if quick {
                 scn = scn.quick();
             }
