@@ -94,13 +94,9 @@ fn a_testbed_ps_replies_only_to_a_whole_aggregate() {
     }
 }
 
-/// The trainer's PS calls `iteration_begin` for its replies only once the aggregate is whole,
-/// so until then mlccd sees each reply flow done with its last iteration (on standby), never
-/// an idle flow of the new one waiting for data. The simulator's testbed runs observe it so;
-/// pipelined, the reply is observed waiting with nothing held.
-#[test]
-fn a_reply_to_a_whole_aggregate_is_observed_on_standby_until_the_aggregate_is_in() {
-    use mlcc_core::flow::FlowRole;
+/// Every step `solo-ps` (quick) runs under the simulated mlcc, its PS replying to a whole
+/// aggregate or pipelined: the slot and what the host observed of each flow.
+fn solo_ps_observations(whole: bool) -> Vec<(mlcc_core::Slot, mlcc_core::host::FlowObs)> {
     use mlcc_sim::engine::Engine;
     use mlcc_sim::placement::Placement;
     use mlcc_sim::policy::mlcc::Mlcc;
@@ -113,29 +109,41 @@ fn a_reply_to_a_whole_aggregate_is_observed_on_standby_until_the_aggregate_is_in
     let (cfg, vis) = policy::by_name("mlcc")
         .and_then(|e| e.mlcc_config(slots))
         .unwrap();
+    let mut jobs = scn.sim_jobs();
+    jobs[0].pinned.as_mut().unwrap().whole_aggregate = whole;
+    let ctx = Context {
+        topo: &topo,
+        slots,
+        switch_tables: true,
+    };
+    let mut sim = Mlcc::new(&ctx, cfg, vis);
+    sim.record();
+    let mut e = Engine::new(&topo, &routes, slots, &jobs, Placement::Packed, 1).unwrap();
+    while !e.finished() {
+        assert!(e.now() < 100_000, "did not finish");
+        e.step(&mut sim).unwrap();
+    }
+    sim.recorded()
+        .iter()
+        .flat_map(|r| r.obs.iter().map(move |o| (r.slot, o.clone())))
+        .collect()
+}
+
+/// The trainer's PS calls `iteration_begin` for its replies only once the aggregate is whole,
+/// so until then mlccd sees each reply flow done with its last iteration (on standby), never
+/// an idle flow of the new one waiting for data. The simulator's testbed runs observe it so;
+/// pipelined, the reply is observed waiting with nothing held.
+#[test]
+fn a_reply_to_a_whole_aggregate_is_observed_on_standby_until_the_aggregate_is_in() {
+    use mlcc_core::flow::FlowRole;
+
     // (reply observations waiting with nothing held, on standby with no bytes left)
     let observe = |whole: bool| {
-        let mut jobs = scn.sim_jobs();
-        jobs[0].pinned.as_mut().unwrap().whole_aggregate = whole;
-        let ctx = Context {
-            topo: &topo,
-            slots,
-            switch_tables: true,
-        };
-        let mut sim = Mlcc::new(&ctx, cfg, vis);
-        sim.record();
-        let mut e = Engine::new(&topo, &routes, slots, &jobs, Placement::Packed, 1).unwrap();
-        while !e.finished() {
-            assert!(e.now() < 100_000, "did not finish");
-            e.step(&mut sim).unwrap();
-        }
-        let replies = sim
-            .recorded()
-            .iter()
-            .flat_map(|r| &r.obs)
-            .filter(|o| o.role == FlowRole::Bcast);
         let (mut waiting, mut standby) = (0, 0);
-        for o in replies {
+        for (_, o) in solo_ps_observations(whole) {
+            if o.role != FlowRole::Bcast {
+                continue;
+            }
             if o.remaining_bytes > 0.0 && o.sent_bytes <= 0.0 && o.app_backlog == Some(0.0) {
                 waiting += 1;
             }
@@ -150,4 +158,65 @@ fn a_reply_to_a_whole_aggregate_is_observed_on_standby_until_the_aggregate_is_in
     assert!(standby > 0);
     let (waiting, _) = observe(false);
     assert!(waiting > 0, "pipelined: {waiting}");
+}
+
+/// Since the trainer's PS begins its replies' iteration when the aggregate is whole, mlccd
+/// reads that moment, not the pushes' start, as the replies' iteration start, and their rank
+/// puts them first come, first served by it. The simulator's testbed runs observe the same:
+/// each reply's iteration starts after its pushes' (at the slot its first bytes were there to
+/// send, or the slot before where the aggregate came in during it), while a pipelined reply
+/// starts with its pushes.
+#[test]
+fn a_reply_to_a_whole_aggregate_starts_its_iteration_when_the_aggregate_is_in() {
+    use std::collections::BTreeMap;
+
+    use mlcc_core::flow::FlowRole;
+
+    // Per (iteration, role): the iteration starts observed, and the first slot observed in it.
+    let starts = |whole: bool| {
+        let mut by: BTreeMap<(u64, bool), (Vec<u64>, u64)> = BTreeMap::new();
+        for (slot, o) in solo_ps_observations(whole) {
+            if o.remaining_bytes <= 0.0 {
+                continue;
+            }
+            let e = by
+                .entry((o.iteration, o.role == FlowRole::Bcast))
+                .or_insert((Vec::new(), u64::MAX));
+            e.0.push(o.iteration_start.0);
+            e.1 = e.1.min(slot.0);
+        }
+        by
+    };
+    let whole = starts(true);
+    let mut compared = 0;
+    for (&(it, reply), (starts, first_seen)) in &whole {
+        if !reply {
+            continue;
+        }
+        let Some((pushes, _)) = whole.get(&(it, false)) else {
+            continue;
+        };
+        let pushed = pushes.iter().max().unwrap();
+        for s in starts {
+            assert!(
+                s > pushed,
+                "iteration {it}: reply starts {s}, pushes {pushed}"
+            );
+            assert!(
+                *s + 1 >= *first_seen && s <= first_seen,
+                "iteration {it}: reply starts {s}, first seen {first_seen}"
+            );
+        }
+        compared += 1;
+    }
+    assert!(compared >= 5, "{compared} iterations compared");
+    let piped = starts(false);
+    for (&(it, reply), (starts, _)) in &piped {
+        if let (true, Some((pushes, _))) = (reply, piped.get(&(it, false))) {
+            assert!(
+                starts.iter().all(|s| pushes.contains(s)),
+                "iteration {it}: {starts:?} against {pushes:?}"
+            );
+        }
+    }
 }

@@ -6,6 +6,8 @@
 //! progress files, feedback from the tables in this process instead of switch sessions, and
 //! peers' progress from the previous slot's exchange (one slot stale, as the daemon sees it).
 
+use std::collections::HashMap;
+
 use mlcc_core::Slot;
 use mlcc_core::flow::FlowRole;
 use mlcc_core::host::{Enforce, PolicyConfig};
@@ -20,6 +22,11 @@ use crate::physics;
 
 pub struct Mlcc {
     cluster: Cluster,
+    /// Per reply flow of a PS that replies only to a whole aggregate: the iteration its
+    /// replies are in and the slot they began, which its progress file gives as the
+    /// iteration's start (the testbed's trainer calls `iteration_begin` when the aggregate is
+    /// whole, not when the pushes began).
+    replies_began: HashMap<(u32, u32), (u32, u64)>,
 }
 
 /// The rate a flow sends at under `e`: its paced rate, or, released to kernel TCP (unpaced),
@@ -45,6 +52,7 @@ impl Mlcc {
             } else {
                 cluster.without_switch_tables(c.topo)
             },
+            replies_began: HashMap::new(),
         }
     }
 
@@ -58,25 +66,42 @@ impl Mlcc {
     }
 
     /// What active flow `i`'s host observes of it this slot, before the network's answers.
-    fn observe(view: &View<'_>, i: usize) -> Active {
+    fn observe(&mut self, view: &View<'_>, i: usize) -> Active {
         let r = view.active[i];
         let j = view.job(r);
         let f = view.flow(r);
-        let since = match j.phase {
+        let mut since = match j.phase {
             Phase::Comm { since } => since,
             _ => view.slot,
         };
         let held = physics::held(j, f);
         // A PS that replies only to a whole aggregate (the testbed's trainer) begins its
         // replies' iteration only then, so until then mlccd sees the reply flow done with its
-        // last iteration, on standby.
-        let waiting =
-            f.role == FlowRole::Bcast && j.whole_aggregate() && f.sent <= 0.0 && held <= 0.0;
+        // last iteration, on standby, and from then on with that slot as the iteration's
+        // start (what its rank's first-come-first-served part reads).
+        let replies = f.role == FlowRole::Bcast && j.whole_aggregate();
+        let waiting = replies && f.sent <= 0.0 && held <= 0.0;
         let (iteration, sent) = if waiting {
             (j.iteration.saturating_sub(1), f.bytes)
         } else {
             (j.iteration, f.sent)
         };
+        if replies && !waiting {
+            // Replies whose aggregate became whole during the last slot began in it.
+            let now = if f.last_data_late {
+                view.slot.saturating_sub(1)
+            } else {
+                view.slot
+            };
+            let began = self
+                .replies_began
+                .entry((r.job, r.flow))
+                .or_insert((j.iteration, now));
+            if began.0 != j.iteration {
+                *began = (j.iteration, now);
+            }
+            since = began.1;
+        }
         Training {
             id: &f.id,
             job: &j.name,
@@ -102,7 +127,7 @@ impl Mlcc {
 impl Policy for Mlcc {
     fn rates(&mut self, view: &View<'_>, out: &mut [f64]) {
         let actives = (0..view.active.len())
-            .map(|i| Self::observe(view, i))
+            .map(|i| self.observe(view, i))
             .collect();
         let enforce = self.cluster.step(Slot(view.slot), actives);
         for (i, e) in enforce.into_iter().enumerate() {
