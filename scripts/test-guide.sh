@@ -194,8 +194,25 @@ SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 systemd-nspawn -q --register=no --keep-unit -
   --capability=all --system-call-filter='bpf perf_event_open' --private-network \
   --bind="$scratch/bpffs:/sys/fs/bpf" -b >"$scratch/console.log" 2>&1 </dev/null &
 nspawn_pid=$!
+# The container's init: the first of systemd-nspawn's children or grandchildren in a PID
+# namespace other than ours. Not simply its first child: nspawn forks an outer child that
+# forks init into the new namespace and exits (init is then reparented to nspawn), so the
+# first child seen can be that short-lived outer one (a CI run waited 60 s on a dead PID).
+our_pidns=$(readlink /proc/$$/ns/pid)
+find_init() {
+  local p c ns
+  for p in $(pgrep -P "$nspawn_pid" || true); do
+    for c in "$p" $(pgrep -P "$p" || true); do
+      ns=$(readlink "/proc/$c/ns/pid" 2>/dev/null || true)
+      if [ -n "$ns" ] && [ "$ns" != "$our_pidns" ]; then
+        echo "$c"
+        return
+      fi
+    done
+  done
+}
 for _ in $(seq 1 100); do
-  init=$(pgrep -P "$nspawn_pid" | head -n 1 || true)
+  init=$(find_init)
   [ -n "$init" ] && break
   sleep 0.1
 done
@@ -203,6 +220,8 @@ done
 ns() { nsenter -t "$init" -a -- /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C HOME=/root "$@"; }
 state=
 for _ in $(seq 1 300); do
+  # Found as it was being reparented, init keeps its PID; a vanished one is looked up again.
+  { [ -n "$init" ] && [ -d "/proc/$init" ]; } || init=$(find_init)
   state=$(ns systemctl is-system-running 2>/dev/null || true)
   case "$state" in running | degraded) break ;; esac
   sleep 0.2
