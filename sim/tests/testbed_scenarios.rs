@@ -173,9 +173,9 @@ fn a_reply_to_a_whole_aggregate_starts_its_iteration_when_the_aggregate_is_in() 
     use mlcc_core::flow::FlowRole;
 
     // Per (iteration, role): the iteration starts observed, and the first slot observed in it.
-    let starts = |whole: bool| {
+    let starts = |seen: &[(mlcc_core::Slot, mlcc_core::host::FlowObs)]| {
         let mut by: BTreeMap<(u64, bool), (Vec<u64>, u64)> = BTreeMap::new();
-        for (slot, o) in solo_ps_observations(whole) {
+        for (slot, o) in seen {
             if o.remaining_bytes <= 0.0 {
                 continue;
             }
@@ -187,7 +187,8 @@ fn a_reply_to_a_whole_aggregate_starts_its_iteration_when_the_aggregate_is_in() 
         }
         by
     };
-    let whole = starts(true);
+    let seen = solo_ps_observations(true);
+    let whole = starts(&seen);
     let mut compared = 0;
     for (&(it, reply), (starts, first_seen)) in &whole {
         if !reply {
@@ -210,7 +211,27 @@ fn a_reply_to_a_whole_aggregate_starts_its_iteration_when_the_aggregate_is_in() 
         compared += 1;
     }
     assert!(compared >= 5, "{compared} iterations compared");
-    let piped = starts(false);
+    // On standby until the next aggregate is in, a reply is still seen in its last iteration,
+    // with that iteration's start (before its first replies it has none to be seen in).
+    let mut standby = 0;
+    for (slot, o) in &seen {
+        if o.role != FlowRole::Bcast || o.remaining_bytes > 0.0 {
+            continue;
+        }
+        if let Some((starts, first_seen)) = whole.get(&(o.iteration, true))
+            && slot.0 > *first_seen
+        {
+            assert!(
+                starts.contains(&o.iteration_start.0),
+                "standby in iteration {}: starts {} against {starts:?}",
+                o.iteration,
+                o.iteration_start.0
+            );
+            standby += 1;
+        }
+    }
+    assert!(standby > 0, "no standby reply observed");
+    let piped = starts(&solo_ps_observations(false));
     for (&(it, reply), (starts, _)) in &piped {
         if let (true, Some((pushes, _))) = (reply, piped.get(&(it, false))) {
             assert!(

@@ -77,8 +77,8 @@ impl Mlcc {
         let held = physics::held(j, f);
         // A PS that replies only to a whole aggregate (the testbed's trainer) begins its
         // replies' iteration only then, so until then mlccd sees the reply flow done with its
-        // last iteration, on standby, and from then on with that slot as the iteration's
-        // start (what its rank's first-come-first-served part reads).
+        // last iteration, on standby; and it reads that moment as the iteration's start (what
+        // its rank's first-come-first-served part orders by), on standby too.
         let replies = f.role == FlowRole::Bcast && j.whole_aggregate();
         let waiting = replies && f.sent <= 0.0 && held <= 0.0;
         let (iteration, sent) = if waiting {
@@ -86,21 +86,19 @@ impl Mlcc {
         } else {
             (j.iteration, f.sent)
         };
-        if replies && !waiting {
-            // Replies whose aggregate became whole during the last slot began in it.
-            let now = if f.last_data_late {
-                view.slot.saturating_sub(1)
-            } else {
-                view.slot
-            };
-            let began = self
-                .replies_began
-                .entry((r.job, r.flow))
-                .or_insert((j.iteration, now));
-            if began.0 != j.iteration {
-                *began = (j.iteration, now);
+        if replies {
+            let key = (r.job, r.flow);
+            let known = self.replies_began.get(&key).map(|&(it, _)| it);
+            if !waiting && known != Some(j.iteration) {
+                // Replies whose aggregate became whole during the last slot began in it.
+                let began = view.slot.saturating_sub(u64::from(f.last_data_late));
+                self.replies_began.insert(key, (j.iteration, began));
             }
-            since = began.1;
+            if let Some(&(it, began)) = self.replies_began.get(&key)
+                && it == iteration
+            {
+                since = began;
+            }
         }
         Training {
             id: &f.id,
