@@ -1,4 +1,4 @@
-//! mlcc's kernel datapath (DESIGN.md §12): a BPF TCP congestion control that paces each socket
+//! mlcc's kernel datapath (docs/design.md §12): a BPF TCP congestion control that paces each socket
 //! at the rate mlccd orders, a cgroup sock_ops program that opts sockets in, and the safe API
 //! mlccd drives them with ([`Datapath`], implemented by [`KernelDatapath`] and, for tests of
 //! callers, [`MemoryDatapath`]). [`mltcp`] is a second CC, MLTCP over Reno or CUBIC, a peer

@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::clock::Deadline;
 use crate::key::SocketKey;
 
-/// A pacing rate in bytes per second (DESIGN.md §3). Never zero: a zero rate would freeze the
+/// A pacing rate in bytes per second (docs/design.md §3). Never zero: a zero rate would freeze the
 /// flow, and "no order" is expressed by clearing the entry instead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct Rate(NonZeroU64);

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 
-use mlcc_core::alg1::{self, SlotPrice};
-use mlcc_core::alg2::Dependency;
+use mlcc_core::dependency::Dependency;
 use mlcc_core::load_table::{Query, Update};
 use mlcc_core::planner::{FlowInput, LinkFeedback, PlannerConfig};
+use mlcc_core::slot_allocation::{self, SlotPrice};
 use mlcc_core::topology::LinkId;
 use mlcc_core::{
     BytesPerSec, FeedbackMode, FlowId, LoadTable, Planner, PrecedenceKey, Rank, Slot, SlotConfig,
@@ -95,7 +95,9 @@ fn per_flow(c: &mut Criterion) {
         // Enough bytes to need about half the horizon.
         let g_bytes = GBIT10 * 0.06 * k as f64 * 0.3;
         g.bench_with_input(BenchmarkId::from_parameter(k), &k, |b, _| {
-            b.iter(|| alg1::schedule(black_box(g_bytes), 0.06, black_box(&slots), GBIT10, 1.0))
+            b.iter(|| {
+                slot_allocation::schedule(black_box(g_bytes), 0.06, black_box(&slots), GBIT10, 1.0)
+            })
         });
     }
     g.finish();

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use mlcc_core::alg2::Dependency;
+use mlcc_core::dependency::Dependency;
 use mlcc_core::flow::FlowRole;
 use mlcc_core::job::{Arch, FlowGroup, Job, Member, Role};
 use mlcc_core::load_table::{Query, Update};

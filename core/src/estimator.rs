@@ -1,4 +1,4 @@
-//! B_f: the rate a flow can actually achieve (DESIGN.md §8), BBR's max filter.
+//! B_f: the rate a flow can actually achieve (docs/design.md §8), BBR's max filter.
 //!
 //! Alg. 1 never plans above B_f, so a flow limited elsewhere (a slow receiver, a lossy path)
 //! does not book bandwidth it cannot use. B_f is the largest delivery rate seen in the last W

@@ -1,11 +1,11 @@
-//! Flow identity and precedence (DESIGN.md §5, §6).
+//! Flow identity and precedence (docs/design.md §5, §6).
 
 use std::fmt;
 use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// Longest flow id accepted anywhere (DESIGN.md §10).
+/// Longest flow id accepted anywhere (docs/design.md §10).
 pub const MAX_ID_BYTES: usize = 128;
 
 /// A flow group's id: one job's traffic from one host to another in one role, e.g.
@@ -38,6 +38,37 @@ impl FlowId {
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The job, hosts and role of a canonical group id ([`Self::for_group`]); `None` for an id
+    /// of another form.
+    pub fn parts(&self) -> Option<FlowParts<'_>> {
+        FlowParts::parse(&self.0)
+    }
+}
+
+/// What a canonical flow group id names: `job/src>dst/role`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowParts<'a> {
+    pub job: &'a str,
+    pub src: &'a str,
+    pub dst: &'a str,
+    pub role: FlowRole,
+}
+
+impl<'a> FlowParts<'a> {
+    /// Splits `job/src>dst/role`; `None` for any other form.
+    pub fn parse(id: &'a str) -> Option<Self> {
+        let mut it = id.split('/');
+        let job = it.next()?;
+        let (src, dst) = it.next()?.split_once('>')?;
+        let role = FlowRole::from_name(it.next()?)?;
+        it.next().is_none().then_some(FlowParts {
+            job,
+            src,
+            dst,
+            role,
+        })
     }
 }
 
@@ -93,12 +124,19 @@ pub enum FlowRole {
 }
 
 impl FlowRole {
+    pub const ALL: [FlowRole; 3] = [FlowRole::Agg, FlowRole::Bcast, FlowRole::Ring];
+
     pub fn as_str(self) -> &'static str {
         match self {
             FlowRole::Agg => "agg",
             FlowRole::Bcast => "bcast",
             FlowRole::Ring => "ring",
         }
+    }
+
+    /// The role named `s` ([`Self::as_str`]).
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
     }
 }
 
@@ -154,6 +192,29 @@ mod tests {
             FlowId::for_group("j", "h1", "h2", FlowRole::Bcast).as_str(),
             "j/h1>h2/bcast"
         );
+    }
+
+    #[test]
+    fn group_ids_split_into_their_parts_and_other_forms_do_not() {
+        let id = FlowId::for_group("j", "h1", "h2", FlowRole::Ring);
+        assert_eq!(
+            id.parts(),
+            Some(FlowParts {
+                job: "j",
+                src: "h1",
+                dst: "h2",
+                role: FlowRole::Ring
+            })
+        );
+        for bad in [
+            "j/h1>h2",
+            "j/h1h2/ring",
+            "j/h1>h2/tcp",
+            "j/h1>h2/ring/x",
+            "x",
+        ] {
+            assert_eq!(FlowParts::parse(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Jobs, their flow groups and the dependencies between them (DESIGN.md §5).
+//! Jobs, their flow groups and the dependencies between them (docs/design.md §5).
 //!
 //! A flow group is all of one job's traffic from one host to another in one role; NCCL and
 //! PS-Lite spread a transfer evenly over their sockets, so the group is what gets one rate.
@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::flow::{FlowId, FlowRole};
+use crate::dependency;
+use crate::flow::{FlowId, FlowParts, FlowRole};
 use crate::units::Bytes;
 
 /// How a job synchronizes gradients.
@@ -79,6 +80,62 @@ pub enum JobError {
     BadId(String),
 }
 
+/// Bytes each flow of a ring all-reduce of `workers` carries per iteration of a `model`-byte
+/// model: 2(N−1)/N·M (each of the N steps of reduce-scatter and all-gather moves a chunk M/N).
+pub fn ring_flow_bytes(model: u64, workers: u64) -> u64 {
+    let n = u128::from(workers.max(1));
+    (2 * (n - 1) * u128::from(model) / n).min(u128::from(u64::MAX)) as u64
+}
+
+/// How far a ring flow may run ahead of its predecessor: one chunk M/N (each worker sends its
+/// own chunk first).
+pub fn ring_slack_bytes(model: u64, workers: u64) -> u64 {
+    model / workers.max(1)
+}
+
+/// Bytes each worker pushes to, and pulls from, each of `servers` parameter servers per
+/// iteration: M/P.
+pub fn ps_flow_bytes(model: u64, servers: u64) -> u64 {
+    model / servers.max(1)
+}
+
+/// How far a job is through its life, as the rank rules measure it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct JobProgress {
+    /// M: the bytes one iteration moves (0: unknown).
+    pub model_bytes: u64,
+    /// Iterations completed.
+    pub completed: u64,
+    /// Iterations the job runs (0: it did not say).
+    pub total: u64,
+}
+
+impl JobProgress {
+    /// Bytes the job has moved in its completed iterations.
+    pub fn attained_bytes(&self) -> Option<f64> {
+        (self.model_bytes > 0).then_some(self.completed as f64 * self.model_bytes as f64)
+    }
+
+    /// Bytes the job still moves, the current iteration included, where it said how many
+    /// iterations it runs.
+    pub fn remaining_bytes(&self) -> Option<f64> {
+        (self.model_bytes > 0 && self.total > 0)
+            .then(|| self.total.saturating_sub(self.completed) as f64 * self.model_bytes as f64)
+    }
+}
+
+/// A flow group's sending host, receiving host and role.
+type HostPair = (String, String, FlowRole);
+
+fn pair_parts<'a>(job: &'a str, (src, dst, role): &'a HostPair) -> FlowParts<'a> {
+    FlowParts {
+        job,
+        src,
+        dst,
+        role: *role,
+    }
+}
+
 impl Job {
     fn members_of(&self, role: Role) -> Vec<&Member> {
         let mut v: Vec<&Member> = self.members.iter().filter(|m| m.role == role).collect();
@@ -111,39 +168,68 @@ impl Job {
     /// The job's scheduled flow groups, in a stable order (by id).
     pub fn flow_groups(&self) -> Result<Vec<FlowGroup>, JobError> {
         self.validate()?;
+        let (pairs, slack) = self.host_pairs()?;
+        let parts = |k| pair_parts(&self.id, k);
+        let mut groups: Vec<FlowGroup> = pairs
+            .iter()
+            .map(|(k, &bytes)| {
+                let upstream = pairs
+                    .keys()
+                    .filter(|k2| dependency::follows(&parts(k), &parts(k2)))
+                    .map(|(s, d, r)| FlowId::for_group(&self.id, s, d, *r))
+                    .collect();
+                let (src, dst, role) = k.clone();
+                FlowGroup {
+                    id: FlowId::for_group(&self.id, &src, &dst, role),
+                    job: self.id.clone(),
+                    src,
+                    dst,
+                    role,
+                    bytes_per_iteration: Bytes(bytes.min(u128::from(u64::MAX)) as u64),
+                    upstream,
+                    slack_bytes: Bytes(slack),
+                }
+            })
+            .collect();
+        groups.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(groups)
+    }
+
+    /// Bytes per iteration per (src, dst, role) between distinct hosts (members on one host
+    /// merge), and a ring flow's slack.
+    fn host_pairs(&self) -> Result<(BTreeMap<HostPair, u128>, u64), JobError> {
         let workers = self.members_of(Role::Worker);
         if workers.is_empty() {
             return Err(JobError::NoWorkers(self.id.clone()));
         }
-        let m = self.model_bytes.0 as u128;
-        // (src, dst, role) → bytes; BTreeMap keeps the output deterministic.
-        let mut pairs: BTreeMap<(String, String, FlowRole), u128> = BTreeMap::new();
-        let mut add = |src: &str, dst: &str, role: FlowRole, bytes: u128| {
+        let m = self.model_bytes.0;
+        // BTreeMap keeps the output deterministic.
+        let mut pairs: BTreeMap<HostPair, u128> = BTreeMap::new();
+        let mut add = |src: &str, dst: &str, role: FlowRole, bytes: u64| {
             if src != dst {
                 *pairs
                     .entry((src.to_string(), dst.to_string(), role))
-                    .or_default() += bytes;
+                    .or_default() += u128::from(bytes);
             }
         };
         let slack = match self.arch {
             Arch::Allreduce => {
-                let n = workers.len() as u128;
+                let n = workers.len() as u64;
                 if n < 2 {
                     return Err(JobError::RingTooSmall(self.id.clone()));
                 }
-                let per_flow = 2 * (n - 1) * m / n;
                 for (i, w) in workers.iter().enumerate() {
                     let next = workers[(i + 1) % workers.len()];
-                    add(&w.host, &next.host, FlowRole::Ring, per_flow);
+                    add(&w.host, &next.host, FlowRole::Ring, ring_flow_bytes(m, n));
                 }
-                (m / n) as u64
+                ring_slack_bytes(m, n)
             }
             Arch::Ps => {
                 let servers = self.members_of(Role::Server);
                 if servers.is_empty() {
                     return Err(JobError::NoServers(self.id.clone()));
                 }
-                let per_flow = m / servers.len() as u128;
+                let per_flow = ps_flow_bytes(m, servers.len() as u64);
                 for w in &workers {
                     for p in &servers {
                         add(&w.host, &p.host, FlowRole::Agg, per_flow);
@@ -153,41 +239,7 @@ impl Job {
                 0
             }
         };
-        let ids: Vec<(FlowId, &(String, String, FlowRole))> = pairs
-            .keys()
-            .map(|k| (FlowId::for_group(&self.id, &k.0, &k.1, k.2), k))
-            .collect();
-        let mut groups: Vec<FlowGroup> = ids
-            .iter()
-            .map(|(id, (src, dst, role))| {
-                let upstream = ids
-                    .iter()
-                    .filter(|(_, (s2, d2, r2))| match role {
-                        // Broadcast flows leaving the PS this flow feeds.
-                        FlowRole::Agg => *r2 == FlowRole::Bcast && s2 == dst,
-                        // Aggregation flows arriving at the PS this flow leaves.
-                        FlowRole::Bcast => *r2 == FlowRole::Agg && d2 == src,
-                        // Ring flows arriving at this flow's sender.
-                        FlowRole::Ring => *r2 == FlowRole::Ring && d2 == src,
-                    })
-                    .map(|(id2, _)| id2.clone())
-                    .collect();
-                FlowGroup {
-                    id: id.clone(),
-                    job: self.id.clone(),
-                    src: src.clone(),
-                    dst: dst.clone(),
-                    role: *role,
-                    bytes_per_iteration: Bytes(
-                        pairs[&(src.clone(), dst.clone(), *role)].min(u64::MAX as u128) as u64,
-                    ),
-                    upstream,
-                    slack_bytes: Bytes(slack),
-                }
-            })
-            .collect();
-        groups.sort_by(|a, b| a.id.cmp(&b.id));
-        Ok(groups)
+        Ok((pairs, slack))
     }
 }
 

@@ -3,10 +3,9 @@
 //! Nothing here owns a socket, a runtime or a clock: callers pass in the current slot, the
 //! feedback they fetched and the counters they read, and get plans back. That is what lets the
 //! daemon, the switch emulator and the simulator run the very same Alg. 1 / Alg. 2 / load-table
-//! code (DESIGN.md §2).
+//! code (docs/design.md §2).
 
-pub mod alg1;
-pub mod alg2;
+pub mod dependency;
 pub mod estimator;
 pub mod flow;
 pub mod host;
@@ -15,6 +14,7 @@ pub mod load_table;
 pub mod planner;
 pub mod routing;
 pub mod slot;
+pub mod slot_allocation;
 pub mod topology;
 pub mod units;
 

@@ -1,4 +1,4 @@
-//! The K-slot link load table (DESIGN.md §6), kept by `mlcc-switchd` for the links a switch
+//! The K-slot link load table (docs/design.md §6), kept by `mlcc-switchd` for the links a switch
 //! transmits onto, by `mlccd` for its host's uplink, and by `mlcc-sim` for every link.
 //!
 //! Schedulers republish every flow's whole K-slot plan every slot, so an update *replaces* the
@@ -53,7 +53,7 @@ impl std::str::FromStr for FeedbackMode {
 /// A rate may be at most this many times the link capacity; more is a broken scheduler.
 pub const MAX_RATE_OVER_CAPACITY: f64 = 4.0;
 
-/// The booked load slots remembered per link for `max_recent_load` (W in DESIGN.md §6).
+/// The booked load slots remembered per link for `max_recent_load` (W in docs/design.md §6).
 pub const HISTORY_SLOTS: usize = 4;
 
 /// Each link's sums are recomputed from its entries once per this many slots.

@@ -1,5 +1,5 @@
 //! The per-host planner: one slot's inputs for all local flows in, each flow's rate and K-slot
-//! plan out (DESIGN.md §7, §8, §11 step 3).
+//! plan out (docs/design.md §7, §8, §11 step 3).
 //!
 //! Flows are planned in precedence order. The feedback a caller passes in is the load booked by
 //! *other hosts* (switches leave out the asking host's entries); the planner adds its own flows'
@@ -14,12 +14,12 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::alg1::{self, BYTE_EPSILON, SlotPrice};
-use crate::alg2::{self, Dependency};
+use crate::dependency::{self, Dependency};
 use crate::estimator::{AchievableRate, Delivery};
 use crate::flow::{FlowId, PrecedenceKey, Rank};
 use crate::load_table::FeedbackMode;
 use crate::slot::{Slot, SlotConfig};
+use crate::slot_allocation::{self, BYTE_EPSILON, SlotPrice};
 use crate::topology::LinkId;
 
 /// Knobs of the planner.
@@ -96,15 +96,20 @@ pub struct FlowDecision {
     pub done: bool,
 }
 
-/// The planner's answer for one slot.
 impl FlowDecision {
     /// The rate booked for the slot after this one (bytes/s), 0 beyond the plan: what peers
     /// need to tell where the flow will be a slot from now.
     pub fn next_rate(&self) -> f64 {
         self.plan.get(1).copied().unwrap_or(0.0).max(0.0)
     }
+
+    /// Whether Alg. 1 planned the flow's last bytes into this slot.
+    pub fn ends_this_slot(&self) -> bool {
+        !self.done && self.rate > 0.0 && self.plan.iter().skip(1).all(|&r| r <= 0.0)
+    }
 }
 
+/// The planner's answer for one slot.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SlotOutput {
     pub slot: Slot,
@@ -129,6 +134,46 @@ pub struct Planner {
 
 /// Per-link sums of the local flows' bookings for slots n..n+K.
 type LocalBookings = HashMap<LinkId, Vec<f64>>;
+
+/// Buffers reused across the flows of a pass.
+struct Scratch {
+    /// Alg. 1's price and cap per slot of the flow being planned.
+    slots: Vec<SlotPrice>,
+    /// Per usable link of its path, the load it plans around per slot.
+    view: Vec<Vec<f64>>,
+}
+
+impl Scratch {
+    fn new(k: usize) -> Self {
+        Scratch {
+            slots: vec![
+                SlotPrice {
+                    price: 0.0,
+                    cap: 0.0
+                };
+                k
+            ],
+            view: Vec::new(),
+        }
+    }
+
+    /// The load `f` plans around on each usable link: other hosts' bookings plus local ones.
+    fn view_of(&mut self, f: &FlowInput, local: &LocalBookings) {
+        let k = self.slots.len();
+        self.view.clear();
+        for l in f.path.iter().filter(|l| usable(l)) {
+            let mine = local.get(&l.link);
+            self.view.push(
+                (0..k)
+                    .map(|t| {
+                        let ext = l.load.get(t).copied().filter(|x| x.is_finite());
+                        ext.unwrap_or(0.0).max(0.0) + mine.map_or(0.0, |m| m[t].max(0.0))
+                    })
+                    .collect(),
+            );
+        }
+    }
+}
 
 fn usable(l: &LinkFeedback) -> bool {
     l.capacity.is_finite() && l.capacity > 0.0
@@ -158,8 +203,6 @@ impl Planner {
 
     /// Plans slot `slot` for every local flow.
     pub fn plan(&mut self, slot: Slot, flows: &[FlowInput]) -> SlotOutput {
-        let k = self.config.slots.horizon();
-
         // First occurrence of an id wins; a duplicate would double-book the flow.
         let mut seen = HashMap::with_capacity(flows.len());
         let inputs: Vec<&FlowInput> = flows
@@ -167,55 +210,14 @@ impl Planner {
             .filter(|f| seen.insert(f.id.clone(), ()).is_none())
             .collect();
 
-        // B_f per flow, after folding in last slot's measurement.
-        let achievable: Vec<f64> = inputs
-            .iter()
-            .map(|f| {
-                let est = self.estimators.entry(f.id.clone()).or_default();
-                if let Some(d) = f.delivery {
-                    // The measurement is of the slot that just ended.
-                    est.observe(Slot(slot.0.saturating_sub(1)), d);
-                }
-                let bottleneck = f
-                    .path
-                    .iter()
-                    .filter(|l| usable(l))
-                    .map(|l| l.capacity)
-                    .fold(f64::INFINITY, f64::min);
-                let cap = if f.rate_cap.is_nan() || f.rate_cap <= 0.0 {
-                    f64::INFINITY
-                } else {
-                    f.rate_cap
-                };
-                est.get(slot, bottleneck).min(cap)
-            })
-            .collect();
-
+        let achievable = self.achievable(slot, &inputs);
         let mut order: Vec<usize> = (0..inputs.len()).collect();
         let keys: Vec<PrecedenceKey> = inputs
             .iter()
             .map(|f| PrecedenceKey::new(f.rank, f.id.clone()))
             .collect();
         order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
-
-        // What each flow currently has booked locally: in all-others mode its last plan,
-        // shifted onto this slot's window.
-        let initial: Vec<Option<Vec<f64>>> = inputs
-            .iter()
-            .map(|f| match self.config.mode {
-                FeedbackMode::Precedence => None,
-                FeedbackMode::AllOthers => self.prev.get(&f.id).map(|p| {
-                    (0..k)
-                        .map(|t| {
-                            slot.plus(t as u64)
-                                .since(p.first_slot)
-                                .and_then(|i| p.rates.get(i as usize).copied())
-                                .unwrap_or(0.0)
-                        })
-                        .collect()
-                }),
-            })
-            .collect();
+        let initial = self.booked_before(slot, &inputs);
 
         let none = vec![None; inputs.len()];
         let mut decisions = self.pass(&inputs, &keys, &achievable, &order, initial, &none);
@@ -271,6 +273,54 @@ impl Planner {
         }
     }
 
+    /// B_f per flow, after folding in last slot's measurement, within its rate cap.
+    fn achievable(&mut self, slot: Slot, inputs: &[&FlowInput]) -> Vec<f64> {
+        inputs
+            .iter()
+            .map(|f| {
+                let est = self.estimators.entry(f.id.clone()).or_default();
+                if let Some(d) = f.delivery {
+                    // The measurement is of the slot that just ended.
+                    est.observe(Slot(slot.0.saturating_sub(1)), d);
+                }
+                let bottleneck = f
+                    .path
+                    .iter()
+                    .filter(|l| usable(l))
+                    .map(|l| l.capacity)
+                    .fold(f64::INFINITY, f64::min);
+                let cap = if f.rate_cap.is_nan() || f.rate_cap <= 0.0 {
+                    f64::INFINITY
+                } else {
+                    f.rate_cap
+                };
+                est.get(slot, bottleneck).min(cap)
+            })
+            .collect()
+    }
+
+    /// What each flow has booked locally when planning starts: in all-others mode its last
+    /// plan, shifted onto this slot's window; in precedence mode nothing.
+    fn booked_before(&self, slot: Slot, inputs: &[&FlowInput]) -> Vec<Option<Vec<f64>>> {
+        let k = self.config.slots.horizon();
+        inputs
+            .iter()
+            .map(|f| match self.config.mode {
+                FeedbackMode::Precedence => None,
+                FeedbackMode::AllOthers => self.prev.get(&f.id).map(|p| {
+                    (0..k)
+                        .map(|t| {
+                            slot.plus(t as u64)
+                                .since(p.first_slot)
+                                .and_then(|i| p.rates.get(i as usize).copied())
+                                .unwrap_or(0.0)
+                        })
+                        .collect()
+                }),
+            })
+            .collect()
+    }
+
     /// One planning pass in precedence order. `booked[i]` is what flow i has booked locally
     /// when the pass starts; a flow with a `frozen` plan keeps it and is not re-planned.
     fn pass(
@@ -283,7 +333,6 @@ impl Planner {
         frozen: &[Option<Vec<f64>>],
     ) -> Vec<FlowDecision> {
         let k = self.config.slots.horizon();
-        let tau = self.config.slots.tau_secs();
         let mut local: LocalBookings = HashMap::new();
         for (i, b) in booked.iter().enumerate() {
             if let Some(plan) = b {
@@ -291,14 +340,7 @@ impl Planner {
             }
         }
         let mut out: Vec<Option<FlowDecision>> = vec![None; inputs.len()];
-        let mut slots = vec![
-            SlotPrice {
-                price: 0.0,
-                cap: 0.0
-            };
-            k
-        ];
-        let mut view: Vec<Vec<f64>> = Vec::new();
+        let mut scratch = Scratch::new(k);
         for &i in order {
             let f = inputs[i];
             if let Some(plan) = &frozen[i] {
@@ -311,113 +353,106 @@ impl Planner {
             if let Some(old) = booked[i].take() {
                 book(&mut local, &f.path, &old, -1.0, k);
             }
-            let remaining = f.remaining_bytes.max(0.0);
-            let b = achievable[i];
-            if remaining <= BYTE_EPSILON || !remaining.is_finite() {
-                out[i] = Some(FlowDecision {
-                    id: f.id.clone(),
-                    key: keys[i].clone(),
-                    rate: 0.0,
-                    plan: vec![0.0; k],
-                    planned_rate: 0.0,
-                    progress: f.sent_bytes,
-                    achievable: b,
-                    boost: 0.0,
-                    reduction: 0.0,
-                    completion: Some(0),
-                    done: true,
-                });
-                continue;
+            let d = self.decide(f, &keys[i], achievable[i], &local, &mut scratch);
+            if !d.done {
+                book(&mut local, &f.path, &d.plan, 1.0, k);
+                booked[i] = Some(d.plan.clone());
             }
-            // Load this flow plans around: other hosts' bookings plus local ones.
-            view.clear();
-            for l in f.path.iter().filter(|l| usable(l)) {
-                let mine = local.get(&l.link);
-                view.push(
-                    (0..k)
-                        .map(|t| {
-                            let ext = l.load.get(t).copied().filter(|x| x.is_finite());
-                            ext.unwrap_or(0.0).max(0.0) + mine.map_or(0.0, |m| m[t].max(0.0))
-                        })
-                        .collect(),
-                );
-            }
-            let usable_links = f.path.iter().filter(|l| usable(l));
-            alg1::path_prices(
-                usable_links
-                    .clone()
-                    .zip(&view)
-                    .map(|(l, v)| (l.capacity, v.as_slice())),
-                b,
-                &mut slots,
-            );
-            let bottleneck = usable_links.map(|l| l.capacity).fold(b, f64::min);
-            let sched = alg1::schedule(remaining, tau, &slots, bottleneck, self.config.eta);
-            let planned = sched.rates[0];
-            let adj = alg2::adjust(
-                &f.dependency,
-                f.sent_bytes.max(0.0),
-                planned,
-                slots[0].cap,
-                remaining,
-                tau,
-            );
-            let (plan, completion) = if adj.rate == planned {
-                (sched.rates, sched.completion)
-            } else {
-                let rest = alg1::schedule(
-                    remaining - adj.rate * tau,
-                    tau,
-                    &slots[1..],
-                    bottleneck,
-                    self.config.eta,
-                );
-                let mut plan = Vec::with_capacity(k);
-                plan.push(adj.rate);
-                plan.extend_from_slice(&rest.rates);
-                let completion = if rest.completion == Some(0) {
-                    Some(usize::from(adj.rate > 0.0))
-                } else {
-                    rest.completion.map(|c| c + 1)
-                };
-                (plan, completion)
-            };
-            book(&mut local, &f.path, &plan, 1.0, k);
-            booked[i] = Some(plan.clone());
-            out[i] = Some(FlowDecision {
-                id: f.id.clone(),
-                key: keys[i].clone(),
-                rate: adj.rate,
-                progress: f.sent_bytes.max(0.0) + adj.rate * tau,
-                plan,
-                planned_rate: planned,
-                achievable: b,
-                boost: adj.boost,
-                reduction: adj.reduction,
-                completion,
-                done: false,
-            });
+            out[i] = Some(d);
         }
         out.into_iter()
             .enumerate()
             .map(|(i, d)| {
-                d.unwrap_or_else(|| {
-                    // Frozen: the caller overwrites it with the earlier decision.
-                    FlowDecision {
-                        id: inputs[i].id.clone(),
-                        key: keys[i].clone(),
-                        rate: 0.0,
-                        plan: vec![0.0; k],
-                        planned_rate: 0.0,
-                        progress: 0.0,
-                        achievable: achievable[i],
-                        boost: 0.0,
-                        reduction: 0.0,
-                        completion: None,
-                        done: false,
-                    }
-                })
+                // Frozen: the caller overwrites it with the earlier decision.
+                d.unwrap_or_else(|| self.idle(inputs[i], &keys[i], achievable[i], None, 0.0))
             })
             .collect()
+    }
+
+    /// Alg. 1 and Alg. 2 for flow `f` (key `key`, B_f `b`) around the bookings of other hosts
+    /// (its path's feedback) and of the local flows planned before it (`local`).
+    fn decide(
+        &self,
+        f: &FlowInput,
+        key: &PrecedenceKey,
+        b: f64,
+        local: &LocalBookings,
+        scratch: &mut Scratch,
+    ) -> FlowDecision {
+        let tau = self.config.slots.tau_secs();
+        let remaining = f.remaining_bytes.max(0.0);
+        if remaining <= BYTE_EPSILON || !remaining.is_finite() {
+            return self.idle(f, key, b, Some(0), f.sent_bytes);
+        }
+        scratch.view_of(f, local);
+        let usable_links = f.path.iter().filter(|l| usable(l));
+        slot_allocation::path_prices(
+            usable_links
+                .clone()
+                .zip(&scratch.view)
+                .map(|(l, v)| (l.capacity, v.as_slice())),
+            b,
+            &mut scratch.slots,
+        );
+        let slots = &scratch.slots;
+        let bottleneck = usable_links.map(|l| l.capacity).fold(b, f64::min);
+        let eta = self.config.eta;
+        let sched = slot_allocation::schedule(remaining, tau, slots, bottleneck, eta);
+        let planned = sched.rates[0];
+        let sent = f.sent_bytes.max(0.0);
+        let adj = dependency::adjust(&f.dependency, sent, planned, slots[0].cap, remaining, tau);
+        let (plan, completion) = if adj.rate == planned {
+            (sched.rates, sched.completion)
+        } else {
+            // Alg. 2 moved slot n: Alg. 1 plans the rest over the slots after it.
+            let left = remaining - adj.rate * tau;
+            let rest = slot_allocation::schedule(left, tau, &slots[1..], bottleneck, eta);
+            let mut plan = Vec::with_capacity(slots.len());
+            plan.push(adj.rate);
+            plan.extend_from_slice(&rest.rates);
+            let completion = if rest.completion == Some(0) {
+                Some(usize::from(adj.rate > 0.0))
+            } else {
+                rest.completion.map(|c| c + 1)
+            };
+            (plan, completion)
+        };
+        FlowDecision {
+            id: f.id.clone(),
+            key: key.clone(),
+            rate: adj.rate,
+            progress: sent + adj.rate * tau,
+            plan,
+            planned_rate: planned,
+            achievable: b,
+            boost: adj.boost,
+            reduction: adj.reduction,
+            completion,
+            done: false,
+        }
+    }
+
+    /// A decision that sends nothing: done (`completion` `Some(0)`) or a placeholder.
+    fn idle(
+        &self,
+        f: &FlowInput,
+        key: &PrecedenceKey,
+        b: f64,
+        completion: Option<usize>,
+        progress: f64,
+    ) -> FlowDecision {
+        FlowDecision {
+            id: f.id.clone(),
+            key: key.clone(),
+            rate: 0.0,
+            plan: vec![0.0; self.config.slots.horizon()],
+            planned_rate: 0.0,
+            progress,
+            achievable: b,
+            boost: 0.0,
+            reduction: 0.0,
+            completion,
+            done: completion == Some(0),
+        }
     }
 }

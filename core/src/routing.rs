@@ -1,4 +1,4 @@
-//! Shortest paths with stable ECMP (DESIGN.md §4).
+//! Shortest paths with stable ECMP (docs/design.md §4).
 //!
 //! The daemon, which books a flow's rates on the links of its path, and the simulator, which
 //! replays the same flows, must pick the same path for the same flow on every machine and in

@@ -1,4 +1,4 @@
-//! Slots: the absolute time grid every host and switch plans on (DESIGN.md §3).
+//! Slots: the absolute time grid every host and switch plans on (docs/design.md §3).
 //!
 //! The slot index is `floor(realtime_ns / τ_ns)`, so two processes with synchronized clocks agree
 //! on "slot n" without talking. This module has no clock of its own: callers pass the time.
@@ -75,9 +75,8 @@ impl SlotConfig {
     /// mlccd's and mlcc-switchd's default: τ = 30 ms, K = 10. Each slot boundary costs a flow
     /// that starts or ends inside the slot up to a slot: its last bytes are spread to the
     /// slot's end, its next hop (a PS broadcast after the pushes, the next ring step) waits
-    /// for the next plan. Halving τ halves that, and the testbed's scenarios without cross
-    /// traffic ran 1.2-1.8 % faster at 30 ms than at 60 in one sitting (README, "Shorter
-    /// slots"). K stays 10: a horizon of 20 slots planned no better in mlcc-sim.
+    /// for the next plan. Halving τ halves that (docs/design.md §17 has the figures). K stays
+    /// 10: a horizon of 20 slots planned no better in mlcc-sim.
     pub fn mlccd() -> Self {
         SlotConfig {
             tau: Duration::from_millis(30),
@@ -100,6 +99,18 @@ impl SlotConfig {
     /// K, the number of slots a plan covers.
     pub fn horizon(&self) -> usize {
         self.horizon
+    }
+
+    /// How far another clock may be off ours before our slots no longer line up with its:
+    /// τ/4 (docs/design.md §3). A flow through a switch skewed beyond it is left to kernel TCP and
+    /// its bookings withdrawn.
+    pub fn skew_tolerance_ns(&self) -> u64 {
+        self.tau_ns() / 4
+    }
+
+    /// Whether a clock `offset_ns` off ours is beyond [`Self::skew_tolerance_ns`].
+    pub fn is_skewed(&self, offset_ns: i64) -> bool {
+        offset_ns.unsigned_abs() > self.skew_tolerance_ns()
     }
 
     /// The slot containing the instant `realtime_ns` (nanoseconds since the Unix epoch).
@@ -141,6 +152,15 @@ mod tests {
         assert_eq!(c.slot_at(60_000_000), Slot(1));
         assert_eq!(c.start_ns(Slot(3)), 180_000_000);
         assert_eq!(c.slot_at(c.start_ns(Slot(123_456))), Slot(123_456));
+    }
+
+    #[test]
+    fn a_clock_is_skewed_beyond_a_quarter_slot_either_way() {
+        let c = SlotConfig::mlccd();
+        assert_eq!(c.skew_tolerance_ns(), 7_500_000);
+        assert!(!c.is_skewed(7_500_000) && !c.is_skewed(-7_500_000));
+        assert!(c.is_skewed(7_500_001) && c.is_skewed(-7_500_001));
+        assert!(c.is_skewed(i64::MIN));
     }
 
     #[test]

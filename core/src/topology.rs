@@ -1,4 +1,4 @@
-//! The cluster graph: hosts, switches and directed links with capacities (DESIGN.md §4).
+//! The cluster graph: hosts, switches and directed links with capacities (docs/design.md §4).
 //!
 //! Every consumer (daemon, switch emulator, simulator) needs the same answers to "which links does
 //! this flow cross" and "who keeps the load table of that link", so the graph is loaded once from a

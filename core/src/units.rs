@@ -1,6 +1,6 @@
 //! Units used everywhere in mlcc: bytes, bytes per second and durations.
 //!
-//! Code and wire carry plain bytes and bytes/s (DESIGN.md §3). Human spellings such as
+//! Code and wire carry plain bytes and bytes/s (docs/design.md §3). Human spellings such as
 //! `"25Gbit"`, `"1.2GB"` or `"60ms"` are accepted only at the edges (config files, CLI flags)
 //! through the `parse_*` functions here, which reject anything ambiguous with a clear message.
 

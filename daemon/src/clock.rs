@@ -1,5 +1,5 @@
 //! Where the daemons' async shells get the realtime clock: the one place mlcc reads it (slots
-//! are absolute, DESIGN.md §3). The sans-IO parts are told the slot and never read a clock.
+//! are absolute, docs/design.md §3). The sans-IO parts are told the slot and never read a clock.
 //! Tests swap in a [`ManualClock`] so expiry and restarts can be exercised slot by slot
 //! without sleeping; mlccd adds its rehearsal offset to [`SystemClock`].
 
@@ -11,7 +11,7 @@ pub trait Clock: Send + Sync + 'static {
     fn now_ns(&self) -> u64;
 }
 
-/// The system's realtime clock: slots are absolute (DESIGN.md §3), so hosts and switches agree
+/// The system's realtime clock: slots are absolute (docs/design.md §3), so hosts and switches agree
 /// through chrony/PTP without talking.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemClock;

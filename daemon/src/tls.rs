@@ -1,4 +1,4 @@
-//! Optional mutual TLS for the gRPC links between daemons (DESIGN.md §16, deploy/SECURITY.md):
+//! Optional mutual TLS for the gRPC links between daemons (docs/design.md §16, deploy/SECURITY.md):
 //! mlccd → mlcc-switchd and mlccd ↔ mlccd.
 //!
 //! One set of files per daemon: its certificate chain and key, and the CA that signed every

@@ -1,4 +1,4 @@
-//! Unix-socket permissions (DESIGN.md §16: the Admin API on a Unix socket, mode 0660, group
+//! Unix-socket permissions (docs/design.md §16: the Admin API on a Unix socket, mode 0660, group
 //! configurable): who may talk to a daemon's local control socket is decided by the file system.
 
 use std::ffi::CString;

@@ -1,5 +1,5 @@
 //! A small fabric of training jobs on [`crate::fluid`] links, driven slot by slot through a
-//! [`Cluster`]: what the harness's own tests run (the simulator has the full-size workload,
+//! [`ControlPlane`]: what the harness's own tests run (the simulator has the full-size workload,
 //! placement and reports on the same cluster and fluid links).
 //!
 //! A job is core's [`Job`] (so flow ids, bytes and dependencies are what mlccd derives), a
@@ -14,7 +14,7 @@ use mlcc_core::routing::{Routes, ecmp_hash_str};
 use mlcc_core::topology::{LinkId, NodeId, Topology};
 use mlcc_core::{FlowId, FlowRole, Slot, SlotConfig};
 
-use crate::cluster::{Active, Cluster, Training};
+use crate::control_plane::{Active, ControlPlane, Training};
 use crate::fluid::{self, Links};
 
 /// Bytes a flow may have left and still count as delivered (float crumbs of rate × τ).
@@ -189,7 +189,7 @@ impl Fabric {
 
     /// One slot: jobs whose compute ended start communicating, the cluster decides every
     /// active flow's rate, links and data move the bytes.
-    pub fn step(&mut self, cluster: &mut Cluster) -> Vec<FlowSlot> {
+    pub fn step(&mut self, cluster: &mut ControlPlane) -> Vec<FlowSlot> {
         let now = self.now;
         let tau = self.slots.tau_secs();
         for j in &mut self.jobs {

@@ -1,4 +1,4 @@
-//! mlcc-proto: the generated code of `mlcc.proto` (package `mlcc.v1`, DESIGN.md §10).
+//! mlcc-proto: the generated code of `mlcc.proto` (package `mlcc.v1`, docs/design.md §10).
 //!
 //! Kept apart from every other crate so that a client (mlccd, a test, a third-party tool) can
 //! speak the protocol without pulling in the planning core, and the wire stays one piece.
@@ -16,5 +16,5 @@ pub mod v1 {
 /// each fit with room to spare; anything bigger is a broken or hostile peer.
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
-/// Most flows one call may carry (DESIGN.md §10).
+/// Most flows one call may carry (docs/design.md §10).
 pub const MAX_FLOWS_PER_CALL: usize = 65_536;

@@ -1,4 +1,4 @@
-//! The decision work of one slot (DESIGN.md §11: under 5 ms at 64 local flows): observe + plan
+//! The decision work of one slot (docs/design.md §11: under 5 ms at 64 local flows): observe + plan
 //! of [`HostScheduler`] with N local flows, each to its own host through one emulated switch
 //! that answers with a busy K-slot load on every link.
 

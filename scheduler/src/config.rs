@@ -1,5 +1,5 @@
 //! mlccd configuration: a TOML file (`/etc/mlcc/mlccd.toml`) and flags of the same names; a flag
-//! overrides the file, the file overrides the defaults (DESIGN.md §16).
+//! overrides the file, the file overrides the defaults (docs/design.md §16).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -169,7 +169,8 @@ pub struct DaemonArgs {
     /// Planning horizon K in slots (1..=64) [default: 10]. Must match the switches'.
     #[arg(long, value_name = "K")]
     pub horizon: Option<usize>,
-    /// η: weight of the delay a plan imposes on others [default: 1].
+    /// η: weight of the delay a plan imposes on others, against a flow's own completion
+    /// [default: 0, the earliest slots fill first; the paper: 1].
     #[arg(long, value_name = "ETA")]
     pub eta: Option<f64>,
     /// Feedback mode for the local table: "all-others" or "precedence" [default: precedence].
@@ -210,8 +211,8 @@ pub struct DaemonArgs {
     /// attained-service (least bytes sent so far first), remaining-bytes (needs the job's
     /// iteration count; else attained-service), remaining-octaves (the same in whole octaves,
     /// first come first served within one) or iteration-start (the paper's first come, first
-    /// served) [default: core's, see the README; job-size is accepted for job-bytes]. Every
-    /// host must use the same.
+    /// served) [default: remaining-octaves, docs/design.md §11a; job-size is accepted for
+    /// job-bytes]. Every host must use the same.
     #[arg(long, value_name = "RULE", value_parser = parse_rank)]
     pub precedence: Option<RankRule>,
     /// Starting point of the per-host policy: mlccd (every rule on; the default) or paper
@@ -221,11 +222,10 @@ pub struct DaemonArgs {
     #[arg(long, value_name = "PRESET")]
     pub policy: Option<String>,
     /// Switches one rule of the per-host policy, RULE=on|off (repeatable): idle,
-    /// holder, delivery-samples, split-uplink, pace-free, standby, flush-tail, rate-floor (the
-    /// datapath keeps its per-socket floor regardless: a lower rate freezes Linux pacing),
+    /// holder, delivery-samples, split-uplink, pace-free, standby, flush-tail, rate-floor (off,
+    /// the datapath still clamps every order at 100 kbit/s: a lower rate freezes Linux pacing),
     /// headroom, committed-now, project-upstream, last-slot-first, handover, warm-resume,
-    /// warm-held. The README's "One scheduler" table says what each does. Every host should
-    /// run the same.
+    /// warm-held. docs/design.md §11a says what each does. Every host should run the same.
     #[arg(long = "rule", value_name = "RULE=on|off", value_parser = parse_rule)]
     pub rules: Vec<(String, bool)>,
     /// Log format [default: human]. The level comes from RUST_LOG (default "info").
@@ -339,6 +339,40 @@ impl Config {
     }
 }
 
+/// The file's values that need parsing beyond TOML's types.
+struct FileValues {
+    tau: Option<Duration>,
+    rpc_deadline: Option<Duration>,
+    rto_floor: Option<mlcc_bpf::RtoFloor>,
+    cc_name: Option<mlcc_bpf::CcName>,
+    mode: Option<FeedbackMode>,
+}
+
+fn invalid(key: &str, e: String) -> ConfigError {
+    ConfigError::Invalid(format!("{key}: {e}"))
+}
+
+/// `value` parsed with `parse`, an error naming `key` where it does not parse.
+fn parsed<T>(
+    key: &str,
+    value: Option<&str>,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, ConfigError> {
+    value.map(parse).transpose().map_err(|e| invalid(key, e))
+}
+
+impl FileValues {
+    fn of(file: &FileConfig) -> Result<Self, ConfigError> {
+        Ok(FileValues {
+            tau: parsed("tau", file.tau.as_deref(), parse_dur)?,
+            rpc_deadline: parsed("rpc_deadline", file.rpc_deadline.as_deref(), parse_dur)?,
+            rto_floor: parsed("rto_floor", file.rto_floor.as_deref(), parse_rto_floor)?,
+            cc_name: parsed("bpf_cc_name", file.bpf_cc_name.as_deref(), parse_cc_name)?,
+            mode: parsed("feedback_mode", file.feedback_mode.as_deref(), parse_mode)?,
+        })
+    }
+}
+
 impl DaemonArgs {
     /// Merges flags over the file (if any) over the defaults, and validates the result.
     pub fn resolve(&self) -> Result<Config, ConfigError> {
@@ -346,91 +380,15 @@ impl DaemonArgs {
             Some(p) => mlcc_daemon::read_toml(p)?,
             None => FileConfig::default(),
         };
-        let invalid = |key: &str, e: String| ConfigError::Invalid(format!("{key}: {e}"));
-        let file_tau = file
-            .tau
-            .as_deref()
-            .map(parse_dur)
-            .transpose()
-            .map_err(|e| invalid("tau", e))?;
-        let file_deadline = file
-            .rpc_deadline
-            .as_deref()
-            .map(parse_dur)
-            .transpose()
-            .map_err(|e| invalid("rpc_deadline", e))?;
-        let file_rto_floor = file
-            .rto_floor
-            .as_deref()
-            .map(parse_rto_floor)
-            .transpose()
-            .map_err(|e| invalid("rto_floor", e))?;
-        let file_cc_name = file
-            .bpf_cc_name
-            .as_deref()
-            .map(parse_cc_name)
-            .transpose()
-            .map_err(|e| invalid("bpf_cc_name", e))?;
-        let file_mode = file
-            .feedback_mode
-            .as_deref()
-            .map(parse_mode)
-            .transpose()
-            .map_err(|e| invalid("feedback_mode", e))?;
-        let tau = self.tau.or(file_tau).unwrap_or(SlotConfig::mlccd().tau());
-        let horizon = self
-            .horizon
-            .or(file.horizon)
-            .unwrap_or(SlotConfig::mlccd().horizon());
-        let slots =
-            SlotConfig::new(tau, horizon).map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        let preset = self
-            .policy
-            .clone()
-            .or(file.policy)
-            .unwrap_or_else(|| "mlccd".into());
-        let mut defaults = PolicyConfig::preset(&preset, slots).ok_or_else(|| {
-            invalid(
-                "policy",
-                format!(
-                    "unknown preset {preset:?} (one of: {})",
-                    PolicyConfig::PRESETS.join(", ")
-                ),
-            )
-        })?;
-        // The file's rules, then the flags' (a flag wins over the file for the same rule).
-        for (name, on) in file
-            .rules
-            .iter()
-            .map(|(n, o)| (n.as_str(), *o))
-            .chain(self.rules.iter().map(|(n, o)| (n.as_str(), *o)))
-        {
-            defaults = defaults.with_rule(name, on).ok_or_else(|| {
-                invalid(
-                    "rule",
-                    format!(
-                        "unknown rule {name:?} (one of: {})",
-                        PolicyConfig::RULES.join(", ")
-                    ),
-                )
-            })?;
-        }
-        let eta = self.eta.or(file.eta).unwrap_or(defaults.eta);
-        if !eta.is_finite() || eta < 0.0 {
-            return Err(invalid("eta", format!("{eta} must be finite and >= 0")));
-        }
-        let rpc_deadline = self.rpc_deadline.or(file_deadline).unwrap_or(tau / 3);
-        if rpc_deadline.is_zero() || rpc_deadline >= tau {
-            return Err(invalid(
-                "rpc_deadline",
-                format!("{rpc_deadline:?} must be above 0 and below τ = {tau:?}"),
-            ));
-        }
+        let values = FileValues::of(&file)?;
+        let slots = self.slots(&file, &values)?;
+        let policy = self.policy(&file, &values, slots)?;
+        let rpc_deadline = self.rpc_deadline(&values, slots.tau())?;
         let peer_listen = self
             .peer_listen
             .or(file.peer_listen)
             .unwrap_or_else(|| addr(DEFAULT_PEER_LISTEN));
-        let mut peers = file.peers;
+        let mut peers = file.peers.clone();
         peers.extend(self.peers.iter().cloned());
         Ok(Config {
             host: self
@@ -471,12 +429,7 @@ impl DaemonArgs {
                 .metrics_listen
                 .or(file.metrics_listen)
                 .unwrap_or_else(|| addr(DEFAULT_METRICS_LISTEN)),
-            policy: PolicyConfig {
-                eta,
-                mode: self.feedback_mode.or(file_mode).unwrap_or(defaults.mode),
-                rank: self.precedence.or(file.precedence).unwrap_or(defaults.rank),
-                ..defaults
-            },
+            policy,
             rpc_deadline,
             datapath: self.datapath.or(file.datapath).unwrap_or_default(),
             bpf_pin_dir: self
@@ -487,13 +440,13 @@ impl DaemonArgs {
             bpf_cc_name: self
                 .bpf_cc_name
                 .clone()
-                .or(file_cc_name)
+                .or(values.cc_name)
                 .unwrap_or_default(),
             tcp_tso_rtt_log: self
                 .tcp_tso_rtt_log
                 .or(file.tcp_tso_rtt_log)
                 .unwrap_or_default(),
-            rto_floor: self.rto_floor.or(file_rto_floor).unwrap_or_default(),
+            rto_floor: self.rto_floor.or(values.rto_floor).unwrap_or_default(),
             ps_scheduler_port: self.ps_scheduler_port.or(file.ps_scheduler_port),
             log_format: self.log_format.or(file.log_format).unwrap_or_default(),
             admin_group: self.admin_group.clone().or(file.admin_group),
@@ -513,6 +466,68 @@ impl DaemonArgs {
                 tls_ca: file.tls_ca,
             })?,
         })
+    }
+
+    /// τ and K: flag, file, or mlccd's default.
+    fn slots(&self, file: &FileConfig, values: &FileValues) -> Result<SlotConfig, ConfigError> {
+        let tau = self.tau.or(values.tau).unwrap_or(SlotConfig::mlccd().tau());
+        let horizon = self
+            .horizon
+            .or(file.horizon)
+            .unwrap_or(SlotConfig::mlccd().horizon());
+        SlotConfig::new(tau, horizon).map_err(|e| ConfigError::Invalid(e.to_string()))
+    }
+
+    /// The per-host policy: its preset, the file's rules then the flags' (a flag wins over the
+    /// file for the same rule), then η, the feedback mode and the rank rule.
+    fn policy(
+        &self,
+        file: &FileConfig,
+        values: &FileValues,
+        slots: SlotConfig,
+    ) -> Result<PolicyConfig, ConfigError> {
+        let preset = self
+            .policy
+            .clone()
+            .or(file.policy.clone())
+            .unwrap_or_else(|| "mlccd".into());
+        let mut defaults = PolicyConfig::preset(&preset, slots).ok_or_else(|| {
+            let presets = PolicyConfig::PRESETS.join(", ");
+            invalid(
+                "policy",
+                format!("unknown preset {preset:?} (one of: {presets})"),
+            )
+        })?;
+        let file_rules = file.rules.iter().map(|(n, o)| (n.as_str(), *o));
+        for (name, on) in file_rules.chain(self.rules.iter().map(|(n, o)| (n.as_str(), *o))) {
+            defaults = defaults.with_rule(name, on).ok_or_else(|| {
+                let rules = PolicyConfig::RULES.join(", ");
+                invalid("rule", format!("unknown rule {name:?} (one of: {rules})"))
+            })?;
+        }
+        let eta = self.eta.or(file.eta).unwrap_or(defaults.eta);
+        if !eta.is_finite() || eta < 0.0 {
+            return Err(invalid("eta", format!("{eta} must be finite and >= 0")));
+        }
+        Ok(PolicyConfig {
+            eta,
+            mode: self.feedback_mode.or(values.mode).unwrap_or(defaults.mode),
+            rank: self.precedence.or(file.precedence).unwrap_or(defaults.rank),
+            ..defaults
+        })
+    }
+
+    /// The deadline of every call to a switch or a peer: a third of τ by default, always
+    /// within the slot.
+    fn rpc_deadline(&self, values: &FileValues, tau: Duration) -> Result<Duration, ConfigError> {
+        let d = self.rpc_deadline.or(values.rpc_deadline).unwrap_or(tau / 3);
+        if d.is_zero() || d >= tau {
+            return Err(invalid(
+                "rpc_deadline",
+                format!("{d:?} must be above 0 and below τ = {tau:?}"),
+            ));
+        }
+        Ok(d)
     }
 }
 

@@ -1,4 +1,4 @@
-//! mlccd's side of the kernel datapath (DESIGN.md §12): an adapter over mlcc-bpf's
+//! mlccd's side of the kernel datapath (docs/design.md §12): an adapter over mlcc-bpf's
 //! [`mlcc_bpf::Datapath`] (the BPF implementation, or its in-memory one in tests and dry runs).
 //!
 //! The pure per-slot logic ([`crate::host`]) works on the plain value types below (public
@@ -83,10 +83,15 @@ impl std::fmt::Debug for DatapathPort {
     }
 }
 
-/// The lowest rate an order carries: core's (see its doc for why 125 kB/s). Enforced here too,
-/// whatever the policy's `rate_floor_per_connection`, because the datapath must never hand the
-/// kernel a rate that freezes a socket.
-pub use mlcc_core::host::RATE_FLOOR_BYTES_PER_SEC;
+/// The lowest rate handed to the kernel: a safety clamp, not a policy. The policy decides each
+/// connection's floor (`PolicyConfig::rate_floor_per_connection`, 125 kB/s by default; 0 in
+/// the paper's variant); this only keeps an order the kernel would take as "freeze" from
+/// reaching it. Linux stamps each packet's earliest departure at `previous + len / rate` and
+/// a later rate does not move a stamp already taken: at 100 kbit/s a minimum TSO burst
+/// (2 segments, ~2.9 kB) waits at most ~0.23 s, so a socket whose order fell to the clamp —
+/// and whose mlccd then died — resumes within the orders' expiry plus that, where 1 B/s would
+/// hold it ~3000 s.
+pub const MIN_ORDER_BYTES_PER_SEC: u64 = 12_500;
 
 fn to_bpf_key(k: &SocketKey) -> mlcc_bpf::SocketKey {
     mlcc_bpf::SocketKey::new(k.netns_cookie, k.src, k.dst)
@@ -96,12 +101,12 @@ fn from_bpf_key(k: &mlcc_bpf::SocketKey) -> SocketKey {
     SocketKey::new(k.netns_cookie(), k.src(), k.dst())
 }
 
-/// An order in mlcc-bpf's terms: 0 B/s becomes the floor (see [`RATE_FLOOR_BYTES_PER_SEC`]).
+/// An order in mlcc-bpf's terms, clamped to [`MIN_ORDER_BYTES_PER_SEC`].
 pub fn to_bpf_order(o: &RateOrder) -> mlcc_bpf::RateOrder {
     mlcc_bpf::RateOrder {
         key: to_bpf_key(&o.key),
-        rate: mlcc_bpf::Rate::from_bytes_per_sec(o.bytes_per_sec.max(RATE_FLOOR_BYTES_PER_SEC))
-            .expect("floored above zero"),
+        rate: mlcc_bpf::Rate::from_bytes_per_sec(o.bytes_per_sec.max(MIN_ORDER_BYTES_PER_SEC))
+            .expect("clamped above zero"),
         expiry: mlcc_bpf::Expiry::After(o.expiry),
     }
 }
@@ -349,13 +354,20 @@ mod tests {
         d.set_rates(&[o]).unwrap();
         assert_eq!(mem.order(&k), Some(o));
         assert_eq!(mem.effective_rate(&k), Some(5_000_000));
-        // A zero (or tiny) rate is paced at the floor, never handed to the kernel as 0.
+        // A zero (or tiny) rate is paced at the safety clamp, never handed to the kernel as 0;
+        // a rate above it, however low for a policy, is the policy's to give.
         d.set_rates(&[RateOrder {
             bytes_per_sec: 0,
             ..o
         }])
         .unwrap();
-        assert_eq!(mem.effective_rate(&k), Some(RATE_FLOOR_BYTES_PER_SEC));
+        assert_eq!(mem.effective_rate(&k), Some(MIN_ORDER_BYTES_PER_SEC));
+        d.set_rates(&[RateOrder {
+            bytes_per_sec: 20_000,
+            ..o
+        }])
+        .unwrap();
+        assert_eq!(mem.effective_rate(&k), Some(20_000));
         mem.set_failure(Some("gone"));
         assert!(d.read_stats().unwrap_err().to_string().contains("gone"));
         mem.set_failure(None);

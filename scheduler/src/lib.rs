@@ -1,4 +1,4 @@
-//! mlcc-scheduler: the per-host daemon `mlccd` and its operator CLI `mlccctl` (DESIGN.md §9–§11).
+//! mlcc-scheduler: the per-host daemon `mlccd` and its operator CLI `mlccctl` (docs/design.md §9–§11).
 //!
 //! `host` is the per-slot shell around mlcc-core's `HostPolicy` (observations in, orders and
 //! protobuf out, no I/O); `monitor`, `progress`, `sockets` and `datapath` read
@@ -15,5 +15,6 @@ pub mod mltcp;
 pub mod monitor;
 pub mod progress;
 pub mod session;
+pub mod slot_loop;
 pub mod sockets;
 pub mod state;

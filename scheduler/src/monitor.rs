@@ -1,4 +1,4 @@
-//! Discovery of the progress files in `$MLCC_SHM_DIR` (DESIGN.md §9, §11 step 1).
+//! Discovery of the progress files in `$MLCC_SHM_DIR` (docs/design.md §9, §11 step 1).
 //!
 //! [`ProgressDir::poll`], called every slot, lists the directory only when inotify says
 //! something in it changed, and at least every [`RESCAN_SLOTS`] slots anyway (an event lost to

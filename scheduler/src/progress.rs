@@ -1,5 +1,5 @@
 //! Reader of the progress files training processes write through
-//! `patches/progress/mlcc_progress.h` (DESIGN.md §9).
+//! `patches/progress/mlcc_progress.h` (docs/design.md §9).
 //!
 //! The layout is mirrored in [`abi`] and a test compiles the C header to prove both sides agree
 //! on every offset. Files come from other users' processes, so everything read is validated: a
@@ -164,7 +164,7 @@ pub enum ProgressError {
     Untrusted { path: PathBuf, why: String },
 }
 
-/// Which progress files mlccd believes (DESIGN.md §16: "progress files owned by the job's
+/// Which progress files mlccd believes (docs/design.md §16: "progress files owned by the job's
 /// user"). A progress file decides how fast the connections of the process it names are paced,
 /// so a file must come from that process's user: /dev/shm is writable by every user of the
 /// host, and without these checks one user could slow another's job down (or speed their own up

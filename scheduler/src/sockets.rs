@@ -1,4 +1,4 @@
-//! Which TCP sockets a training process owns (DESIGN.md §5, §11 step 1).
+//! Which TCP sockets a training process owns (docs/design.md §5, §11 step 1).
 //!
 //! A progress file names its writer's pid; the process's open fds that are `socket:[inode]`
 //! links, matched against `/proc/<pid>/net/tcp{,6}` (which lists sockets of the process's own

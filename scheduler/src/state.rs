@@ -22,7 +22,7 @@ pub fn set_clock_offset(ns: i64) {
     CLOCK_OFFSET_NS.store(ns, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Realtime nanoseconds, shifted by the rehearsal offset: slots are absolute (DESIGN.md §3).
+/// Realtime nanoseconds, shifted by the rehearsal offset: slots are absolute (docs/design.md §3).
 pub fn now_ns() -> u64 {
     SystemClock
         .now_ns()

@@ -13,10 +13,10 @@ use mlcc_core::routing::{Routes, ecmp_hash_str};
 use mlcc_core::topology::{NodeId, Topology};
 
 use crate::layers;
-pub use crate::model::{BYTE_EPSILON, Flow, FlowRef, Job, Phase, Shape};
 use crate::physics;
-use crate::placement::{Cluster, Placement};
+use crate::placement::{GpuPool, Placement};
 use crate::policy::{Policy, View};
+pub use crate::state::{BYTE_EPSILON, Flow, FlowRef, Job, Phase, Shape};
 use crate::workload::JobSpec;
 
 #[derive(Debug, thiserror::Error)]
@@ -66,7 +66,7 @@ pub struct Engine<'t> {
     routes: &'t Routes,
     slots: SlotConfig,
     pub jobs: Vec<Job>,
-    cluster: Cluster,
+    gpus: GpuPool,
     queue: std::collections::VecDeque<usize>,
     next_arrival: usize,
     now: u64,
@@ -131,7 +131,7 @@ impl<'t> Engine<'t> {
             routes,
             slots,
             jobs,
-            cluster: Cluster::new(hosts, placement, seed),
+            gpus: GpuPool::new(hosts, placement, seed),
             queue: Default::default(),
             next_arrival: 0,
             now: 0,
@@ -291,7 +291,7 @@ impl<'t> Engine<'t> {
                     .collect::<Result<Vec<_>, _>>()?
             } else {
                 let need = self.jobs[ji].spec.gpus();
-                let Some(hosts) = self.cluster.place(ji as u64, need) else {
+                let Some(hosts) = self.gpus.place(ji as u64, need) else {
                     break;
                 };
                 hosts
@@ -359,7 +359,7 @@ impl<'t> Engine<'t> {
             if f.role == FlowRole::Bcast {
                 short = short.min(physics::held(&self.jobs[r.job as usize], f));
             }
-            if short <= crate::model::BYTE_EPSILON {
+            if short <= crate::state::BYTE_EPSILON {
                 continue;
             }
             let room = f
@@ -455,7 +455,7 @@ impl<'t> Engine<'t> {
                 j.phase = Phase::Done;
                 j.finish_slot = Some(now + 1);
                 if j.spec.pinned.is_none() {
-                    self.cluster.release(&j.hosts);
+                    self.gpus.release(&j.hosts);
                 }
             } else {
                 self.jobs[ji].shape = policy.shape(&self.jobs, ji, tau);

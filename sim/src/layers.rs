@@ -7,13 +7,13 @@
 //! What the simulator does with it:
 //! - **Buckets.** A job's gradient is four buckets of consecutive layers (tensor fusion), front
 //!   layers first, each with its share of the bytes and of the compute (the table in
-//!   [`crate::models`]). Every flow of the job (mlcc-core's flow groups: PS pushes and
+//!   [`crate::model_zoo`]). Every flow of the job (mlcc-core's flow groups: PS pushes and
 //!   replies, ring steps) carries each bucket in proportion to its bytes.
 //! - **Backward overlap.** An iteration is a forward pass (a third of the compute, as usual
 //!   for backward ≈ 2 × forward), then a backward pass during which the buckets are released
 //!   back to front: bucket k when the backward pass has done the back buckets' compute and its
 //!   own (rounded to slots). A flow's application holds only released bytes
-//!   ([`crate::model::Flow::released`]); the engine's communication phase starts with the
+//!   ([`crate::state::Flow::released`]); the engine's communication phase starts with the
 //!   backward pass.
 //! - **Forward overlap.** The next forward pass goes front to back; bucket k's share of it
 //!   starts once bucket k has arrived (every flow of the job delivered it) and bucket k − 1's
@@ -37,8 +37,8 @@
 
 use mlcc_core::flow::FlowRole;
 
-use crate::model::{BYTE_EPSILON, Flow, Job, Layers, Shape};
-use crate::models::{BUCKETS, Model};
+use crate::model_zoo::{BUCKETS, Model};
+use crate::state::{BYTE_EPSILON, Flow, Job, Layers, Shape};
 
 /// ASC-WFBP's per-message all-reduce latency a (s), measured with nccl-tests on 10 GbE.
 pub const LATENCY_SECS: f64 = 1.4e-3;
@@ -227,7 +227,7 @@ pub fn next_backward(l: &Layers, now: u64, extra: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::models::by_name;
+    use crate::model_zoo::by_name;
 
     #[test]
     fn buckets_are_released_back_to_front_over_the_backward_pass() {

@@ -35,8 +35,8 @@ use mlcc_core::flow::FlowRole;
 use mlcc_core::topology::Topology;
 use mlcc_harness::fluid::{self, Links};
 
-pub use crate::model::Sharing;
-use crate::model::{Flow, FlowRef, Job};
+pub use crate::state::Sharing;
+use crate::state::{Flow, FlowRef, Job};
 
 /// Buffers reused across slots.
 #[derive(Clone, Debug)]
@@ -239,7 +239,7 @@ pub fn advance(
     s.scaled.resize(active.len(), false);
     let (mut fabric, mut per_job) = (
         std::iter::once(0..active.len()),
-        crate::model::job_runs(active),
+        crate::state::job_runs(active),
     );
     let runs: &mut dyn Iterator<Item = std::ops::Range<usize>> = match sharing {
         Sharing::Fabric => &mut fabric,
@@ -276,7 +276,7 @@ pub fn advance(
         let moved = s.moved[i];
         let before = f.sent;
         f.sent = (f.sent + moved).min(f.bytes);
-        if f.bytes - f.sent < crate::model::BYTE_EPSILON {
+        if f.bytes - f.sent < crate::state::BYTE_EPSILON {
             f.sent = f.bytes;
         }
         // What counts as delivered includes the sub-byte crumb a finished flow is rounded up by.

@@ -23,8 +23,9 @@ pub enum Placement {
     Packed,
 }
 
+/// The cluster's GPUs: which servers have a free one, and the rule that picks a job's.
 #[derive(Clone, Debug)]
-pub struct Cluster {
+pub struct GpuPool {
     hosts: Vec<NodeId>,
     free: Vec<u8>,
     /// Servers with at least one free GPU.
@@ -33,10 +34,10 @@ pub struct Cluster {
     seed: u64,
 }
 
-impl Cluster {
+impl GpuPool {
     pub fn new(hosts: Vec<NodeId>, placement: Placement, seed: u64) -> Self {
         let n = hosts.len();
-        Cluster {
+        GpuPool {
             hosts,
             free: vec![GPUS_PER_SERVER; n],
             open: n,
@@ -126,7 +127,7 @@ mod tests {
 
     #[test]
     fn members_get_distinct_servers_and_gpus_run_out() {
-        let mut c = Cluster::new(hosts(3), Placement::Packed, 1);
+        let mut c = GpuPool::new(hosts(3), Placement::Packed, 1);
         for j in 0..8 {
             let p = c.place(j, 3).unwrap();
             assert_eq!(p, hosts(3));
@@ -140,8 +141,8 @@ mod tests {
 
     #[test]
     fn spread_is_seeded_and_distinct() {
-        let mut a = Cluster::new(hosts(50), Placement::Spread, 7);
-        let mut b = Cluster::new(hosts(50), Placement::Spread, 7);
+        let mut a = GpuPool::new(hosts(50), Placement::Spread, 7);
+        let mut b = GpuPool::new(hosts(50), Placement::Spread, 7);
         for j in 0..40 {
             let p = a.place(j, 4).unwrap();
             assert_eq!(Some(p.clone()), b.place(j, 4));

@@ -4,8 +4,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-pub use crate::model::JobRecord;
 use crate::run::PolicyRun;
+pub use crate::state::JobRecord;
 
 pub fn jobs_csv(run: &PolicyRun) -> String {
     let mut s = String::from(
@@ -110,7 +110,7 @@ pub fn summarize(scenario: &str, topology: &str, seed: u64, runs: &[PolicyRun]) 
             jct.sort_by(f64::total_cmp);
             let m = mean(r);
             let mut models: Vec<(String, f64)> = Vec::new();
-            for name in crate::models::MODELS.iter().map(|m| m.name) {
+            for name in crate::model_zoo::MODELS.iter().map(|m| m.name) {
                 let v: Vec<f64> = r
                     .jobs
                     .iter()
@@ -205,7 +205,7 @@ pub fn markdown(s: &Summary) -> String {
         }
     }
     out += "\nMean JCT per model (s):\n\n| policy |";
-    let models: Vec<&str> = crate::models::MODELS.iter().map(|m| m.name).collect();
+    let models: Vec<&str> = crate::model_zoo::MODELS.iter().map(|m| m.name).collect();
     for m in &models {
         let _ = write!(out, " {m} |");
     }

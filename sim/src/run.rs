@@ -8,9 +8,9 @@ use mlcc_core::routing::Routes;
 use mlcc_core::topology::Topology;
 
 use crate::engine::{Engine, EngineError, Phase, RunStats};
-use crate::model::JobRecord;
 use crate::placement::Placement;
 use crate::policy::{self, Context};
+use crate::state::JobRecord;
 use crate::workload::JobSpec;
 
 pub struct PolicyRun {

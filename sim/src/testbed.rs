@@ -119,7 +119,7 @@ fn seed() -> u64 {
     1
 }
 
-/// What a scheduled fault does (DESIGN.md §11's degraded modes, tried for real).
+/// What a scheduled fault does (docs/design.md §11's degraded modes, tried for real).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FaultKind {
@@ -230,7 +230,7 @@ pub struct JobSpec {
 /// co-located rings under cubic ran as if alone (testbed `micro-two-jobs`, 8.31 s against 8.23
 /// isolated). At 2 ms a steady step still takes the line time it takes at 4 ms (61.3 ms for
 /// 7.32 MB); at 1 ms it does not always under load (61.3-61.5 ms). The simulator's links bank
-/// nothing. README, "The testbed's links".
+/// nothing (docs/notes/2026-11-26-testbed-link-bucket.md).
 pub const DEFAULT_LINK_BURST: Duration = Duration::from_millis(2);
 
 /// A link bucket must hold something: at zero TBF would never send.
@@ -540,7 +540,7 @@ impl Scenario {
         self.jobs
             .iter()
             .filter_map(|j| {
-                let model = crate::models::by_name(&j.model)?;
+                let model = crate::model_zoo::by_name(&j.model)?;
                 Some(crate::workload::JobSpec {
                     id: j.name.clone(),
                     arrival_s: j.arrival.as_secs_f64(),
@@ -603,7 +603,7 @@ fn load_trace(
         if jobs.iter().any(|j| j.name == name) {
             return Err(at(format!("job {name:?} twice")));
         }
-        let model = crate::models::by_name(f[2]).ok_or_else(|| {
+        let model = crate::model_zoo::by_name(f[2]).ok_or_else(|| {
             at(format!(
                 "unknown model {:?} (vgg19, vgg16, resnet50, gpt2)",
                 f[2]

@@ -18,7 +18,7 @@ use std::path::Path;
 
 use mlcc_core::job::Arch;
 
-use crate::models::{self, MODELS, Model};
+use crate::model_zoo::{self, MODELS, Model};
 use crate::rng::Rng;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -202,7 +202,7 @@ pub fn parse_trace(text: &str) -> Result<Vec<JobSpec>, TraceError> {
         if !arrival_s.is_finite() || arrival_s < 0.0 {
             return Err(err(format!("arrival_s {arrival_s} must be finite and ≥ 0")));
         }
-        let model = models::by_name(f[1]).ok_or_else(|| {
+        let model = model_zoo::by_name(f[1]).ok_or_else(|| {
             let known: Vec<&str> = MODELS.iter().map(|m| m.name).collect();
             err(format!(
                 "unknown model {:?} (known: {})",

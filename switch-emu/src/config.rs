@@ -1,5 +1,5 @@
 //! Configuration: a TOML file (`/etc/mlcc/switchd.toml`) and flags of the same names; a flag
-//! overrides the file, the file overrides the defaults (DESIGN.md §16).
+//! overrides the file, the file overrides the defaults (docs/design.md §16).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,5 +1,5 @@
 //! mlcc-switch-emu: `mlcc-switchd`, the load table of one switch that cannot be programmed,
-//! served over gRPC (DESIGN.md §6, §10).
+//! served over gRPC (docs/design.md §6, §10).
 //!
 //! `emulator` is the sans-IO state machine around `mlcc_core`'s load table; `grpc`, `server`
 //! and `metrics` are the thin async shell; `bench` is the load generator.

@@ -23,7 +23,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
     version,
     about = "mlcc switch emulator: the K-slot link load table of one switch, over gRPC",
     long_about = "mlcc switch emulator: keeps the K-slot link load table of one switch that cannot \
-be programmed (DESIGN.md §6, §10).\n\n\
+be programmed (docs/design.md §6, §10).\n\n\
 Schedulers (mlccd) on the hosts call UpdateSchedule once per slot with all their flows' plans on \
 this switch's links, and FetchFeedback to read the load that other hosts booked. Entries are soft \
 state: one not refreshed for K slots expires, so a restart loses the table and schedulers rebuild \

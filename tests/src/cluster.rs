@@ -345,7 +345,7 @@ struct Named {
 }
 
 /// The emulated cluster of one run.
-pub struct Cluster {
+pub struct EmulatedCluster {
     pub plan: NetPlan,
     pub cc: Cc,
     /// Logs, topology, sockets of this run.
@@ -361,7 +361,7 @@ pub struct Cluster {
 }
 
 pub const SWITCHD_PORT: u16 = 50061;
-/// How often `mltcp-feeder` rewrites the ratios (see [`Cluster::up`] with [`Cc::Mltcp`]).
+/// How often `mltcp-feeder` rewrites the ratios (see [`EmulatedCluster::up`] with [`Cc::Mltcp`]).
 const MLTCP_FEED_INTERVAL: Duration = Duration::from_millis(5);
 /// Job `i` of a run listens on `DATA_PORT_BASE + (i % DATA_PORT_JOBS) * PORTS_PER_JOB + member`.
 const DATA_PORT_BASE: u16 = 20000;
@@ -373,14 +373,14 @@ pub const DATA_PORTS: std::ops::RangeInclusive<u16> =
 pub use crate::scenario::PAYLOAD_PER_FRAME;
 pub const PEER_PORT: u16 = 50071;
 
-impl Cluster {
+impl EmulatedCluster {
     pub fn up(
         scn: &Scenario,
         cc: Cc,
         bins: &Binaries,
         dir: &Path,
         run: &str,
-    ) -> Result<Cluster, RunError> {
+    ) -> Result<EmulatedCluster, RunError> {
         if !is_root() {
             return Err(RunError::NotRoot);
         }
@@ -391,7 +391,7 @@ impl Cluster {
         fs::create_dir_all(dir.join("logs"))
             .map_err(io_err(format!("creating {}", dir.display())))?;
         let plan = NetPlan::new(run, scn);
-        let mut c = Cluster {
+        let mut c = EmulatedCluster {
             plan,
             cc: cc.clone(),
             dir: dir.to_path_buf(),
@@ -880,7 +880,7 @@ impl Cluster {
     }
 }
 
-impl Drop for Cluster {
+impl Drop for EmulatedCluster {
     fn drop(&mut self) {
         self.down();
     }
@@ -1067,7 +1067,7 @@ impl Faults {
         }
     }
 
-    fn tick(&mut self, c: &mut Cluster, t: Duration) -> Result<(), RunError> {
+    fn tick(&mut self, c: &mut EmulatedCluster, t: Duration) -> Result<(), RunError> {
         let mlcc = c.cc.is_mlcc();
         for e in &mut self.events {
             let f = &e.fault;
@@ -1115,7 +1115,7 @@ impl Faults {
 
 /// Runs every job of the scenario on an up cluster; `tick` is told (finished jobs, total).
 pub fn run_jobs(
-    c: &mut Cluster,
+    c: &mut EmulatedCluster,
     scn: &Scenario,
     bins: &Binaries,
     mut tick: impl FnMut(usize, usize, &str),
@@ -1212,7 +1212,7 @@ pub fn run_jobs(
 
 /// One bandwidth sample per host port: Mbit/s since the previous sample of the same port.
 fn sample(
-    c: &Cluster,
+    c: &EmulatedCluster,
     start: Instant,
     out: &mut BTreeMap<String, Vec<(f64, f64, f64)>>,
     last: &mut BTreeMap<String, (f64, u64, u64)>,
@@ -1241,7 +1241,12 @@ fn sample(
     }
 }
 
-fn launch(c: &Cluster, bins: &Binaries, idx: usize, spec: JobSpec) -> Result<RunningJob, RunError> {
+fn launch(
+    c: &EmulatedCluster,
+    bins: &Binaries,
+    idx: usize,
+    spec: JobSpec,
+) -> Result<RunningJob, RunError> {
     let port = |member: usize| {
         DATA_PORT_BASE + (idx as u16 % DATA_PORT_JOBS) * PORTS_PER_JOB + member as u16
     };
@@ -1377,7 +1382,7 @@ fn launch(c: &Cluster, bins: &Binaries, idx: usize, spec: JobSpec) -> Result<Run
     })
 }
 
-fn collect(c: &Cluster, start: Instant, mut j: RunningJob) -> JobResult {
+fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult {
     for m in &mut j.members {
         if m.done.is_none() {
             let _ = m.child.kill();
@@ -1471,7 +1476,7 @@ fn collect(c: &Cluster, start: Instant, mut j: RunningJob) -> JobResult {
     r
 }
 
-/// iperf3 flows (DESIGN.md §14): every host starts one to a random other host each `every`,
+/// iperf3 flows (docs/design.md §14): every host starts one to a random other host each `every`,
 /// carrying what its link sends in a time uniform in [min, max]. iperf3 serves one test at a
 /// time, so each host runs one server per possible sender.
 struct CrossTraffic {
@@ -1485,7 +1490,7 @@ struct CrossTraffic {
 }
 
 impl CrossTraffic {
-    fn start(c: &Cluster, scn: &Scenario) -> Result<Self, RunError> {
+    fn start(c: &EmulatedCluster, scn: &Scenario) -> Result<Self, RunError> {
         let mut ct = CrossTraffic {
             spec: scn.cross.clone(),
             servers: Vec::new(),
@@ -1539,7 +1544,7 @@ impl CrossTraffic {
         (self.rng >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    fn tick(&mut self, c: &Cluster, _start: Instant) -> Result<(), RunError> {
+    fn tick(&mut self, c: &EmulatedCluster, _start: Instant) -> Result<(), RunError> {
         let Some(spec) = self.spec.clone() else {
             return Ok(());
         };
@@ -1619,7 +1624,7 @@ pub fn run_scenario(
             shifted = crate::cassini::shifted(scn, &shifts);
             &shifted
         };
-        let mut c = Cluster::up(run_scn, cc.clone(), bins, &dir, &run)?;
+        let mut c = EmulatedCluster::up(run_scn, cc.clone(), bins, &dir, &run)?;
         let r = run_jobs(&mut c, run_scn, bins, &mut tick);
         c.down();
         let mut r = r?;
@@ -1658,7 +1663,7 @@ fn run_isolated(
         }];
         one.cross = None;
         one.faults.clear();
-        let mut c = Cluster::up(
+        let mut c = EmulatedCluster::up(
             &one,
             Cc::kernel(kernel),
             bins,
@@ -1713,7 +1718,7 @@ pub fn check_clean(pids: &[u32]) -> Result<(), String> {
     Ok(())
 }
 
-impl Cluster {
+impl EmulatedCluster {
     /// Leaves the cluster running after this process exits (`mlcc-testbed up`); `down` removes it.
     pub fn keep(mut self) {
         self.removed = true;

@@ -796,7 +796,7 @@ mod tests {
                 .all(|(x, l)| l.is_some_and(|l| (l * 100.0 - x).abs() < 1e-12))
         );
         assert_eq!(p[0].scenario.name, "solo-ps-loss0.5pct");
-        // The default sweep is the issue's: every loss level in the full version.
+        // The default sweep: every loss level in the full version.
         let full = Figure::Loss.points(false, None).unwrap();
         assert_eq!(full.len(), 2 * Figure::Loss.default_points(false).len());
         // τ and link rates must be whole numbers in range.

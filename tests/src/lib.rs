@@ -1,4 +1,4 @@
-//! The emulated cluster testbed (DESIGN.md §14): network namespaces as hosts, bridges as
+//! The emulated cluster testbed (docs/design.md §14): network namespaces as hosts, bridges as
 //! switches, shaped veth links, real `mlcc-switchd` / `mlccd` processes with the real BPF
 //! datapath, and synthetic training jobs (`mlcc-trainer`) over real TCP.
 

@@ -40,7 +40,7 @@ pub struct Prediction {
     pub error: Option<f64>,
 }
 
-fn mean_jct(jobs: &[mlcc_sim::model::JobRecord]) -> f64 {
+fn mean_jct(jobs: &[mlcc_sim::state::JobRecord]) -> f64 {
     let v: Vec<f64> = jobs.iter().filter_map(|j| j.jct_s).collect();
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }

@@ -47,7 +47,7 @@ pub struct Summary {
     /// Mean JCT with every job alone (`--cc isolated`), if it ran.
     pub isolated_mean_jct_s: Option<f64>,
     /// Every link's token bucket in this run, as line time (`--link-burst`): runs with
-    /// different buckets are not comparable (README, "The testbed's links").
+    /// different buckets are not comparable (docs/notes/2026-11-26-testbed-link-bucket.md).
     pub link_burst_ms: f64,
     pub runs: Vec<CcRun>,
 }

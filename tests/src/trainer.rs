@@ -1,4 +1,4 @@
-//! A synthetic data-parallel job member (DESIGN.md §14): compute = sleep, communication = the
+//! A synthetic data-parallel job member (docs/design.md §14): compute = sleep, communication = the
 //! job's real byte pattern over TCP, verified at every receiver, progress through the C header.
 
 use std::io::{self, Read, Write};

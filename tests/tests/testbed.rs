@@ -287,7 +287,7 @@ struct SlotSample {
     backlog: Option<u64>,
 }
 
-/// DESIGN.md §11 end to end on real parts: two hosts, one mlcc-switchd, one synthetic sender per
+/// docs/design.md §11 end to end on real parts: two hosts, one mlcc-switchd, one synthetic sender per
 /// host writing progress (a two-rank ring job of the trainer), mlccd on the BPF datapath. Each
 /// mlccd is sampled over Admin every ~15 ms; per flow and slot the rate it enforced is compared
 /// with what was acked in that slot, over the slots in which the flow had data waiting for the
@@ -544,7 +544,7 @@ struct Seen {
     flows: u32,
 }
 
-/// Faults on real parts (issue 9): the switch emulator and a host's mlccd SIGKILLed and started
+/// Faults on real parts: the switch emulator and a host's mlccd SIGKILLed and started
 /// again, a link flap, and a hung (SIGSTOPped) peer mlccd, during one ring job on the BPF
 /// datapath. The job must finish with every byte intact; the other mlccd must enter the
 /// matching degraded mode and leave it when the fault is undone, planning its flow all along;
@@ -708,7 +708,7 @@ fn killed_daemons_and_a_link_flap_lose_no_bytes_and_degrade_and_recover() {
             (left - undone) * 1e3
         );
         // Within a few slots on a loaded 2-core machine; one slot (60 ms) plus the RPC
-        // deadline is the design value (DESIGN.md §11), printed above.
+        // deadline is the design value (docs/design.md §11), printed above.
         assert!(
             entered - hit < 1.0 && left - undone < 2.0,
             "{kind}: degraded after {:.2} s, recovered after {:.2} s",

@@ -15,7 +15,7 @@ use crate::slot::SlotConfig;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RankRule {
-    /// The slot the flow's iteration started in (DESIGN.md §6, the paper): first come, first
+    /// The slot the flow's iteration started in (docs/design.md §6, the paper): first come, first
     /// served.
     IterationStart,
     /// The job's model bytes (what each iteration moves), smaller first: shortest job first,
@@ -33,18 +33,15 @@ pub enum RankRule {
     /// remaining first (SRPT), the order that minimizes mean completion time. Where a job
     /// states its total iterations (`MLCC_TOTAL_ITERATIONS` in the progress header; the
     /// simulator knows them); a job that does not is ranked by what it has sent so far
-    /// ([`RankRule::AttainedService`], same scale). 25.9 % below `job-bytes` on mlcc-sim's
-    /// paper-fig15 seed 1, 4-7 % on `--quick` (sim/README.md).
+    /// ([`RankRule::AttainedService`], same scale).
     RemainingBytes,
     /// [`RankRule::RemainingBytes`] in whole octaves: a job goes before another only with
     /// about half the bytes left or less; between jobs closer than that, the one whose
     /// iteration started first goes first. Quarter octaves split two alike jobs a few
     /// iterations apart into strict priority, and where one's communication barely fits in the
     /// other's compute, every slot of lag at a hand-over cost the lower one a whole cycle
-    /// (testbed `micro-two-jobs-heavy`: iterations of 1.3-2.2 s beside 0.87 s alone). The
-    /// default: against quarter octaves, 10.5 % and 5.1 % lower mean JCT on the testbed's two
-    /// two-job scenarios, within 1.4 % on three others, 0.8 % above on mlcc-sim `--quick`
-    /// seeds 1-5 and 3 % on paper-fig15 (README, "Rank in whole octaves").
+    /// (testbed `micro-two-jobs-heavy`). The default; docs/design.md §17 has the figures
+    /// against quarter octaves.
     #[default]
     RemainingOctaves,
 }
@@ -100,7 +97,7 @@ impl FromStr for RankRule {
 /// would push its next departure ~3000 s out. At 125 kB/s a minimum TSO burst (2 segments,
 /// ~2.9 kB) waits at most ~23 ms, under half a slot, while a held-back flow takes 0.1 % of a
 /// 1 Gbit/s link. The policy plans with it ([`PolicyConfig::rate_floor_per_connection`]) and
-/// mlccd's datapath port enforces it whatever the policy says.
+/// orders no connection below it ([`super::Connections`]).
 pub const RATE_FLOOR_BYTES_PER_SEC: u64 = 125_000;
 
 /// The tail a flow flushes at its path's rate ([`PolicyConfig::flush_tail`]): at most this share
@@ -179,8 +176,7 @@ pub struct PolicyConfig {
     /// is overbooked by those floors, and every flow on it delivers a little less than planned.
     /// A flow planned to finish at the end of the slot then leaves a crumb of a few kilobytes,
     /// and the crumb costs its iteration a whole slot, or two where a broadcast waits for it
-    /// (mlcc-sim: 3746 B of a VGG16 push, then 3 B of its broadcast, each a slot). With the
-    /// floors given room, 0.7-3.3 % lower mean JCT on `--quick` seeds 1-5 (sim/README.md).
+    /// (mlcc-sim: 3746 B of a VGG16 push, then 3 B of its broadcast, each a slot).
     pub link_headroom: f64,
     /// Peer progress older than this many slots, or of another iteration, is ignored.
     pub peer_stale_slots: u64,
@@ -283,14 +279,6 @@ impl PolicyConfig {
             link_headroom: 0.0,
             ..PolicyConfig::new(slots)
         }
-    }
-
-    /// Whether a flow with `remaining_bytes` left in its iteration and `app_backlog` handed
-    /// over but unacknowledged is idle (see [`Self::idle_books_nothing`]).
-    pub fn is_idle(&self, remaining_bytes: f64, app_backlog: Option<f64>) -> bool {
-        self.idle_books_nothing
-            && remaining_bytes > 0.0
-            && app_backlog.is_some_and(|b| b < self.idle_backlog_bytes)
     }
 
     /// The named starting points of a configuration: `mlccd` (the defaults, [`Self::new`]) and

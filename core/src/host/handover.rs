@@ -16,7 +16,10 @@
 //! flow's bytes in the slot stay what its slot order gives it, so the load tables and a driver
 //! that paces only per slot (the simulator's fluid physics) are unaffected.
 
-use crate::planner::LinkFeedback;
+use super::config::PolicyConfig;
+use super::local::Local;
+use super::out::Enforce;
+use crate::planner::{FlowDecision, FlowInput, LinkFeedback};
 
 /// Share of the path group's orders its mates keep, between them, while the ending flows go
 /// first: 5 % of a 1 Gbit/s link is 6 MB/s, a burst of 2 segments every half millisecond, so a
@@ -38,22 +41,54 @@ pub struct Handover {
 
 /// One local flow as the hand-over sees it.
 #[derive(Clone, Debug)]
-pub(super) struct Member<'a> {
+struct Member<'a> {
     /// Its links in order: flows hand over only to flows on the very same links, and the
     /// group sends at most the narrowest one's capacity.
-    pub path: &'a [LinkFeedback],
+    path: &'a [LinkFeedback],
     /// Its slot order (bytes/s); `None` where it is released, idle or on standby (it keeps its
     /// order and is no part of a hand-over).
-    pub rate: Option<f64>,
+    rate: Option<f64>,
     /// Its plan ends in this slot and it holds all it has left.
-    pub ending: bool,
-    pub remaining: f64,
+    ending: bool,
+    remaining: f64,
     /// Its lowest order (the rate floor of its connections).
-    pub floor: f64,
+    floor: f64,
+}
+
+/// The hand-overs of this slot's flows ([`PolicyConfig::handover`]), one per flow (`None`: the
+/// slot order alone).
+pub(super) fn of_flows(
+    cfg: &PolicyConfig,
+    flows: &[Local<'_>],
+    inputs: &[FlowInput],
+    decisions: &[FlowDecision],
+    enforces: &[Enforce],
+    idle: &[bool],
+) -> Vec<Option<Handover>> {
+    if !cfg.handover {
+        return vec![None; flows.len()];
+    }
+    let members: Vec<Member<'_>> = flows
+        .iter()
+        .zip(decisions)
+        .zip(enforces)
+        .enumerate()
+        .map(|(i, ((f, d), e))| Member {
+            path: &inputs[i].path,
+            rate: match e {
+                Enforce::Pace(r) if !idle[i] && !d.done => Some(*r),
+                _ => None,
+            },
+            ending: d.ends_this_slot() && f.holds_all(),
+            remaining: f.remaining,
+            floor: cfg.floor_of(f.obs.connections),
+        })
+        .collect();
+    plan(&members, cfg.slots.tau_secs())
 }
 
 /// The hand-overs of one host's flows this slot, one per member (`None`: the slot order alone).
-pub(super) fn plan(members: &[Member<'_>], tau: f64) -> Vec<Option<Handover>> {
+fn plan(members: &[Member<'_>], tau: f64) -> Vec<Option<Handover>> {
     let mut out = vec![None; members.len()];
     let same_links = |a: &[LinkFeedback], b: &[LinkFeedback]| {
         a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.link == y.link)
@@ -121,7 +156,7 @@ pub(super) fn plan(members: &[Member<'_>], tau: f64) -> Vec<Option<Handover>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::LinkId;
+    use crate::host::testing::*;
 
     const TAU: f64 = 0.06;
 
@@ -227,5 +262,49 @@ mod tests {
         );
         let (a, b) = (h[0].unwrap(), h[1].unwrap());
         assert!((a.first + b.first - 100e6).abs() < 1.0 && (b.then - 100e6).abs() < 1.0);
+    }
+
+    #[test]
+    fn a_flow_ending_this_slot_goes_first_on_its_path_and_hands_it_back() {
+        let t = topo();
+        // Two jobs' ring flows on the same links, h1 -> h2: a holds its last 2 MB, b has 30 MB.
+        let mut a = flow(&t, "a", "h1", "h2", FlowRole::Ring, 2.0 * MB);
+        a.app_backlog = Some(2.0 * MB);
+        let b = flow(&t, "b", "h1", "h2", FlowRole::Ring, 30.0 * MB);
+        let step = |cfg: PolicyConfig, b: &FlowObs| {
+            HostPolicy::new(cfg)
+                .step(Slot(1), &[a.clone(), b.clone()])
+                .flows
+        };
+        let on = step(cfg(), &b);
+        let (ha, hb) = (on[0].handover.unwrap(), on[1].handover.unwrap());
+        // The slot orders share the path as Alg. 1 planned it: a spread over the whole slot.
+        let (ra, rb) = (paced(on[0].enforce), paced(on[1].enforce));
+        assert!((ra * TAU - 2.0 * MB).abs() < 1.0, "a {ra}");
+        // a goes first at nearly all of it and is through in 21 ms; b keeps a trickle, then has
+        // the whole path; each sends in the slot what its slot order gives it.
+        assert!((ha.first + hb.first - (ra + rb)).abs() < 1.0);
+        assert!((ha.first * ha.for_secs - 2.0 * MB).abs() < 1.0);
+        assert!(ha.for_secs < 0.022, "{ha:?}");
+        assert_eq!(ha.for_secs, hb.for_secs);
+        assert!(
+            hb.first < 0.06 * (ra + rb) && (hb.then - (ra + rb)).abs() < 1.0,
+            "{hb:?}"
+        );
+        let bytes = |h: Handover| h.first * h.for_secs + h.then * (TAU - h.for_secs);
+        assert!((bytes(hb) - rb * TAU).abs() < 1.0, "{}", bytes(hb));
+        // Off, or on another downlink (swapping would move load between downlinks): no hand-over.
+        let off = step(without("handover"), &b);
+        assert!(off.iter().all(|f| f.handover.is_none()));
+        assert_eq!(paced(off[0].enforce), ra);
+        let other = flow(&t, "b", "h1", "h3", FlowRole::Ring, 30.0 * MB);
+        assert!(step(cfg(), &other).iter().all(|f| f.handover.is_none()));
+        // Not ending: bytes the sender does not hold yet.
+        let mut waiting = a.clone();
+        waiting.app_backlog = Some(1.0 * MB);
+        let out = HostPolicy::new(cfg())
+            .step(Slot(1), &[waiting, b.clone()])
+            .flows;
+        assert!(out.iter().all(|f| f.handover.is_none()));
     }
 }

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::flow::{FlowId, FlowRole};
+use crate::job::JobProgress;
 use crate::slot::Slot;
 use crate::topology::{LinkId, NodeId};
 
@@ -12,8 +13,12 @@ use super::peers::PeerProgress;
 #[derive(Clone, Debug, PartialEq)]
 pub struct LinkObs {
     pub link: LinkId,
-    /// c_l in bytes/s (the topology's, or what the owning switch reported).
+    /// c_l in bytes/s, the topology's: what a flow's precedence key and the size of a flow of
+    /// unknown size are judged by, so that they are the same before and after the switches
+    /// answer.
     pub capacity: f64,
+    /// c_l as the owning switch reported it, where it did: what plans fill.
+    pub reported_capacity: Option<f64>,
     pub answer: Answer,
     /// The owning switch's clock is off ours by more than τ/4: slots do not line up, so the
     /// flow is left to kernel TCP and its bookings withdrawn.
@@ -44,6 +49,7 @@ impl LinkObs {
         LinkObs {
             link,
             capacity,
+            reported_capacity: None,
             answer: Answer::Unasked,
             unsynced_switch: None,
             committed_now: None,
@@ -63,18 +69,21 @@ pub struct FlowObs {
     pub links: Vec<LinkObs>,
     /// Connections the group's rate is split over (the rate floor is per connection).
     pub connections: usize,
+    /// Of those, the ones that neither sent nor had a byte acknowledged during the last slot
+    /// ([`super::Connections`]).
+    pub quiet_connections: usize,
+    /// The iteration the flow is in, as its driver counts them (the same on every host of the
+    /// job: peers' reports of another iteration are ignored).
     pub iteration: u64,
     pub iteration_start: Slot,
-    /// The job's model bytes (what one iteration moves); 0 when unknown.
-    pub job_bytes: u64,
-    /// Bytes the job has sent over all its iterations so far, if known.
-    pub job_attained_bytes: Option<f64>,
-    /// Bytes the job still has to send until its last iteration, if the job says how many
-    /// iterations it runs.
-    pub job_remaining_bytes: Option<f64>,
-    /// S_f and G_f: bytes sent in this iteration and bytes left in it.
+    /// The job's model bytes and iterations, as far as known (the rank rules read them).
+    pub job_progress: JobProgress,
+    /// S_f: bytes sent in this iteration.
     pub sent_bytes: f64,
-    pub remaining_bytes: f64,
+    /// G_f: bytes left in this iteration; `None` where nothing tells how much an iteration
+    /// moves (no model size, no iteration seen whole yet): the policy plans such a flow as a
+    /// bulk transfer ([`super::PolicyConfig::remaining_of`]).
+    pub remaining_bytes: Option<f64>,
     /// How far a ring flow may run ahead of its predecessor (one chunk M/N).
     pub slack_bytes: f64,
     /// Bytes the application handed over that the receiver has not acknowledged; `None`
@@ -106,18 +115,26 @@ impl FlowObs {
             dst,
             links,
             connections: 1,
+            quiet_connections: 0,
             iteration: 0,
             iteration_start: Slot(0),
-            job_bytes: 0,
-            job_attained_bytes: None,
-            job_remaining_bytes: None,
+            job_progress: JobProgress::default(),
             sent_bytes: 0.0,
-            remaining_bytes: 0.0,
+            remaining_bytes: Some(0.0),
             slack_bytes: 0.0,
             app_backlog: None,
             achieved: None,
             upstream: Vec::new(),
             peer_silent: false,
         }
+    }
+
+    /// The capacity of its path's slowest link as the topology has it (0 without links).
+    pub fn bottleneck(&self) -> f64 {
+        self.links
+            .iter()
+            .map(|l| l.capacity)
+            .reduce(f64::min)
+            .unwrap_or(0.0)
     }
 }

@@ -3,7 +3,10 @@
 
 use serde::Serialize;
 
-use crate::alg2::Dependency;
+use super::config::PolicyConfig;
+use super::idle;
+use super::local::Local;
+use crate::dependency::Dependency;
 use crate::flow::FlowRole;
 use crate::slot::Slot;
 
@@ -41,10 +44,31 @@ impl PeerProgress {
     }
 }
 
+/// Alg. 2's dependency of each flow at `slot`, from its peers' reports; with
+/// [`PolicyConfig::project_upstream`], a broadcast's is where its aggregation will be at the
+/// end of this slot.
+pub(super) fn dependencies(cfg: &PolicyConfig, slot: Slot, flows: &[Local<'_>]) -> Vec<Dependency> {
+    let tau = cfg.slots.tau_secs();
+    flows
+        .iter()
+        .map(|f| {
+            dependency(
+                f.obs.role,
+                f.obs.iteration,
+                f.obs.slack_bytes,
+                &f.obs.upstream,
+                slot,
+                cfg.peer_stale_slots,
+                idle::projects(cfg, f).then_some(tau),
+            )
+        })
+        .collect()
+}
+
 /// The dependency of a flow of `role` in `iteration` at `slot`, from the reports of the flows
 /// it depends on: only reports of the same iteration that are at most `stale_slots` old count
 /// (an older one speaks of a past the flow has left). No report: no dependency.
-pub(crate) fn dependency(
+fn dependency(
     role: FlowRole,
     iteration: u64,
     slack_bytes: f64,
@@ -81,6 +105,7 @@ pub(crate) fn dependency(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::testing::*;
 
     fn p(finish: f64, iteration: u64, seen: u64) -> PeerProgress {
         PeerProgress {
@@ -130,5 +155,88 @@ mod tests {
             dependency(FlowRole::Agg, 4, 0.0, &up, Slot(10), 2, None),
             Dependency::None
         );
+    }
+
+    #[test]
+    fn peer_progress_counts_only_while_fresh_and_of_the_same_iteration() {
+        let t = topo();
+        let mut f = flow(&t, "p", "h3", "h1", FlowRole::Bcast, 50.0 * MB);
+        f.app_backlog = None;
+        let report = |iteration, seen| PeerProgress {
+            sent: 0.0,
+            finish: 0.0,
+            iteration,
+            seen: Slot(seen),
+            reported_in: None,
+            next_rate: 0.0,
+        };
+        for (up, held) in [
+            (report(0, 9), true),
+            (report(0, 8), true),
+            (report(0, 7), false), // 3 slots old
+            (report(1, 9), false), // of another iteration
+        ] {
+            f.upstream = vec![up];
+            let d = one(cfg(), 10, &f).decision;
+            assert_eq!(d.reduction > 0.0, held, "{up:?}");
+        }
+    }
+
+    #[test]
+    fn a_broadcast_whose_pushes_arrive_this_slot_books_them_ahead_of_a_lower_ranked_local_flow() {
+        let t = topo();
+        // A PS server on h3: its broadcast holds nothing yet, but the worker's push into it
+        // reported last slot that it books half a link for this one.
+        let mut b = flow(&t, "p", "h3", "h1", FlowRole::Bcast, 50.0 * MB);
+        b.app_backlog = Some(0.0);
+        b.job_progress = job(100_000_000, 0, 1);
+        b.upstream = vec![PeerProgress {
+            sent: 0.0,
+            finish: 0.0,
+            iteration: 0,
+            seen: Slot(9),
+            reported_in: Some(Slot(9)),
+            next_rate: 0.5 * CAP,
+        }];
+        // A larger job's ring flow from the same host, with data waiting.
+        let mut r = flow(&t, "big", "h3", "h2", FlowRole::Ring, 500.0 * MB);
+        r.job_progress = job(100_000_000, 0, 100);
+        let run = |cfg: PolicyConfig| {
+            let cfg = PolicyConfig {
+                mode: FeedbackMode::Precedence,
+                ..cfg
+            };
+            HostPolicy::new(cfg)
+                .step(Slot(10), &[b.clone(), r.clone()])
+                .flows
+        };
+        let on = run(cfg());
+        assert!(!on[0].idle);
+        // It books what will arrive (Alg. 2 holds it to the push's projected progress) ...
+        assert!(
+            (on[0].decision.rate - 0.5 * CAP).abs() < 0.01 * CAP,
+            "{}",
+            on[0].decision.rate
+        );
+        assert!(!on[0].booking.is_withdraw());
+        // ... and the ring flow plans around it.
+        assert!(
+            on[1].decision.rate <= 0.5 * CAP + 1.0,
+            "{}",
+            on[1].decision.rate
+        );
+        let off = run(without("project-upstream"));
+        assert!(off[0].idle);
+        assert!(off[0].booking.is_withdraw());
+        assert!(
+            off[1].decision.rate > 0.99 * CAP,
+            "{}",
+            off[1].decision.rate
+        );
+        // A report two slots old is not moved on: nothing is known of the slot in between.
+        let mut stale = b.clone();
+        stale.upstream[0].reported_in = Some(Slot(8));
+        let out = HostPolicy::new(cfg()).step(Slot(10), &[stale]).flows;
+        assert!(out[0].idle);
     }
 }

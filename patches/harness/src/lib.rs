@@ -1,5 +1,5 @@
 //! Test support for mlcc's library patches (`patches/`): builds the C/C++ pieces, runs them in
-//! network namespaces, and watches their progress files the way mlccd does (DESIGN.md §9, §13).
+//! network namespaces, and watches their progress files the way mlccd does (docs/design.md §9, §13).
 //!
 //! The tests live in `tests/`: `nccl_profiler.rs` drives `libnccl-profiler-mlcc.so` through a C
 //! harness for every profiler API version; `ps_lite.rs` builds the BytePS fork of ps-lite with

@@ -1,4 +1,4 @@
-//! mlccctl: the operator CLI of mlccd, over its Admin service on a Unix socket (DESIGN.md §10).
+//! mlccctl: the operator CLI of mlccd, over its Admin service on a Unix socket (docs/design.md §10).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -227,175 +227,25 @@ fn print_flows(slot: u64, flows: &mut [pb::FlowStatus]) {
     }
 }
 
+/// The admin client and how to print: what every command takes.
+struct Ctl {
+    c: AdminClient<Channel>,
+    json: bool,
+}
+
+fn rpc_error(e: tonic::Status) -> String {
+    format!("mlccd: {}", e.message())
+}
+
 async fn run(cli: Cli) -> Result<(), String> {
-    let mut c = connect(cli.socket.clone()).await?;
-    let st = |e: tonic::Status| format!("mlccd: {}", e.message());
+    let c = connect(cli.socket.clone()).await?;
+    let ctl = &mut Ctl { c, json: cli.json };
     match cli.cmd {
-        Cmd::Status => {
-            let s = c
-                .status(pb::StatusRequest {})
-                .await
-                .map_err(st)?
-                .into_inner();
-            if cli.json {
-                println!("{}", status_json(&s));
-            } else {
-                println!("host      {} (mlccd {})", s.host, s.version);
-                println!(
-                    "slot      {} (τ = {} ms, K = {})",
-                    s.slot,
-                    s.slot_ns / 1_000_000,
-                    s.horizon
-                );
-                println!("jobs      {}   flows {}", s.jobs, s.flows);
-                println!(
-                    "work/slot {:.2} ms last, {:.2} ms p99 (1 min)",
-                    s.last_slot_work_ns as f64 / 1e6,
-                    s.p99_slot_work_ns as f64 / 1e6
-                );
-                println!("uptime    {} s", s.uptime_secs);
-                if s.degraded.is_empty() {
-                    println!("degraded  none");
-                }
-                for d in &s.degraded {
-                    println!("degraded  {d}");
-                }
-            }
-        }
-        Cmd::Jobs => {
-            let r = c
-                .list_jobs(pb::ListJobsRequest {})
-                .await
-                .map_err(st)?
-                .into_inner();
-            if cli.json {
-                let v: Vec<Value> = r
-                    .jobs
-                    .iter()
-                    .map(|j| {
-                        json!({
-                            "job_id": j.job_id, "architecture": arch_name(j.architecture),
-                            "model_bytes": j.model_bytes, "source": j.source,
-                            "iteration": j.iteration, "last_iteration_bytes": j.last_iteration_bytes,
-                            "members": j.members.iter().map(|m| json!({
-                                "host": m.host, "role": role_name(m.role), "rank": m.rank,
-                            })).collect::<Vec<_>>(),
-                        })
-                    })
-                    .collect();
-                println!("{}", Value::Array(v));
-            } else {
-                println!(
-                    "{:<24} {:<9} {:>14} {:<8} {:>9} MEMBERS",
-                    "JOB", "ARCH", "MODEL_BYTES", "SOURCE", "ITERATION"
-                );
-                for j in &r.jobs {
-                    let members: Vec<String> = j
-                        .members
-                        .iter()
-                        .map(|m| format!("{}:{}:{}", m.host, role_name(m.role), m.rank))
-                        .collect();
-                    println!(
-                        "{:<24} {:<9} {:>14} {:<8} {:>9} {}",
-                        j.job_id,
-                        arch_name(j.architecture),
-                        j.model_bytes,
-                        j.source,
-                        j.iteration,
-                        members.join(" ")
-                    );
-                }
-            }
-        }
-        Cmd::Flows { job } => {
-            let mut r = c
-                .list_flows(pb::ListFlowsRequest {
-                    job_id: job.unwrap_or_default(),
-                })
-                .await
-                .map_err(st)?
-                .into_inner();
-            if cli.json {
-                let v: Vec<Value> = r.flows.iter().map(flow_json).collect();
-                println!("{}", json!({"slot": r.slot, "flows": v}));
-            } else {
-                print_flows(r.slot, &mut r.flows);
-            }
-        }
-        Cmd::Links => {
-            let r = c
-                .list_links(pb::ListLinksRequest {})
-                .await
-                .map_err(st)?
-                .into_inner();
-            if cli.json {
-                let v: Vec<Value> = r
-                    .links
-                    .iter()
-                    .map(|l| {
-                        json!({
-                            "link": l.link, "capacity_bytes_per_sec": l.capacity_bytes_per_sec,
-                            "load_bytes_per_sec": l.load_bytes_per_sec,
-                            "max_recent_load_bytes_per_sec": l.max_recent_load_bytes_per_sec,
-                            "entry_count": l.entry_count,
-                        })
-                    })
-                    .collect();
-                println!("{}", json!({"slot": r.slot, "links": v}));
-            } else {
-                println!("slot {}; loads in Mbit/s for the next K slots", r.slot);
-                for l in &r.links {
-                    let loads: Vec<String> =
-                        l.load_bytes_per_sec.iter().map(|x| mbit(*x)).collect();
-                    println!(
-                        "{:<20} cap {:>8} entries {:>3} recent max {:>8}  [{}]",
-                        l.link,
-                        mbit(l.capacity_bytes_per_sec),
-                        l.entry_count,
-                        mbit(l.max_recent_load_bytes_per_sec),
-                        loads.join(" ")
-                    );
-                }
-            }
-        }
-        Cmd::Switches => {
-            let r = c
-                .list_switches(pb::ListSwitchesRequest {})
-                .await
-                .map_err(st)?
-                .into_inner();
-            if cli.json {
-                let v: Vec<Value> = r
-                    .switches
-                    .iter()
-                    .map(|s| {
-                        json!({
-                            "switch": s.switch_name, "address": s.address, "reachable": s.reachable,
-                            "skew_slots": s.skew_slots, "skew_ns": s.skew_ns,
-                            "last_reply_slot": s.last_reply_slot, "failed_calls": s.failed_calls,
-                            "last_rtt_secs": s.last_rtt_secs,
-                        })
-                    })
-                    .collect();
-                println!("{}", Value::Array(v));
-            } else {
-                println!(
-                    "{:<16} {:<22} {:<9} {:>5} {:>8} {:>9}",
-                    "SWITCH", "ADDRESS", "REACHABLE", "SKEW", "FAILED", "RTT_MS"
-                );
-                for s in &r.switches {
-                    println!(
-                        "{:<16} {:<22} {:<9} {:>5} {:>8} {:>9.2}",
-                        s.switch_name,
-                        s.address,
-                        if s.reachable { "yes" } else { "NO" },
-                        s.skew_slots,
-                        s.failed_calls,
-                        s.last_rtt_secs * 1e3
-                    );
-                }
-            }
-        }
+        Cmd::Status => status(ctl).await,
+        Cmd::Jobs => jobs(ctl).await,
+        Cmd::Flows { job } => flows(ctl, job).await,
+        Cmd::Links => links(ctl).await,
+        Cmd::Switches => switches(ctl).await,
         Cmd::Job {
             cmd:
                 JobCmd::Add {
@@ -404,86 +254,283 @@ async fn run(cli: Cli) -> Result<(), String> {
                     model,
                     members,
                 },
-        } => {
-            let architecture = match arch {
-                ArchArg::Allreduce => pb::Architecture::Allreduce,
-                ArchArg::Ps => pb::Architecture::Ps,
-            } as i32;
-            let r = c
-                .add_job(pb::AddJobRequest {
-                    job: Some(pb::Job {
-                        job_id: id,
-                        architecture,
-                        members,
-                        model_bytes: model,
-                        ..Default::default()
-                    }),
-                })
-                .await
-                .map_err(st)?
-                .into_inner();
-            if cli.json {
-                println!("{}", json!({"added": r.job_id}));
-            } else {
-                println!("job {} added", r.job_id);
-            }
-        }
+        } => job_add(ctl, id, arch, model, members).await,
         Cmd::Job {
             cmd: JobCmd::Remove { id },
-        } => {
-            let r = c
-                .remove_job(pb::RemoveJobRequest { job_id: id.clone() })
-                .await
-                .map_err(st)?
-                .into_inner();
-            if cli.json {
-                println!("{}", json!({"job_id": id, "removed": r.removed}));
-            } else if r.removed {
-                println!("job {id} removed");
-            } else {
-                return Err(format!("no job {id:?} added with `job add`"));
-            }
+        } => job_remove(ctl, id).await,
+        Cmd::Top { interval, count } => top(ctl, interval, count).await,
+    }
+}
+
+async fn status(ctl: &mut Ctl) -> Result<(), String> {
+    let s = ctl
+        .c
+        .status(pb::StatusRequest {})
+        .await
+        .map_err(rpc_error)?
+        .into_inner();
+    if ctl.json {
+        println!("{}", status_json(&s));
+    } else {
+        println!("host      {} (mlccd {})", s.host, s.version);
+        println!(
+            "slot      {} (τ = {} ms, K = {})",
+            s.slot,
+            s.slot_ns / 1_000_000,
+            s.horizon
+        );
+        println!("jobs      {}   flows {}", s.jobs, s.flows);
+        println!(
+            "work/slot {:.2} ms last, {:.2} ms p99 (1 min)",
+            s.last_slot_work_ns as f64 / 1e6,
+            s.p99_slot_work_ns as f64 / 1e6
+        );
+        println!("uptime    {} s", s.uptime_secs);
+        if s.degraded.is_empty() {
+            println!("degraded  none");
         }
-        Cmd::Top { interval, count } => {
-            let mut n = 0u64;
-            loop {
-                let s = c
-                    .status(pb::StatusRequest {})
-                    .await
-                    .map_err(st)?
-                    .into_inner();
-                let mut r = c
-                    .list_flows(pb::ListFlowsRequest::default())
-                    .await
-                    .map_err(st)?
-                    .into_inner();
-                if cli.json {
-                    let v: Vec<Value> = r.flows.iter().map(flow_json).collect();
-                    println!("{}", json!({"status": status_json(&s), "flows": v}));
+        for d in &s.degraded {
+            println!("degraded  {d}");
+        }
+    }
+    Ok(())
+}
+
+async fn jobs(ctl: &mut Ctl) -> Result<(), String> {
+    let r = ctl
+        .c
+        .list_jobs(pb::ListJobsRequest {})
+        .await
+        .map_err(rpc_error)?
+        .into_inner();
+    if ctl.json {
+        let v: Vec<Value> = r
+            .jobs
+            .iter()
+            .map(|j| {
+                json!({
+                    "job_id": j.job_id, "architecture": arch_name(j.architecture),
+                    "model_bytes": j.model_bytes, "source": j.source,
+                    "iteration": j.iteration, "last_iteration_bytes": j.last_iteration_bytes,
+                    "members": j.members.iter().map(|m| json!({
+                        "host": m.host, "role": role_name(m.role), "rank": m.rank,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        println!("{}", Value::Array(v));
+    } else {
+        println!(
+            "{:<24} {:<9} {:>14} {:<8} {:>9} MEMBERS",
+            "JOB", "ARCH", "MODEL_BYTES", "SOURCE", "ITERATION"
+        );
+        for j in &r.jobs {
+            let members: Vec<String> = j
+                .members
+                .iter()
+                .map(|m| format!("{}:{}:{}", m.host, role_name(m.role), m.rank))
+                .collect();
+            println!(
+                "{:<24} {:<9} {:>14} {:<8} {:>9} {}",
+                j.job_id,
+                arch_name(j.architecture),
+                j.model_bytes,
+                j.source,
+                j.iteration,
+                members.join(" ")
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn flows(ctl: &mut Ctl, job: Option<String>) -> Result<(), String> {
+    let mut r = ctl
+        .c
+        .list_flows(pb::ListFlowsRequest {
+            job_id: job.unwrap_or_default(),
+        })
+        .await
+        .map_err(rpc_error)?
+        .into_inner();
+    if ctl.json {
+        let v: Vec<Value> = r.flows.iter().map(flow_json).collect();
+        println!("{}", json!({"slot": r.slot, "flows": v}));
+    } else {
+        print_flows(r.slot, &mut r.flows);
+    }
+    Ok(())
+}
+
+async fn links(ctl: &mut Ctl) -> Result<(), String> {
+    let r = ctl
+        .c
+        .list_links(pb::ListLinksRequest {})
+        .await
+        .map_err(rpc_error)?
+        .into_inner();
+    if ctl.json {
+        let v: Vec<Value> = r
+            .links
+            .iter()
+            .map(|l| {
+                json!({
+                    "link": l.link, "capacity_bytes_per_sec": l.capacity_bytes_per_sec,
+                    "load_bytes_per_sec": l.load_bytes_per_sec,
+                    "max_recent_load_bytes_per_sec": l.max_recent_load_bytes_per_sec,
+                    "entry_count": l.entry_count,
+                })
+            })
+            .collect();
+        println!("{}", json!({"slot": r.slot, "links": v}));
+    } else {
+        println!("slot {}; loads in Mbit/s for the next K slots", r.slot);
+        for l in &r.links {
+            let loads: Vec<String> = l.load_bytes_per_sec.iter().map(|x| mbit(*x)).collect();
+            println!(
+                "{:<20} cap {:>8} entries {:>3} recent max {:>8}  [{}]",
+                l.link,
+                mbit(l.capacity_bytes_per_sec),
+                l.entry_count,
+                mbit(l.max_recent_load_bytes_per_sec),
+                loads.join(" ")
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn switches(ctl: &mut Ctl) -> Result<(), String> {
+    let r = ctl
+        .c
+        .list_switches(pb::ListSwitchesRequest {})
+        .await
+        .map_err(rpc_error)?
+        .into_inner();
+    if ctl.json {
+        let v: Vec<Value> = r
+            .switches
+            .iter()
+            .map(|s| {
+                json!({
+                    "switch": s.switch_name, "address": s.address, "reachable": s.reachable,
+                    "skew_slots": s.skew_slots, "skew_ns": s.skew_ns,
+                    "last_reply_slot": s.last_reply_slot, "failed_calls": s.failed_calls,
+                    "last_rtt_secs": s.last_rtt_secs,
+                })
+            })
+            .collect();
+        println!("{}", Value::Array(v));
+    } else {
+        println!(
+            "{:<16} {:<22} {:<9} {:>5} {:>8} {:>9}",
+            "SWITCH", "ADDRESS", "REACHABLE", "SKEW", "FAILED", "RTT_MS"
+        );
+        for s in &r.switches {
+            println!(
+                "{:<16} {:<22} {:<9} {:>5} {:>8} {:>9.2}",
+                s.switch_name,
+                s.address,
+                if s.reachable { "yes" } else { "NO" },
+                s.skew_slots,
+                s.failed_calls,
+                s.last_rtt_secs * 1e3
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn job_add(
+    ctl: &mut Ctl,
+    id: String,
+    arch: ArchArg,
+    model: u64,
+    members: Vec<pb::JobMember>,
+) -> Result<(), String> {
+    let architecture = match arch {
+        ArchArg::Allreduce => pb::Architecture::Allreduce,
+        ArchArg::Ps => pb::Architecture::Ps,
+    } as i32;
+    let r = ctl
+        .c
+        .add_job(pb::AddJobRequest {
+            job: Some(pb::Job {
+                job_id: id,
+                architecture,
+                members,
+                model_bytes: model,
+                ..Default::default()
+            }),
+        })
+        .await
+        .map_err(rpc_error)?
+        .into_inner();
+    if ctl.json {
+        println!("{}", json!({"added": r.job_id}));
+    } else {
+        println!("job {} added", r.job_id);
+    }
+    Ok(())
+}
+
+async fn job_remove(ctl: &mut Ctl, id: String) -> Result<(), String> {
+    let r = ctl
+        .c
+        .remove_job(pb::RemoveJobRequest { job_id: id.clone() })
+        .await
+        .map_err(rpc_error)?
+        .into_inner();
+    if ctl.json {
+        println!("{}", json!({"job_id": id, "removed": r.removed}));
+    } else if r.removed {
+        println!("job {id} removed");
+    } else {
+        return Err(format!("no job {id:?} added with `job add`"));
+    }
+    Ok(())
+}
+
+async fn top(ctl: &mut Ctl, interval: Duration, count: u64) -> Result<(), String> {
+    let mut n = 0u64;
+    loop {
+        let s = ctl
+            .c
+            .status(pb::StatusRequest {})
+            .await
+            .map_err(rpc_error)?
+            .into_inner();
+        let mut r = ctl
+            .c
+            .list_flows(pb::ListFlowsRequest::default())
+            .await
+            .map_err(rpc_error)?
+            .into_inner();
+        if ctl.json {
+            let v: Vec<Value> = r.flows.iter().map(flow_json).collect();
+            println!("{}", json!({"status": status_json(&s), "flows": v}));
+        } else {
+            // Clear the screen and go home, like top.
+            print!("\x1b[2J\x1b[H");
+            println!(
+                "{}  slot {}  work {:.2} ms (p99 {:.2})  degraded: {}",
+                s.host,
+                s.slot,
+                s.last_slot_work_ns as f64 / 1e6,
+                s.p99_slot_work_ns as f64 / 1e6,
+                if s.degraded.is_empty() {
+                    "none".to_string()
                 } else {
-                    // Clear the screen and go home, like top.
-                    print!("\x1b[2J\x1b[H");
-                    println!(
-                        "{}  slot {}  work {:.2} ms (p99 {:.2})  degraded: {}",
-                        s.host,
-                        s.slot,
-                        s.last_slot_work_ns as f64 / 1e6,
-                        s.p99_slot_work_ns as f64 / 1e6,
-                        if s.degraded.is_empty() {
-                            "none".to_string()
-                        } else {
-                            s.degraded.join("; ")
-                        }
-                    );
-                    print_flows(r.slot, &mut r.flows);
+                    s.degraded.join("; ")
                 }
-                n += 1;
-                if count > 0 && n >= count {
-                    break;
-                }
-                tokio::time::sleep(interval).await;
-            }
+            );
+            print_flows(r.slot, &mut r.flows);
         }
+        n += 1;
+        if count > 0 && n >= count {
+            break;
+        }
+        tokio::time::sleep(interval).await;
     }
     Ok(())
 }

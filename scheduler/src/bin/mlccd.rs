@@ -21,7 +21,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
     name = "mlccd",
     version,
     about = "mlcc per-host scheduler: plans and paces every local training flow, slot by slot",
-    long_about = "mlcc per-host scheduler daemon (DESIGN.md §11).\n\n\
+    long_about = "mlcc per-host scheduler daemon (docs/design.md §11).\n\n\
 Every slot (τ, on the absolute realtime grid shared with the switches) it reads the progress \
 files training processes write into --shm-dir, maps each job's TCP connections to flow groups, \
 fetches the load other hosts booked from the switch emulators on the flows' paths, plans each \

@@ -1,6 +1,5 @@
 use super::*;
 use crate::datapath::SocketStats;
-use mlcc_core::flow::FlowRole;
 use mlcc_core::job::{Arch, Role};
 use mlcc_core::planner::FlowDecision;
 use mlcc_core::topology::TopologyBuilder;
@@ -162,9 +161,9 @@ fn ring_worker_groups_its_outgoing_connection_and_explains_the_rest() {
     assert_eq!(f.path_names, ["h1->sw1", "sw1->h2"]);
     assert_eq!(f.sockets, vec![key(&out)]);
     // 2(N-1)/N·M with N = 3.
-    assert!((f.expected_bytes - 40.0 * MB as f64).abs() < 1.0);
+    assert!((f.expected_bytes.unwrap() - 40.0 * MB as f64).abs() < 1.0);
     assert_eq!(f.slack_bytes, 10.0 * MB as f64);
-    let note = s.notes.values().next().unwrap();
+    let note = s.notes().values().next().unwrap();
     assert!(
         note.contains("1 outside") || note.contains("skipped 1 to hosts outside"),
         "{note}"
@@ -204,7 +203,7 @@ fn sent_and_remaining_follow_the_datapath_across_iterations() {
     );
     let f = s.flows().next().unwrap();
     assert_eq!(f.sent_bytes, 10.0 * MB as f64);
-    assert!((f.remaining_bytes - 30.0 * MB as f64).abs() < 1.0);
+    assert!((f.remaining_bytes.unwrap() - 30.0 * MB as f64).abs() < 1.0);
     assert!((f.achieved.unwrap() - 10.0 * MB as f64 / 0.06).abs() < 1.0);
     // The library starts iteration 1 having sent 36 MB in iteration 0.
     p.snapshot.iteration = 1;
@@ -220,7 +219,7 @@ fn sent_and_remaining_follow_the_datapath_across_iterations() {
     let f = s.flows().next().unwrap();
     assert_eq!((f.iteration, f.iteration_start), (1, Slot(3)));
     assert_eq!(f.sent_bytes, 0.0);
-    assert_eq!(f.expected_bytes, 36.0 * MB as f64);
+    assert_eq!(f.expected_bytes, Some(36.0 * MB as f64));
     assert_eq!(f.expected_from, "last iteration");
     assert_eq!(f.last_iteration_bytes, 36 * MB);
     s.observe(
@@ -232,7 +231,7 @@ fn sent_and_remaining_follow_the_datapath_across_iterations() {
     );
     let f = s.flows().next().unwrap();
     assert_eq!(f.sent_bytes, 6.0 * MB as f64);
-    assert_eq!(f.remaining_bytes, 30.0 * MB as f64);
+    assert_eq!(f.remaining_bytes, Some(30.0 * MB as f64));
 }
 
 #[test]
@@ -254,14 +253,14 @@ fn an_iteration_noticed_a_slot_late_counts_what_it_already_sent() {
     assert_eq!(f.iteration, 2);
     assert_eq!(f.sent_bytes, 4.0 * MB as f64);
     assert_eq!(f.app_backlog, Some(2.0 * MB as f64));
-    assert_eq!(f.remaining_bytes, 32.0 * MB as f64);
+    assert_eq!(f.remaining_bytes, Some(32.0 * MB as f64));
     // All of it acked: nothing left, nothing waiting (the old accounting saw 4 MB of backlog
     // here for the whole compute phase).
     s.observe(Slot(4), &obs(&p, 72 * MB));
     p.snapshot.bytes_sent = 72 * MB;
     s.observe(Slot(5), &obs(&p, 72 * MB));
     let f = s.flows().next().unwrap();
-    assert_eq!((f.remaining_bytes, f.app_backlog), (0.0, Some(0.0)));
+    assert_eq!((f.remaining_bytes, f.app_backlog), (Some(0.0), Some(0.0)));
 }
 
 #[test]
@@ -275,14 +274,19 @@ fn a_flow_quiet_for_a_slot_has_all_it_enqueued_acked() {
     let f = s.flows().next().unwrap();
     // Only what was acked in mlccd's sight counts: 5 MB look still waiting.
     assert_eq!(f.app_backlog, Some(5.0 * MB as f64));
-    let idle = |f: &FlowState| s.config().policy.is_idle(f.remaining_bytes, f.app_backlog);
+    let idle = |f: &FlowState| {
+        let left = f.remaining_bytes.unwrap();
+        s.config().policy.is_idle(left, f.app_backlog)
+    };
     assert!(!idle(f));
     // A slot without a byte handed over or acked: nothing is in flight after all.
     s.observe(Slot(3), &obs(&p, 10 * MB));
     let f = s.flows().next().unwrap();
     assert_eq!((f.sent_bytes, f.app_backlog), (10.0 * MB as f64, Some(0.0)));
     assert!(
-        s.config().policy.is_idle(f.remaining_bytes, f.app_backlog),
+        s.config()
+            .policy
+            .is_idle(f.remaining_bytes.unwrap(), f.app_backlog),
         "waiting for its predecessor, not backlogged"
     );
     // And the counts stay anchored: 2 MB more handed over and acked.
@@ -294,7 +298,7 @@ fn a_flow_quiet_for_a_slot_has_all_it_enqueued_acked() {
 
 #[test]
 fn an_iteration_baseline_stays_within_what_was_acked_and_enqueued() {
-    use super::flows::iteration_baseline as b;
+    use super::split::iteration_baseline as b;
     // The old baseline moved on by the last iteration's bytes.
     assert_eq!(b(10, 50, 36.0, Some(10.0)), 46);
     // Never beyond what is acked now (a short last iteration, headers the library skips).
@@ -355,7 +359,10 @@ fn ps_worker_and_server_form_agg_and_bcast_groups() {
     }
     let ids: Vec<&str> = s2.flows().map(|f| f.id.as_str()).collect();
     assert_eq!(ids, ["p/h1>h3/agg", "p/h1>h4/agg"]);
-    assert!(s2.flows().all(|f| f.expected_bytes == 10.0 * MB as f64));
+    assert!(
+        s2.flows()
+            .all(|f| f.expected_bytes == Some(10.0 * MB as f64))
+    );
     assert_eq!(s2.flows().next().unwrap().connections, 2);
     // Without the scheduler port the control connection looks like a third server.
     assert_eq!(s.flows().count(), 3);
@@ -423,7 +430,7 @@ fn a_ps_lite_server_sends_only_on_the_connections_it_opened() {
     };
     assert_eq!(
         groups(server(true)),
-        [("z/h3>h1/bcast".to_string(), 20.0 * MB as f64, 1)]
+        [("z/h3>h1/bcast".to_string(), Some(20.0 * MB as f64), 1)]
     );
     let ids: Vec<String> = groups(server(false)).into_iter().map(|g| g.0).collect();
     assert_eq!(ids, ["z/h3>h1/bcast", "z/h3>h2/bcast"]);
@@ -876,7 +883,7 @@ fn admin_jobs_take_unclaimed_sockets_to_their_members() {
     let f = s.flows().next().unwrap();
     assert_eq!(f.id.as_str(), "legacy/h1>h4/ring");
     assert_eq!((f.source, f.sockets.clone()), (Source::Admin, vec![k]));
-    assert_eq!(f.expected_bytes, 10.0 * MB as f64);
+    assert_eq!(f.expected_bytes, Some(10.0 * MB as f64));
     // 12 MB acked: one 10 MB iteration done, 2 MB into the next.
     s.observe(
         Slot(2),
@@ -897,17 +904,6 @@ fn admin_jobs_take_unclaimed_sockets_to_their_members() {
         },
     );
     assert_eq!(s.flows().count(), 0);
-}
-
-#[test]
-fn flow_ids_parse() {
-    assert_eq!(
-        parse_flow_id("j/a>b/agg"),
-        Some(("j", "a", "b", FlowRole::Agg))
-    );
-    for bad in ["", "j", "j/a>b", "j/ab/ring", "j/a>b/x", "j/a>b/ring/x"] {
-        assert_eq!(parse_flow_id(bad), None, "{bad}");
-    }
 }
 
 /// A slot in which the application's bytes arrived part-way through delivers a fraction of
@@ -963,64 +959,6 @@ fn a_burst_that_starts_mid_slot_does_not_cut_the_achievable_rate() {
         "a slot backlogged throughout reads as the path's rate: {} vs {b}",
         d.rate
     );
-}
-
-/// A PS worker's pushes to its two servers split the uplink by what each has left (MADD), so
-/// the servers' downlinks are not overrun one after the other.
-#[test]
-fn a_jobs_flows_from_one_host_split_the_uplink_by_what_they_have_left() {
-    let mut s = sched("h1");
-    let (a, b) = (
-        conn("10.0.0.1:40000", "10.0.0.3:9000", false),
-        conn("10.0.0.1:40001", "10.0.0.4:9000", false),
-    );
-    let w = ProcessObs {
-        header: header("p", Arch::Ps, Role::Worker, 0, 0, 40 * MB),
-        // Everything handed over: 20 MB to each server.
-        snapshot: ProgressSnapshot {
-            bytes_sent: 40 * MB,
-            ..Default::default()
-        },
-        conns: vec![a, b],
-    };
-    s.observe(
-        Slot(1),
-        &Observation {
-            processes: vec![w],
-            stats: stats(&[(key(&a), 0), (key(&b), 0)]),
-        },
-    );
-    // 5 MB of the push to h3 acked since and 1 MB of the one to h4 (a paced socket with data
-    // moves every slot; one that did not would hold none of what is left): 15 MB and 19 MB
-    // left.
-    let req = s.observe(
-        Slot(2),
-        &Observation {
-            processes: vec![ProcessObs {
-                header: header("p", Arch::Ps, Role::Worker, 0, 0, 40 * MB),
-                snapshot: ProgressSnapshot {
-                    bytes_sent: 40 * MB,
-                    ..Default::default()
-                },
-                conns: vec![a, b],
-            }],
-            stats: stats(&[(key(&a), 5 * MB), (key(&b), MB)]),
-        },
-    );
-    s.plan(&answers_empty(&req));
-    let cap = PLANNED_1GBIT;
-    let rate = |id: &str| {
-        s.flows()
-            .find(|f| f.id.as_str() == id)
-            .unwrap()
-            .decision
-            .clone()
-            .unwrap()
-            .rate
-    };
-    let (to3, to4) = (rate("p/h1>h3/agg"), rate("p/h1>h4/agg"));
-    assert!((to3 - cap * 15.0 / 34.0).abs() < 1.0, "{to3}");
-    assert!((to4 - cap * 19.0 / 34.0).abs() < 1.0, "{to4}");
 }
 
 #[test]
@@ -1116,7 +1054,7 @@ impl ZmqWorker {
     }
 }
 
-/// The dmlc/ps-lite slowdown (patches/README.md): split evenly over its three groups, the
+/// The dmlc/ps-lite slowdown (docs/notes/2026-11-25-ps-lite-dmlc-across-namespaces.md): split evenly over its three groups, the
 /// worker's 120 MB of pushes credited the group towards the scheduler with 40 MB it never
 /// sends — planned at line rate as a job of unknown size — while the push groups, whose acks
 /// ran ahead of their third, counted as idle and were paced at the rate floor. Each group now
@@ -1132,8 +1070,10 @@ fn a_ps_workers_bytes_go_to_the_groups_whose_sockets_carry_them() {
     s.observe(Slot(2), &w.obs(120 * MB, 20 * MB, 20 * MB));
     let req = s.observe(Slot(3), &w.obs(120 * MB, 45 * MB, 45 * MB));
     let flow = |s: &HostScheduler, id: &str| s.flows().find(|f| f.id.as_str() == id).cloned();
+    // Of unknown size (no model bytes): planned as a bulk transfer, which always has bytes left.
     let idle = |s: &HostScheduler, f: &FlowState| {
-        s.config().policy.is_idle(f.remaining_bytes, f.app_backlog)
+        let left = f.remaining_bytes.unwrap_or(f64::MAX);
+        s.config().policy.is_idle(left, f.app_backlog)
     };
     let sch = flow(&s, "d/h1>h2/agg").expect("the scheduler's connections still form a group");
     assert!(
@@ -1178,8 +1118,7 @@ fn a_ps_workers_bytes_go_to_the_groups_whose_sockets_carry_them() {
 /// the connections its servers opened, and an even split left half the group's rate unused.
 #[test]
 fn a_groups_rate_goes_to_the_sockets_that_carry_its_data() {
-    use super::decide::socket_rates;
-    let floor = crate::datapath::RATE_FLOOR_BYTES_PER_SEC;
+    let floor = mlcc_core::host::RATE_FLOOR_BYTES_PER_SEC;
     let w = ZmqWorker::new();
     let mut s = sched("h1");
     let order = |plan: &SlotPlan, c: &TcpConn| {
@@ -1198,7 +1137,7 @@ fn a_groups_rate_goes_to_the_sockets_that_carry_its_data() {
     let plan = s.plan(&answers_empty(&req));
     let f = s.flows().find(|f| f.id.as_str() == "d/h1>h3/agg").unwrap();
     let rate = f.decision.as_ref().unwrap().rate;
-    assert_eq!(f.quiet, vec![key(&w.in3)]);
+    assert_eq!(f.quiet_sockets(), [key(&w.in3)]);
     assert_eq!(order(&plan, &w.in3), floor);
     assert_eq!(order(&plan, &w.out3), (rate - floor as f64) as u64);
     assert!((f.enforced_rate - rate).abs() <= 1.0, "{}", f.enforced_rate);
@@ -1214,12 +1153,6 @@ fn a_groups_rate_goes_to_the_sockets_that_carry_its_data() {
     let req = s.observe(Slot(3), &o);
     let plan = s.plan(&answers_empty(&req));
     assert_eq!(order(&plan, &w.out3), order(&plan, &w.in3));
-    // The split itself: never below even for the busy, the floor for the quiet, even when
-    // all or none are quiet.
-    assert_eq!(socket_rates(1e6, 4, 0), (250_000, 250_000));
-    assert_eq!(socket_rates(1e6, 4, 4), (250_000, 250_000));
-    assert_eq!(socket_rates(1e6, 4, 2), (500_000 - floor, floor));
-    assert_eq!(socket_rates(2e5, 4, 2), (50_000, 50_000));
 }
 
 /// At an iteration's boundary each socket's baseline moves by the part of the last iteration
@@ -1341,7 +1274,7 @@ fn a_ps_workers_groups_stay_done_once_everything_is_acked() {
                 (
                     f.id.to_string(),
                     f.sent_bytes.round() as u64,
-                    f.expected_bytes.round() as u64,
+                    f.expected_bytes.unwrap().round() as u64,
                 )
             })
             .collect();

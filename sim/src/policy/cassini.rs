@@ -18,7 +18,7 @@ use mlcc_core::topology::Topology;
 
 use super::fair::Fair;
 use super::{Policy, View};
-use crate::model::{Job, Phase};
+use crate::state::{Job, Phase};
 
 /// Periods of the longest period the overlap is counted over.
 const HORIZON_PERIODS: u64 = 8;

@@ -18,7 +18,7 @@ use mlcc_core::topology::LinkId;
 use super::fair::Fair;
 use super::maxmin::MaxMin;
 use super::{Context, Policy, View};
-use crate::model::Phase;
+use crate::state::Phase;
 
 /// Slack on the profiled communication time before a job loses its priority.
 const WINDOW_GAIN: f64 = 1.5;

@@ -14,7 +14,7 @@ use mlcc_core::topology::Topology;
 
 use super::fair::Fair;
 use super::{Policy, View};
-use crate::model::{FlowRef, Job, job_runs};
+use crate::state::{FlowRef, Job, job_runs};
 
 /// Priority queues a switch port offers (8 in common data-centre switches).
 pub const LEVELS: usize = 8;

@@ -28,7 +28,7 @@ use std::collections::VecDeque;
 
 use super::fair::Fair;
 use super::{Policy, View};
-use crate::model::{Job, Shape};
+use crate::state::{Job, Shape};
 
 pub const K_MIN: f64 = 0.005;
 pub const K_MAX: f64 = 0.3;

@@ -4,8 +4,8 @@
 
 use super::fair::Fair;
 use super::{Policy, View};
-use crate::model::Sharing;
-use crate::model::job_runs;
+use crate::state::Sharing;
+use crate::state::job_runs;
 
 #[derive(Default)]
 pub struct Isolated {

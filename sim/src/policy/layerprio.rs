@@ -5,7 +5,7 @@
 //! ID into every tensor packet; P4 switches keep priority queues and serve the front layers
 //! first (layer 0 first, since the next forward pass needs it first), the priority window
 //! sliding so the layers in flight map onto the queues. Here: a flow's level is the bucket its
-//! next byte belongs to ([`crate::model::Flow::head_bucket`]; bucket 0 = the front layers);
+//! next byte belongs to ([`crate::state::Flow::head_bucket`]; bucket 0 = the front layers);
 //! hosts order what they hold front layers first (the host-side communication scheduling
 //! TensorExpress assumes, ByteScheduler / TicTac); on switch-owned links levels are served in
 //! strict priority, max-min within a level. Our choices where the paper is silent or does not
@@ -36,8 +36,8 @@ use mlcc_core::topology::{LinkId, Owner};
 use super::fair::Fair;
 use super::maxmin::MaxMin;
 use super::{Policy, View};
-use crate::model::{FlowRef, Shape};
-use crate::models::BUCKETS;
+use crate::model_zoo::BUCKETS;
+use crate::state::{FlowRef, Shape};
 
 /// DLCP's loss bound p for push and ring flows (a PS reply's is half).
 pub const DLCP_TOLERANCE: f64 = 0.01;
@@ -108,7 +108,7 @@ impl Policy for LayerPriority {
         true
     }
 
-    fn shape(&mut self, _jobs: &[crate::model::Job], _job: usize, _tau: f64) -> Shape {
+    fn shape(&mut self, _jobs: &[crate::state::Job], _job: usize, _tau: f64) -> Shape {
         self.shape
     }
 

@@ -21,7 +21,7 @@ use mlcc_core::flow::FlowRole;
 use mlcc_core::job::Arch;
 
 use super::{Context, Policy, View};
-use crate::model::BYTE_EPSILON;
+use crate::state::BYTE_EPSILON;
 
 pub struct Mcs {
     up: Vec<f64>,

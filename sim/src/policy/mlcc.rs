@@ -1,4 +1,4 @@
-//! `mlcc`: the system itself — mlcc-harness's [`Cluster`] (core's per-host policy on every host,
+//! `mlcc`: the system itself — mlcc-harness's [`ControlPlane`] (core's per-host policy on every host,
 //! the very code mlccd runs, and one load table per link owner) on the simulator's physics.
 //!
 //! The simulator differs from mlccd only in where observations come from: bytes sent, the
@@ -12,16 +12,16 @@ use mlcc_core::Slot;
 use mlcc_core::flow::FlowRole;
 use mlcc_core::host::{Enforce, PolicyConfig};
 use mlcc_core::topology::{LinkId, Topology};
-use mlcc_harness::cluster::{Active, Cluster, Recorded, Training};
+use mlcc_harness::control_plane::{Active, ControlPlane, Recorded, Training};
 
-pub use mlcc_harness::cluster::Visibility;
+pub use mlcc_harness::control_plane::Visibility;
 
 use super::{Context, Policy, View};
-use crate::model::Phase;
 use crate::physics;
+use crate::state::Phase;
 
 pub struct Mlcc {
-    cluster: Cluster,
+    cluster: ControlPlane,
     /// Per reply flow of a PS that replies only to a whole aggregate: the iteration its
     /// replies are in and the slot they began, which its progress file gives as the
     /// iteration's start (the testbed's trainer calls `iteration_begin` when the aggregate is
@@ -45,7 +45,7 @@ impl Mlcc {
             slots: c.slots,
             ..cfg
         };
-        let cluster = Cluster::new(c.topo, cfg, visibility);
+        let cluster = ControlPlane::new(c.topo, cfg, visibility);
         Mlcc {
             cluster: if c.switch_tables {
                 cluster

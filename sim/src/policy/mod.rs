@@ -8,9 +8,9 @@ use mlcc_core::SlotConfig;
 use mlcc_core::host::{PolicyConfig, RankRule};
 use mlcc_core::topology::Topology;
 
-use crate::model::Sharing;
-use crate::model::{Flow, FlowRef, Job, Shape};
-use mlcc_harness::cluster::Visibility;
+use crate::state::Sharing;
+use crate::state::{Flow, FlowRef, Job, Shape};
+use mlcc_harness::control_plane::Visibility;
 
 pub mod cassini;
 pub mod ccml;
@@ -42,7 +42,7 @@ pub struct View<'a> {
 
 impl<'a> View<'a> {
     /// The same slot restricted to `active[run]` (one job's flows, from
-    /// [`crate::model::job_runs`]).
+    /// [`crate::state::job_runs`]).
     pub fn restricted(&self, run: std::ops::Range<usize>) -> View<'a> {
         View {
             slot: self.slot,
@@ -216,7 +216,7 @@ pub fn registry() -> Vec<Entry> {
         ),
         mlcc_entry(
             "mlcc-paper-lockstep",
-            "mlcc-paper with perfectly synchronized hosts (livelocks: see README)",
+            "mlcc-paper with perfectly synchronized hosts (livelocks: docs/design.md §6)",
             paper(AllOthers),
             Visibility::Lockstep,
         ),

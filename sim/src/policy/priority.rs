@@ -6,7 +6,7 @@
 
 use super::fair::Fair;
 use super::{Policy, View};
-use crate::model::job_runs;
+use crate::state::job_runs;
 
 #[derive(Default)]
 pub struct Priority {

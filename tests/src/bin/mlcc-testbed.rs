@@ -1,4 +1,4 @@
-//! mlcc-testbed: an emulated cluster on one machine (DESIGN.md §14) — hosts as network
+//! mlcc-testbed: an emulated cluster on one machine (docs/design.md §14) — hosts as network
 //! namespaces, switches as bridges, shaped veth links, real mlcc-switchd / mlccd / BPF datapath —
 //! running a scenario's jobs once per congestion control and comparing job completion times.
 
@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use mlcc_testbed::cluster::{self, Binaries, Cc, Cluster, RunError};
+use mlcc_testbed::cluster::{self, Binaries, Cc, EmulatedCluster, RunError};
 use mlcc_testbed::scenario::Scenario;
 use mlcc_testbed::{experiment, figure, report};
 
@@ -240,7 +240,7 @@ fn real_main(a: Args) -> Result<(), String> {
             }
             let b = bins(bin_dir).map_err(|e| e.to_string())?;
             let run = cluster::run_id();
-            let c = Cluster::up(&scn, cc, &b, &out, &run).map_err(|e| e.to_string())?;
+            let c = EmulatedCluster::up(&scn, cc, &b, &out, &run).map_err(|e| e.to_string())?;
             for h in &c.plan.hosts {
                 println!("{} {} netns {}", h.name, h.ip, h.ns);
             }

@@ -1,0 +1,4 @@
+mod optimality;
+mod planner;
+mod properties;
+mod snapshots;

@@ -1,0 +1,513 @@
+//! Progress accounting: progress files, their processes' connections and the datapath's
+//! counters become flow groups with their bytes sent and left in the current iteration, the
+//! application's backlog and last slot's delivery — what core's policy observes.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+
+use mlcc_core::flow::FlowRole;
+use mlcc_core::job::{self, Arch, FlowGroup, Job, Role};
+use mlcc_core::topology::NodeId;
+use mlcc_core::{FlowId, Slot};
+
+use super::fabric::Fabric;
+use super::flow_state::{Counters, FlowSpec, FlowState, SocketCounters};
+use super::split::shares;
+use super::{HostConfig, Observation, ProcessObs, Source};
+use crate::datapath::{SocketKey, SocketStats};
+use crate::progress::ProgressHeader;
+use crate::sockets::TcpConn;
+
+/// The local flow groups, and the jobs added by hand.
+#[derive(Default)]
+pub(super) struct Accounts {
+    pub flows: BTreeMap<FlowId, FlowState>,
+    /// Flows gone since last slot whose schedules must still be withdrawn.
+    pub gone: Vec<FlowState>,
+    /// Per process, why its connections group as they do (for operators).
+    pub notes: BTreeMap<String, String>,
+    pub admin_jobs: BTreeMap<String, Job>,
+}
+
+/// The datapath's sockets this slot: by 4-tuple (/proc does not give the netns cookie, the
+/// datapath does), and their counters.
+struct Sockets {
+    by_tuple: HashMap<(SocketAddr, SocketAddr), Vec<SocketKey>>,
+    counters: Counters,
+}
+
+impl Sockets {
+    fn of(stats: Option<&[(SocketKey, SocketStats)]>) -> Self {
+        let mut s = Sockets {
+            by_tuple: HashMap::new(),
+            counters: HashMap::new(),
+        };
+        for (k, st) in stats.unwrap_or_default() {
+            s.by_tuple.entry((k.src, k.dst)).or_default().push(*k);
+            s.counters.insert(*k, SocketCounters::of(st));
+        }
+        s
+    }
+
+    fn acked(&self, keys: &[SocketKey]) -> u64 {
+        keys.iter()
+            .map(|k| self.counters.get(k).map_or(0, |c| c.acked))
+            .fold(0u64, u64::saturating_add)
+    }
+}
+
+/// One process's outgoing connections grouped by remote host: the datapath's sockets of each
+/// and how many connections each has.
+type Groups = BTreeMap<NodeId, (Vec<SocketKey>, usize)>;
+
+/// Per group, what one process contributes.
+struct Contribution {
+    sockets: Vec<SocketKey>,
+    conns: usize,
+    /// This process's share of the group's iteration bytes, and what it is based on.
+    expected: f64,
+    expected_from: &'static str,
+    sent_share: f64,
+    iteration: u64,
+    iteration_start_ns: u64,
+    model_bytes: u64,
+    total_iterations: u64,
+    slack: f64,
+    last_iteration_bytes: f64,
+}
+
+/// Per flow group id: its job, role, receiving host and what each process contributes.
+type Contributions = BTreeMap<FlowId, (String, FlowRole, NodeId, Vec<Contribution>)>;
+
+/// How a process's bytes per iteration split over its flow groups.
+#[derive(Clone, Copy)]
+enum Split {
+    /// In the share each group's sockets carried ([`shares`]).
+    Carried,
+    /// Evenly over the servers a PS worker pushes to.
+    PerServer,
+    /// Each group moves all of it (a ring step, a broadcast).
+    Whole,
+}
+
+/// What a process moves in an iteration, and how that splits over its groups.
+struct Expected {
+    bytes: f64,
+    from: &'static str,
+    split: Split,
+}
+
+impl Expected {
+    /// What `h`'s process in `role` moves per iteration, having moved `last` in its last
+    /// whole one (0: none seen yet).
+    fn of(h: &ProgressHeader, role: FlowRole, last: u64) -> Self {
+        let e = |bytes: u64, from, split| Expected {
+            bytes: bytes as f64,
+            from,
+            split,
+        };
+        if last > 0 {
+            // What each group's sockets carried is known once an iteration is over.
+            return e(last, "last iteration", Split::Carried);
+        }
+        let (m, world) = (h.model_bytes, u64::from(h.world_size));
+        match role {
+            _ if m == 0 => e(0, "unknown", Split::Whole),
+            FlowRole::Ring if world >= 2 => {
+                e(job::ring_flow_bytes(m, world), "model", Split::Whole)
+            }
+            FlowRole::Ring => e(m, "model (world size unknown)", Split::Whole),
+            // A worker talks to every server: P = the server hosts it reaches. Not what each
+            // group carried so far: in the first slots of the first iteration, the server
+            // acked first would take all of it.
+            FlowRole::Agg => e(m, "model / servers", Split::PerServer),
+            // A server does not know P before the first iteration: assume it holds it all.
+            FlowRole::Bcast => e(m, "model (server count unknown)", Split::Whole),
+        }
+    }
+
+    /// One group's part, the group's share of the process's bytes being `w` of `n` groups.
+    fn part(&self, w: f64, n: usize) -> f64 {
+        match self.split {
+            Split::Carried => self.bytes * w,
+            Split::PerServer => job::ps_flow_bytes(self.bytes as u64, n as u64) as f64,
+            Split::Whole => self.bytes,
+        }
+    }
+}
+
+/// Which flow role a process's outgoing traffic has, or why it has none.
+fn role_of(arch: Option<Arch>, role: Role) -> Result<FlowRole, &'static str> {
+    match (arch, role) {
+        (_, Role::Scheduler) => Err("PS-Lite scheduler: control traffic only"),
+        (None, _) => Err("architecture unknown (MLCC_JOB_ARCH unset; use mlccctl job add)"),
+        (Some(Arch::Ps), Role::Worker) => Ok(FlowRole::Agg),
+        (Some(Arch::Ps), Role::Server) => Ok(FlowRole::Bcast),
+        (Some(Arch::Allreduce), Role::Worker) => Ok(FlowRole::Ring),
+        (Some(Arch::Allreduce), Role::Server) => Err("all-reduce job with a server role"),
+    }
+}
+
+impl Accounts {
+    /// Takes slot `slot`'s observation: every process's contribution to its flow groups,
+    /// the admin jobs' groups, and the flows no longer observed (to withdraw).
+    pub fn observe(&mut self, fabric: &Fabric, cfg: &HostConfig, slot: Slot, obs: &Observation) {
+        let sockets = Sockets::of(obs.stats.as_deref());
+        let old_notes = std::mem::take(&mut self.notes);
+        let mut contribs = Contributions::new();
+        for p in &obs.processes {
+            self.contribute(fabric, cfg, p, &sockets, &mut contribs);
+        }
+        let admin = self.admin_groups(fabric, &cfg.host, &contribs, &sockets);
+        let tau_ns = cfg.policy.slots.tau_ns();
+        let mut present = HashSet::new();
+        for (id, (job, role, dst, cs)) in contribs {
+            present.insert(id.clone());
+            let spec = merge(job, role, dst, &cs, slot, tau_ns);
+            self.update(fabric, cfg, slot, id, spec, &sockets.counters);
+        }
+        for (g, dst, keys) in admin {
+            present.insert(g.id.clone());
+            let spec = admin_spec(&g, dst, keys, slot);
+            self.update(fabric, cfg, slot, g.id, spec, &sockets.counters);
+        }
+        self.log_notes(&old_notes);
+        let gone: Vec<FlowId> = self
+            .flows
+            .keys()
+            .filter(|id| !present.contains(*id))
+            .cloned()
+            .collect();
+        for id in gone {
+            if let Some(f) = self.flows.remove(&id) {
+                self.gone.push(f);
+            }
+        }
+    }
+
+    /// Adds what process `p` contributes to its flow groups this slot, or notes why it has
+    /// none.
+    fn contribute(
+        &mut self,
+        fabric: &Fabric,
+        cfg: &HostConfig,
+        p: &ProcessObs,
+        sockets: &Sockets,
+        contribs: &mut Contributions,
+    ) {
+        let h = &p.header;
+        let who = format!("{}.{:?}.{}.{}", h.job_id, h.role, h.rank, h.pid);
+        let arch = h
+            .arch
+            .or_else(|| self.admin_jobs.get(&h.job_id).map(|j| j.arch));
+        let role = match role_of(arch, h.role) {
+            Ok(r) => r,
+            Err(why) => {
+                self.notes.insert(who, why.to_string());
+                return;
+            }
+        };
+        let (groups, note) = group_connections(fabric, cfg, p, arch, role, sockets);
+        self.notes.insert(who, note);
+        if groups.is_empty() {
+            return;
+        }
+        let me = fabric.topo().node(fabric.me()).name.clone();
+        let ids: Vec<FlowId> = groups
+            .keys()
+            .map(|&remote| {
+                let dst = &fabric.topo().node(remote).name;
+                FlowId::for_group(&h.job_id, &me, dst, role)
+            })
+            .collect();
+        let keys: Vec<&[SocketKey]> = groups.values().map(|(k, _)| k.as_slice()).collect();
+        let s = &p.snapshot;
+        // One split for what the iteration will move and what it has handed over, so a group
+        // whose share is all sent is done.
+        let parts = self.split(
+            s.iteration,
+            s.last_iteration_bytes > 0,
+            &ids,
+            &keys,
+            sockets,
+        );
+        let sent = s.sent_this_iteration() as f64;
+        let expected = Expected::of(h, role, s.last_iteration_bytes);
+        let world = h.world_size as f64;
+        let slack = if role == FlowRole::Ring && world >= 1.0 {
+            job::ring_slack_bytes(h.model_bytes, u64::from(h.world_size)) as f64
+        } else {
+            0.0
+        };
+        let n = groups.len();
+        for (((remote, (sockets, conns)), id), w) in groups.into_iter().zip(ids).zip(parts) {
+            contribs
+                .entry(id)
+                .or_insert_with(|| (h.job_id.clone(), role, remote, Vec::new()))
+                .3
+                .push(Contribution {
+                    sockets,
+                    conns,
+                    expected: expected.part(w, n),
+                    expected_from: expected.from,
+                    sent_share: sent * w,
+                    iteration: s.iteration,
+                    iteration_start_ns: s.iteration_start_ns,
+                    model_bytes: h.model_bytes,
+                    total_iterations: h.total_iterations,
+                    slack,
+                    last_iteration_bytes: s.last_iteration_bytes as f64 * w,
+                });
+        }
+    }
+
+    /// How one process's bytes of this iteration — what it will move and what it has handed
+    /// over (its progress file's counts) — split over its flow groups (`ids`, their sockets
+    /// `keys`): each group the share that its sockets carried before this iteration, once a
+    /// whole iteration is behind (`settled`) and every group's split basis is this
+    /// iteration's; otherwise (the first iteration, a group first seen, an iteration just
+    /// begun, no datapath counters) its share of what its sockets carried since they opened.
+    /// A group whose sockets carry next to nothing — PS-Lite's connections to and from its
+    /// scheduler — holds next to none. Split evenly, they credited the idle group towards a
+    /// PS-Lite scheduler with half of a worker's pushes, planned at line rate, while the real
+    /// group looked idle and crawled at the rate floor (dmlc/ps-lite's benchmark, 34× slower
+    /// than cubic).
+    ///
+    /// Each group's share is its own, not what the others leave: splitting what is not acked
+    /// yet over the groups (by what each had due, or over those whose sockets moved) coupled
+    /// them, so one group's counting error (a baseline off by a tail) took another's backlog,
+    /// and paper-small's ResNet50 PS job ran 7-12 % slower.
+    fn split(
+        &self,
+        iteration: u64,
+        settled: bool,
+        ids: &[FlowId],
+        keys: &[&[SocketKey]],
+        sockets: &Sockets,
+    ) -> Vec<f64> {
+        let basis = || -> Option<Vec<Option<u64>>> {
+            ids.iter()
+                .zip(keys)
+                .map(|(id, keys)| Some(Some(self.flows.get(id)?.split_basis(iteration, keys)?)))
+                .collect()
+        };
+        match settled.then(basis).flatten() {
+            Some(before) => shares(&before),
+            None => shares(
+                &keys
+                    .iter()
+                    .map(|keys| (!keys.is_empty()).then(|| sockets.acked(keys)))
+                    .collect::<Vec<_>>(),
+            ),
+        }
+    }
+
+    /// Admin jobs: their groups from this host take the datapath's sockets towards their
+    /// members that no progress-file group claimed, if exactly one admin group wants that
+    /// remote host.
+    fn admin_groups(
+        &self,
+        fabric: &Fabric,
+        me: &str,
+        contribs: &Contributions,
+        sockets: &Sockets,
+    ) -> Vec<(FlowGroup, NodeId, Vec<SocketKey>)> {
+        let claimed: HashSet<SocketKey> = contribs
+            .values()
+            .flat_map(|c| c.3.iter().flat_map(|x| x.sockets.iter().copied()))
+            .collect();
+        let mut groups = Vec::new();
+        for job in self.admin_jobs.values() {
+            let Ok(gs) = job.flow_groups() else {
+                continue;
+            };
+            for g in gs {
+                if g.src == me
+                    && !contribs.contains_key(&g.id)
+                    && let Some(dst) = fabric.topo().node_by_name(&g.dst)
+                {
+                    groups.push((g, dst));
+                }
+            }
+        }
+        let mut wanted: HashMap<NodeId, usize> = HashMap::new();
+        for (_, dst) in &groups {
+            *wanted.entry(*dst).or_default() += 1;
+        }
+        let mut keys_by_host: HashMap<NodeId, Vec<SocketKey>> = HashMap::new();
+        for k in sockets.counters.keys() {
+            if !claimed.contains(k)
+                && let Some(h) = fabric.topo().host_by_ip(k.dst.ip())
+            {
+                keys_by_host.entry(h).or_default().push(*k);
+            }
+        }
+        groups
+            .into_iter()
+            .map(|(g, dst)| {
+                let mut keys = match wanted.get(&dst) {
+                    Some(1) => keys_by_host.get(&dst).cloned().unwrap_or_default(),
+                    _ => Vec::new(),
+                };
+                keys.sort();
+                (g, dst, keys)
+            })
+            .collect()
+    }
+
+    /// Takes `spec` into flow `id`, routing it first if it is new. Paths do not change during
+    /// a flow (docs/design.md §4; a new topology re-creates every flow).
+    fn update(
+        &mut self,
+        fabric: &Fabric,
+        cfg: &HostConfig,
+        slot: Slot,
+        id: FlowId,
+        spec: FlowSpec,
+        counters: &Counters,
+    ) {
+        if !self.flows.contains_key(&id) {
+            let path = match fabric.route(spec.dst, id.as_str()) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.notes.insert(id.to_string(), format!("no path: {e}"));
+                    return;
+                }
+            };
+            let topo = fabric.topo();
+            let names = path.iter().map(|&l| topo.link(l).name.clone()).collect();
+            let dst = topo.node(spec.dst).name.clone();
+            let f = FlowState::new(id.clone(), &spec, dst, path, names, slot);
+            self.flows.insert(id.clone(), f);
+        }
+        if let Some(f) = self.flows.get_mut(&id) {
+            f.update(slot, spec, counters, cfg.policy.slots.tau_secs());
+        }
+    }
+
+    /// How a process's connections group (or why a flow has no path) changes rarely: a
+    /// process starts, connects, exits, a connection is not resolved yet. Each change is
+    /// logged, so an operator sees why a flow is missing or has a connection less.
+    fn log_notes(&self, old: &BTreeMap<String, String>) {
+        for (who, note) in &self.notes {
+            if old.get(who) != Some(note) {
+                tracing::info!(target: "mlcc_groups", "{who}: {note}");
+            }
+        }
+        for who in old.keys().filter(|w| !self.notes.contains_key(*w)) {
+            tracing::info!(target: "mlcc_groups", "{who}: no longer observed");
+        }
+    }
+}
+
+/// Process `p`'s outgoing connections grouped by remote host, and a note on the ones skipped.
+fn group_connections(
+    fabric: &Fabric,
+    cfg: &HostConfig,
+    p: &ProcessObs,
+    arch: Option<Arch>,
+    role: FlowRole,
+    sockets: &Sockets,
+) -> (Groups, String) {
+    let canon = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
+    let mut groups = Groups::new();
+    let (mut unknown, mut local, mut inbound, mut sched) = (0, 0, 0, 0);
+    let to_ps_scheduler =
+        |c: &TcpConn| arch == Some(Arch::Ps) && cfg.ps_scheduler_port == Some(c.remote.port());
+    // A process connected to the PS-Lite scheduler speaks PS-Lite's ZMQ van, which binds one
+    // ROUTER to receive and sends over the DEALER it connects to each peer's ROUTER (ps-lite
+    // src/zmq_van.h): what it accepted only brings data in. Counted as a group, the
+    // scheduler's connection into a server took the whole model while the server had no
+    // iteration behind it, on a link the server never sends on.
+    let zmq_van = p.conns.iter().any(to_ps_scheduler);
+    for c in &p.conns {
+        if to_ps_scheduler(c) {
+            sched += 1;
+            continue;
+        }
+        let Some(remote) = fabric.topo().host_by_ip(c.remote.ip()) else {
+            unknown += 1;
+            continue;
+        };
+        if remote == fabric.me() {
+            local += 1;
+            continue;
+        }
+        if (role == FlowRole::Ring || zmq_van) && c.accepted {
+            inbound += 1;
+            continue;
+        }
+        let g = groups.entry(remote).or_default();
+        g.1 += 1;
+        if let Some(keys) = sockets.by_tuple.get(&(canon(c.local), canon(c.remote))) {
+            g.0.extend(keys);
+        }
+    }
+    let note = format!(
+        "{} {} group(s) from {} connection(s); skipped {unknown} to hosts outside the \
+         topology, {local} intra-host, {inbound} inbound only (a ring's, or accepted under \
+         PS-Lite's ZMQ), {sched} to the PS scheduler",
+        groups.len(),
+        role.as_str(),
+        p.conns.len()
+    );
+    (groups, note)
+}
+
+/// One group's spec from what its processes contribute.
+fn merge(
+    job: String,
+    role: FlowRole,
+    dst: NodeId,
+    cs: &[Contribution],
+    slot: Slot,
+    tau_ns: u64,
+) -> FlowSpec {
+    let mut sockets: Vec<SocketKey> = cs.iter().flat_map(|c| c.sockets.iter().copied()).collect();
+    sockets.sort();
+    sockets.dedup();
+    let start_ns = cs.iter().map(|c| c.iteration_start_ns).max().unwrap_or(0);
+    let last_iteration: f64 = cs.iter().map(|c| c.last_iteration_bytes).sum();
+    FlowSpec {
+        job,
+        role,
+        dst,
+        source: Source::Progress,
+        sockets,
+        conns: cs.iter().map(|c| c.conns).sum(),
+        expected: cs.iter().map(|c| c.expected).sum(),
+        expected_from: cs.first().map_or("unknown", |c| c.expected_from),
+        sent_share: Some(cs.iter().map(|c| c.sent_share).sum()),
+        iteration: Some(cs.iter().map(|c| c.iteration).max().unwrap_or(0)),
+        start: if start_ns > 0 {
+            Slot(start_ns / tau_ns.max(1))
+        } else {
+            slot
+        },
+        slack: cs.iter().map(|c| c.slack).fold(0.0, f64::max),
+        last_iteration_bytes: last_iteration as u64,
+        job_bytes: cs.iter().map(|c| c.model_bytes).max().unwrap_or(0),
+        job_total_iterations: cs.iter().map(|c| c.total_iterations).max().unwrap_or(0),
+    }
+}
+
+/// An admin group's spec: the bytes `mlccctl job add` gave, over the sockets it took.
+fn admin_spec(g: &FlowGroup, dst: NodeId, sockets: Vec<SocketKey>, slot: Slot) -> FlowSpec {
+    FlowSpec {
+        job: g.job.clone(),
+        role: g.role,
+        dst,
+        source: Source::Admin,
+        conns: sockets.len(),
+        sockets,
+        expected: g.bytes_per_iteration.as_f64(),
+        expected_from: "mlccctl job add",
+        sent_share: None,
+        iteration: None,
+        start: slot,
+        slack: g.slack_bytes.as_f64(),
+        last_iteration_bytes: 0,
+        job_bytes: g.bytes_per_iteration.as_f64() as u64,
+        job_total_iterations: 0,
+    }
+}

@@ -1,0 +1,93 @@
+//! This host's view of the fabric: the topology, its routes, which node this host is, and who
+//! speaks for each link (the switch emulator that owns it, if any).
+
+use std::sync::Arc;
+
+use mlcc_core::LoadTable;
+use mlcc_core::Slot;
+use mlcc_core::routing::{Routes, ecmp_hash_str};
+use mlcc_core::topology::{LinkId, Node, NodeId, NodeKind, Owner, Topology};
+
+use super::HostError;
+
+/// The links of a path one switch owns: the switch's name, its emulator's address and the
+/// links' names.
+pub type SwitchLinks = (String, String, Vec<String>);
+
+pub(super) struct Fabric {
+    topo: Arc<Topology>,
+    routes: Routes,
+    me: NodeId,
+}
+
+impl Fabric {
+    /// `host`'s view of `topo`; refused where `host` is not one of its hosts.
+    pub fn new(topo: Arc<Topology>, host: &str) -> Result<Self, HostError> {
+        let me = topo
+            .node_by_name(host)
+            .filter(|&n| topo.node(n).is_host())
+            .ok_or_else(|| HostError::UnknownHost(host.to_string()))?;
+        Ok(Fabric {
+            routes: Routes::new(&topo),
+            topo,
+            me,
+        })
+    }
+
+    pub fn topo(&self) -> &Topology {
+        &self.topo
+    }
+
+    pub fn me(&self) -> NodeId {
+        self.me
+    }
+
+    /// The table of the links this host owns (its uplinks), with K slots from `slot`.
+    pub fn own_table(&self, horizon: usize, slot: Slot) -> LoadTable {
+        let owned = self
+            .topo
+            .links_owned_by(self.me)
+            .into_iter()
+            .map(|l| (l, self.topo.link(l).capacity));
+        LoadTable::new(horizon, slot, owned)
+    }
+
+    /// The path of flow `id` to `dst` (ECMP by the id's hash, as every driver routes it).
+    pub fn route(&self, dst: NodeId, id: &str) -> Result<Vec<LinkId>, String> {
+        self.routes
+            .path(&self.topo, self.me, dst, ecmp_hash_str(id))
+            .map_err(|e| e.to_string())
+    }
+
+    /// The links of `path` grouped by the switch that owns them, for switches with an emulator.
+    pub fn switch_links(&self, path: &[LinkId]) -> Vec<SwitchLinks> {
+        let mut out: Vec<SwitchLinks> = Vec::new();
+        for &l in path {
+            if let Some((_, node, addr)) = self.emulated_owner(l) {
+                let name = self.topo.link(l).name.clone();
+                match out.iter_mut().find(|(n, _, _)| *n == node.name) {
+                    Some(e) => e.2.push(name),
+                    None => out.push((node.name.clone(), addr.to_string(), vec![name])),
+                }
+            }
+        }
+        out
+    }
+
+    /// The switch that owns link `l`, if an emulator speaks for it: the switch, its node and
+    /// the emulator's address. Host-owned links and links of switches without one are
+    /// nobody's to ask.
+    pub fn emulated_owner(&self, l: LinkId) -> Option<(NodeId, &Node, &str)> {
+        let Owner::Switch(s) = self.topo.owner(l) else {
+            return None;
+        };
+        let node = self.topo.node(s);
+        match &node.kind {
+            NodeKind::Switch {
+                emulator: Some(addr),
+                ..
+            } => Some((s, node, addr.as_str())),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,459 @@
+//! One local flow group's bookkeeping across slots: its sockets' counters become its bytes sent
+//! and left in the current iteration, the application's backlog, last slot's delivery, its
+//! retransmissions, and which of its sockets were quiet.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use mlcc_core::flow::FlowRole;
+use mlcc_core::job::JobProgress;
+use mlcc_core::planner::FlowDecision;
+use mlcc_core::topology::{LinkId, NodeId};
+use mlcc_core::{FlowId, Rank, Slot};
+use serde::Serialize;
+
+use super::Source;
+use super::split::{iteration_baseline, shares};
+use crate::datapath::{SocketKey, SocketStats};
+
+/// Each socket's datapath counters this slot.
+pub(super) type Counters = HashMap<SocketKey, SocketCounters>;
+
+/// Bookkeeping of one local flow group across slots.
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowState {
+    pub id: FlowId,
+    pub job: String,
+    /// `job`, shared by every slot's observation of the flow.
+    #[serde(skip)]
+    pub(super) job_name: Arc<str>,
+    pub role: FlowRole,
+    pub dst_host: String,
+    #[serde(skip)]
+    pub dst: NodeId,
+    #[serde(skip)]
+    pub path: Vec<LinkId>,
+    pub path_names: Vec<String>,
+    pub source: Source,
+    /// Sockets the datapath knows, and all connections found for the group.
+    pub sockets: Vec<SocketKey>,
+    pub connections: usize,
+    pub iteration: u64,
+    pub iteration_start: Slot,
+    /// The job's model bytes (progress header) or bytes per iteration (`mlccctl job add`);
+    /// 0 when unknown.
+    pub job_bytes: u64,
+    /// Iterations the job runs (progress header's `total_iterations`); 0 when unknown.
+    pub job_total_iterations: u64,
+    /// Expected bytes of the current iteration (`None`: nothing tells) and how that was
+    /// estimated.
+    pub expected_bytes: Option<f64>,
+    pub expected_from: &'static str,
+    /// S_f, and G_f where the iteration's bytes are known.
+    pub sent_bytes: f64,
+    pub remaining_bytes: Option<f64>,
+    pub slack_bytes: f64,
+    /// Bytes this group sent in its last complete iteration (progress files' share; 0 unknown).
+    pub last_iteration_bytes: u64,
+    /// Bytes the library has handed to the sockets this iteration but the receiver has not
+    /// acknowledged yet (progress files' enqueued count minus the datapath's acks); `None`
+    /// without both. Beyond what is in flight, this is data the sender already holds: the flow
+    /// cannot be ahead of its upstream, and if it under-delivers, the path (not the
+    /// application) held it back.
+    pub app_backlog: Option<f64>,
+    /// Achieved rate over the last slot (bytes/s), `None` without datapath counters.
+    pub achieved: Option<f64>,
+    /// The rate ordered to the datapath for this slot: the plan's, or more where the flow
+    /// paces into free capacity (an idle flow, a plan's last slot); 0 when its sockets' orders
+    /// were cleared.
+    pub enforced_rate: f64,
+    /// Segments the flow's sockets retransmitted since mlccd first saw them.
+    pub retransmits: u64,
+    /// Of those, the ones retransmitted while a queue stood on the path (see
+    /// [`SocketCounters::queueing`]): loss from a full queue, which under mlcc means a plan
+    /// overbooked a link (or traffic mlcc does not schedule filled it). The others are random
+    /// loss, which mlcc rides out.
+    pub queue_loss: u64,
+    #[serde(skip)]
+    counts: SocketCounts,
+    pub decision: Option<FlowDecision>,
+    /// The slot `decision` was made for (what the peers' reports of it speak of).
+    pub decided_in: Slot,
+    pub last_seen: Slot,
+    /// Why this flow has no dependency adjustment or plans around a silent switch.
+    pub degraded: Vec<String>,
+}
+
+/// What a flow remembers of its sockets' counters from one slot to the next.
+#[derive(Clone, Debug, Default)]
+struct SocketCounts {
+    /// Each socket's retransmit counter when last seen.
+    retransmits: HashMap<SocketKey, u32>,
+    /// Each socket's acked count where this iteration's bytes begin.
+    baseline: HashMap<SocketKey, u64>,
+    /// Each socket's acked count where this iteration began, as first taken: what the
+    /// process's bytes are split over its groups by. Unlike `baseline` it is never re-anchored:
+    /// a split that moved with the baselines it corrects chased itself, and two groups of one
+    /// PS worker swapped 8 % of their bytes every slot, each in turn looking unfinished
+    /// (testbed `paper-small-no-cross`, a ResNet50 worker's pushes).
+    split_basis: HashMap<SocketKey, u64>,
+    /// The sockets' acked bytes in all, last slot.
+    acked: Option<u64>,
+    /// The progress file's enqueued bytes (this iteration, this flow's share) last slot.
+    enqueued: Option<f64>,
+    /// Each socket's (sent, acked) counters when last seen.
+    sent_acked: HashMap<SocketKey, (u64, u64)>,
+    /// The sockets whose counters did not move since last slot: nothing to send.
+    quiet: Vec<SocketKey>,
+}
+
+/// What one socket's datapath counters say this slot.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SocketCounters {
+    pub acked: u64,
+    /// Bytes put on the wire, retransmissions included.
+    pub sent: u64,
+    pub retransmits: u32,
+    /// A queue stood on the path at the socket's last ACK: its smoothed RTT was at least
+    /// [`QUEUE_DELAY`] above its minimum. Random loss on an uncongested path leaves the RTT at
+    /// its floor; a full queue (what drops under congestion) holds it milliseconds above.
+    pub queueing: bool,
+}
+
+/// A standing queue this long marks loss as congestion (the testbed's shallowest queue holds
+/// 5 ms; an idle veth path's RTT is well under 1 ms, a loaded host's ACK delays about 1 ms).
+pub const QUEUE_DELAY: std::time::Duration = std::time::Duration::from_millis(2);
+
+impl SocketCounters {
+    pub fn of(s: &SocketStats) -> Self {
+        SocketCounters {
+            acked: s.bytes_acked,
+            sent: s.bytes_sent,
+            retransmits: s.retransmits,
+            queueing: s
+                .min_rtt
+                .is_some_and(|m| s.srtt.saturating_sub(m) >= QUEUE_DELAY),
+        }
+    }
+}
+
+/// What one slot's observation says of a flow group.
+pub(super) struct FlowSpec {
+    pub job: String,
+    pub role: FlowRole,
+    pub dst: NodeId,
+    pub source: Source,
+    pub sockets: Vec<SocketKey>,
+    pub conns: usize,
+    /// Bytes of the current iteration (0: nothing tells), and how that was estimated.
+    pub expected: f64,
+    pub expected_from: &'static str,
+    /// The progress file's bytes, for when the datapath has no counters.
+    pub sent_share: Option<f64>,
+    pub iteration: Option<u64>,
+    pub start: Slot,
+    pub slack: f64,
+    pub last_iteration_bytes: u64,
+    pub job_bytes: u64,
+    pub job_total_iterations: u64,
+}
+
+impl FlowState {
+    /// A flow first seen in `slot`, routed over `path`.
+    pub(super) fn new(
+        id: FlowId,
+        spec: &FlowSpec,
+        dst_host: String,
+        path: Vec<LinkId>,
+        path_names: Vec<String>,
+        slot: Slot,
+    ) -> Self {
+        FlowState {
+            id,
+            job_name: Arc::from(spec.job.as_str()),
+            job: spec.job.clone(),
+            role: spec.role,
+            dst_host,
+            dst: spec.dst,
+            path,
+            path_names,
+            source: spec.source,
+            sockets: Vec::new(),
+            connections: 0,
+            iteration: spec.iteration.unwrap_or(0),
+            iteration_start: spec.start,
+            job_bytes: spec.job_bytes,
+            job_total_iterations: spec.job_total_iterations,
+            expected_bytes: None,
+            expected_from: "unknown",
+            sent_bytes: 0.0,
+            remaining_bytes: None,
+            slack_bytes: 0.0,
+            last_iteration_bytes: 0,
+            app_backlog: None,
+            achieved: None,
+            enforced_rate: 0.0,
+            retransmits: 0,
+            queue_loss: 0,
+            counts: SocketCounts::default(),
+            decision: None,
+            decided_in: slot,
+            last_seen: slot,
+            degraded: Vec::new(),
+        }
+    }
+
+    /// This slot's rate in the plan (bytes/s), 0 before the first decision.
+    pub fn last_rate(&self) -> f64 {
+        self.decision.as_ref().map_or(0.0, |d| d.rate)
+    }
+
+    /// The first component of its precedence key, as last decided.
+    pub fn rank(&self) -> Rank {
+        self.decision
+            .as_ref()
+            .map_or(Rank::default(), |d| d.key.rank)
+    }
+
+    /// The job's bytes and iterations as the rank rules read them. The progress file counts
+    /// iterations from 1 (0 before the first begins): the ones before this are completed.
+    pub fn job_progress(&self) -> JobProgress {
+        JobProgress {
+            model_bytes: self.job_bytes,
+            completed: self.iteration.saturating_sub(1),
+            total: self.job_total_iterations,
+        }
+    }
+
+    /// The sockets that neither sent nor had a byte acked since last slot.
+    pub fn quiet_sockets(&self) -> &[SocketKey] {
+        &self.counts.quiet
+    }
+
+    /// Each socket's acked count where this iteration began, if every one of `keys` has one
+    /// and the flow is in `iteration`.
+    pub(super) fn split_basis(&self, iteration: u64, keys: &[SocketKey]) -> Option<u64> {
+        if self.iteration != iteration || keys.is_empty() {
+            return None;
+        }
+        keys.iter().try_fold(0u64, |b, k| {
+            Some(b.saturating_add(*self.counts.split_basis.get(k)?))
+        })
+    }
+
+    /// Takes this slot's observation of the flow (`spec`, `counters`) with slots of `tau`
+    /// seconds.
+    pub(super) fn update(&mut self, slot: Slot, spec: FlowSpec, counters: &Counters, tau: f64) {
+        self.take_spec(slot, &spec);
+        self.start_iteration(&spec, counters);
+        self.track_sockets(&spec.sockets, counters);
+        self.count_retransmits(counters);
+        let measured = self.acked_total(counters);
+        let since_start = self.since_start(measured, spec.sent_share, counters);
+        self.mark_quiet(counters);
+        self.achieved = match (measured, self.counts.acked) {
+            (Some(now), Some(prev)) => Some(now.saturating_sub(prev) as f64 / tau),
+            _ => None,
+        };
+        self.counts.acked = measured;
+        self.account(slot, &spec, since_start);
+    }
+
+    fn take_spec(&mut self, slot: Slot, spec: &FlowSpec) {
+        self.last_seen = slot;
+        self.job_bytes = spec.job_bytes;
+        self.job_total_iterations = spec.job_total_iterations;
+        self.connections = spec.conns;
+        self.slack_bytes = spec.slack;
+        if spec.last_iteration_bytes > 0 {
+            self.last_iteration_bytes = spec.last_iteration_bytes;
+        }
+    }
+
+    /// A new iteration: counters restart where the last one's bytes end. Not at what the
+    /// sockets have acked by now: the iteration began up to a slot ago, and what it sent since
+    /// would never count (measured on the testbed: ~4 MB of every VGG19 ring iteration, so the
+    /// flow looked backlogged through the whole compute phase, kept its bookings, and B_f
+    /// learned a 'slow path' from it).
+    fn start_iteration(&mut self, spec: &FlowSpec, counters: &Counters) {
+        let Some(it) = spec.iteration.filter(|&it| it != self.iteration) else {
+            return;
+        };
+        let acked = |k: &SocketKey| counters.get(k).map(|c| c.acked);
+        self.iteration = it;
+        self.iteration_start = spec.start;
+        let old = std::mem::take(&mut self.counts.baseline);
+        // Each socket's part of the group's bytes: what it carried (ZMQ's connections that
+        // only receive carry nothing; evenly split they looked behind).
+        let w = shares(&spec.sockets.iter().map(acked).collect::<Vec<_>>());
+        for (k, w) in spec.sockets.iter().zip(w) {
+            let (Some(a), Some(&b)) = (acked(k), old.get(k)) else {
+                continue;
+            };
+            let last = spec.last_iteration_bytes as f64 * w;
+            let now_enqueued = spec.sent_share.map(|e| e * w);
+            let base = iteration_baseline(b, a, last, now_enqueued);
+            self.counts.baseline.insert(*k, base);
+        }
+        self.counts.split_basis = self.counts.baseline.clone();
+    }
+
+    /// Sockets first seen mid-iteration count from now on; sockets gone are forgotten.
+    fn track_sockets(&mut self, sockets: &[SocketKey], counters: &Counters) {
+        let c = &mut self.counts;
+        for k in sockets {
+            if let Some(a) = counters.get(k).map(|c| c.acked) {
+                c.baseline.entry(*k).or_insert(a);
+                c.split_basis.entry(*k).or_insert(a);
+            }
+        }
+        c.baseline.retain(|k, _| sockets.contains(k));
+        c.split_basis.retain(|k, _| sockets.contains(k));
+        self.sockets = sockets.to_vec();
+        c.retransmits.retain(|k, _| sockets.contains(k));
+    }
+
+    fn count_retransmits(&mut self, counters: &Counters) {
+        for k in &self.sockets {
+            let Some(l) = counters.get(k) else { continue };
+            // A socket first seen now counts from now: its past is not this flow's to explain.
+            let prev = self
+                .counts
+                .retransmits
+                .insert(*k, l.retransmits)
+                .unwrap_or(l.retransmits);
+            let new = u64::from(l.retransmits.saturating_sub(prev));
+            self.retransmits = self.retransmits.saturating_add(new);
+            if l.queueing {
+                self.queue_loss = self.queue_loss.saturating_add(new);
+            }
+        }
+    }
+
+    /// The sockets' acked bytes in all, where the datapath counts every one of them.
+    fn acked_total(&self, counters: &Counters) -> Option<u64> {
+        // Saturating: the counters come from the datapath, and a wrapped sum (a reused socket
+        // key, a corrupt map entry) must not panic the slot loop.
+        (!self.sockets.is_empty() && self.sockets.iter().all(|k| counters.contains_key(k))).then(
+            || {
+                self.sockets
+                    .iter()
+                    .fold(0u64, |s, k| s.saturating_add(counters[k].acked))
+            },
+        )
+    }
+
+    /// Bytes acked since this iteration's baselines (`measured`: the sockets' acked total).
+    /// A flow that neither handed over nor got acked a byte for a whole slot has nothing in
+    /// flight (paced at least at the rate floor, anything queued would have drawn ACKs): all
+    /// it enqueued (`enqueued`) is acked. If the counters say otherwise, the baselines are off
+    /// — taken when mlccd first saw the sockets mid-iteration, or moved by bytes the library
+    /// does not count — and a phantom backlog would keep the flow booked through its whole
+    /// compute phase: they are re-anchored so that acked = enqueued.
+    fn since_start(
+        &mut self,
+        measured: Option<u64>,
+        enqueued: Option<f64>,
+        counters: &Counters,
+    ) -> Option<f64> {
+        let mut since_start = measured.map(|_| self.acked_since_baseline(counters));
+        if let (Some(now), Some(prev), Some(enq), Some(prev_enq), Some(got)) = (
+            measured,
+            self.counts.acked,
+            enqueued,
+            self.counts.enqueued,
+            since_start,
+        ) && now == prev
+            && enq == prev_enq
+            && (got - enq).abs() >= 1.0
+        {
+            self.reanchor(got - enq, counters);
+            since_start = Some(self.acked_since_baseline(counters));
+        }
+        self.counts.enqueued = enqueued;
+        since_start
+    }
+
+    fn acked_since_baseline(&self, counters: &Counters) -> f64 {
+        self.sockets
+            .iter()
+            .map(|k| {
+                let base = self.counts.baseline.get(k).copied().unwrap_or(0);
+                counters[k].acked.saturating_sub(base) as f64
+            })
+            .sum()
+    }
+
+    /// Moves the baselines on by `excess` bytes in all, each socket by its share.
+    fn reanchor(&mut self, excess: f64, counters: &Counters) {
+        let w = shares(
+            &self
+                .sockets
+                .iter()
+                .map(|k| Some(counters[k].acked))
+                .collect::<Vec<_>>(),
+        );
+        for (k, w) in self.sockets.iter().zip(w) {
+            let b = self.counts.baseline.get(k).copied().unwrap_or(0) as f64;
+            let moved = (b + excess * w).clamp(0.0, counters[k].acked as f64) as u64;
+            self.counts.baseline.insert(*k, moved);
+        }
+    }
+
+    /// Sockets that neither sent nor had a byte acked since last slot have nothing to send
+    /// (paced at the floor at least, anything queued would have moved).
+    fn mark_quiet(&mut self, counters: &Counters) {
+        let c = &mut self.counts;
+        c.quiet = self
+            .sockets
+            .iter()
+            .filter(|k| match (c.sent_acked.get(*k), counters.get(*k)) {
+                (Some(&prev), Some(now)) => prev == (now.sent, now.acked),
+                _ => false,
+            })
+            .copied()
+            .collect();
+        c.sent_acked = self
+            .sockets
+            .iter()
+            .filter_map(|k| counters.get(k).map(|c| (*k, (c.sent, c.acked))))
+            .collect();
+    }
+
+    /// S, G and the backlog: what was acked since the iteration began (or, without counters,
+    /// what the progress file handed over), against what the iteration moves.
+    fn account(&mut self, slot: Slot, spec: &FlowSpec, since_start: Option<f64>) {
+        let mut sent = since_start.or(spec.sent_share).unwrap_or(0.0);
+        if spec.source == Source::Admin && spec.expected > 0.0 && sent >= spec.expected {
+            sent = self.count_admin_iterations(slot, sent, spec.expected);
+        }
+        self.expected_bytes = (spec.expected > 0.0).then_some(spec.expected);
+        self.expected_from = match self.expected_bytes {
+            Some(_) => spec.expected_from,
+            // Core plans it as a bulk transfer (PolicyConfig::remaining_of).
+            None => "unknown: planned as bulk",
+        };
+        self.app_backlog = match (spec.sent_share, since_start) {
+            (Some(enqueued), Some(acked)) => Some((enqueued - acked).max(0.0)),
+            _ => None,
+        };
+        self.sent_bytes = sent;
+        self.remaining_bytes = self.expected_bytes.map(|e| (e - sent).max(0.0));
+    }
+
+    /// An admin job has no iteration counter: each `per_iteration` chunk of `sent` is an
+    /// iteration. Returns what is left of `sent` in the current one.
+    fn count_admin_iterations(&mut self, slot: Slot, sent: f64, per_iteration: f64) -> f64 {
+        let chunks = (sent / per_iteration).floor();
+        let per_socket = (chunks * per_iteration / self.sockets.len() as f64) as u64;
+        for key in &self.sockets {
+            // Move the baselines forward proportionally; exactness is not needed here.
+            if let Some(b) = self.counts.baseline.get_mut(key) {
+                *b = b.saturating_add(per_socket);
+            }
+        }
+        self.iteration = self.iteration.saturating_add(chunks as u64);
+        self.iteration_start = slot;
+        sent - chunks * per_iteration
+    }
+}

@@ -1,0 +1,131 @@
+//! What core's policy observes of a local flow: its bookkeeping, its path with the switches'
+//! answers (or their silence, or a skewed clock), and its peers' reports. Built before the
+//! switches answer for the feedback queries (which carry the flow's precedence key), and again
+//! with their answers for the step.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use mlcc_core::flow::FlowParts;
+use mlcc_core::host::{Answer, FlowObs, LinkObs, PolicyConfig};
+use mlcc_core::topology::LinkId;
+use mlcc_proto::v1 as pb;
+
+use super::fabric::Fabric;
+use super::flow_state::FlowState;
+use super::peers::PeerBook;
+use super::{FeedbackAnswers, FeedbackRequests, SwitchBatch};
+
+/// The switches' loads by (flow, link), from the switches that answered.
+pub(super) struct Answers<'a> {
+    answered: &'a FeedbackAnswers,
+    loads: HashMap<(&'a str, &'a str), &'a pb::LinkLoad>,
+}
+
+impl<'a> Answers<'a> {
+    pub fn of(answered: &'a FeedbackAnswers) -> Self {
+        let mut loads = HashMap::new();
+        for r in answered.values() {
+            for ff in &r.flows {
+                for l in &ff.links {
+                    loads.insert((ff.flow_id.as_str(), l.link.as_str()), l);
+                }
+            }
+        }
+        Answers { answered, loads }
+    }
+}
+
+/// Where a flow's observation comes from this slot.
+pub(super) struct Context<'a> {
+    pub fabric: &'a Fabric,
+    pub me: &'a str,
+    pub peers: &'a PeerBook,
+    /// Switches whose clock is off ours by more than τ/4.
+    pub unsynced: &'a BTreeSet<String>,
+}
+
+impl Context<'_> {
+    /// What core's policy sees of `f`: with `answers`, the switches' answers on its links.
+    pub fn observe(&self, f: &FlowState, answers: Option<&Answers<'_>>) -> FlowObs {
+        let links = f.path.iter().map(|&l| self.link(f, l, answers)).collect();
+        let mut o = FlowObs::new(f.id.clone(), f.job_name.clone(), f.role, f.dst, links);
+        o.connections = f.sockets.len();
+        o.quiet_connections = f.quiet_sockets().len();
+        o.iteration = f.iteration;
+        o.iteration_start = f.iteration_start;
+        o.job_progress = f.job_progress();
+        o.sent_bytes = f.sent_bytes;
+        o.remaining_bytes = f.remaining_bytes;
+        o.slack_bytes = f.slack_bytes;
+        o.app_backlog = f.app_backlog;
+        o.achieved = f.achieved;
+        o.upstream = self.peers.upstream_of(&FlowParts {
+            job: &f.job,
+            src: self.me,
+            dst: &f.dst_host,
+            role: f.role,
+        });
+        o.peer_silent = self.peers.is_silent(&f.dst_host);
+        o
+    }
+
+    /// One link of `f`'s path: its capacity, the owning switch's answer (or its silence) and
+    /// whether that switch's clock can be trusted. A flow with nothing left was not asked
+    /// about.
+    fn link(&self, f: &FlowState, l: LinkId, answers: Option<&Answers<'_>>) -> LinkObs {
+        let link = self.fabric.topo().link(l);
+        let mut lo = LinkObs::unasked(l, link.capacity.0);
+        let Some((s, node, _)) = self.fabric.emulated_owner(l) else {
+            return lo;
+        };
+        if self.unsynced.contains(&node.name) {
+            lo.unsynced_switch = Some(s);
+        }
+        let Some(a) = answers.filter(|_| has_bytes_left(f)) else {
+            return lo;
+        };
+        lo.answer = if !a.answered.contains_key(&node.name) {
+            Answer::Silent { switch: s }
+        } else if let Some(ll) = a.loads.get(&(f.id.as_str(), link.name.as_str())) {
+            let c = ll.capacity_bytes_per_sec;
+            lo.reported_capacity = (c.is_finite() && c > 0.0).then_some(c);
+            lo.committed_now = ll.committed_bytes_per_sec;
+            Answer::Load(ll.load_bytes_per_sec.clone())
+        } else {
+            Answer::Missing { switch: s }
+        };
+        lo
+    }
+}
+
+/// Whether `f` has bytes left to plan (a flow of unknown size always has).
+pub(super) fn has_bytes_left(f: &FlowState) -> bool {
+    f.remaining_bytes.is_none_or(|r| r > 0.0)
+}
+
+/// The feedback queries of this slot: the switch-owned links of each flow with bytes left,
+/// batched per switch, each with the precedence key the flow will book with.
+pub(super) fn queries<'a>(
+    ctx: &Context<'_>,
+    policy: &PolicyConfig,
+    flows: impl Iterator<Item = &'a FlowState>,
+) -> FeedbackRequests {
+    let mut per_switch: BTreeMap<String, SwitchBatch<pb::FeedbackQuery>> = BTreeMap::new();
+    for f in flows.filter(|f| has_bytes_left(f)) {
+        let key = policy.key_of(&ctx.observe(f, None));
+        for (sw, addr, links) in ctx.fabric.switch_links(&f.path) {
+            let b = per_switch.entry(sw).or_insert_with(|| SwitchBatch {
+                address: addr,
+                items: Vec::new(),
+            });
+            b.items.push(pb::FeedbackQuery {
+                flow_id: f.id.to_string(),
+                links,
+                rank: key.rank.0,
+                // Only a policy that plans slot n around committed rates needs them.
+                committed: policy.committed_now,
+            });
+        }
+    }
+    FeedbackRequests { per_switch }
+}

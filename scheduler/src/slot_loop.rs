@@ -1,0 +1,696 @@
+//! mlccd's slot loop on the absolute slot grid, one slot as a sequence of named steps in the
+//! manner of quinn's `ConnectionDriver::poll`: observe (progress files, sockets, datapath
+//! counters) → fetch (the switches' feedback) → decide ([`HostScheduler::plan`]) → enforce
+//! (orders to the datapath) → publish (schedules to the switches) and exchange (progress with
+//! the peers), concurrently → record (switch views, degraded modes, metrics, history).
+//!
+//! All decisions are [`crate::host::HostScheduler`]'s; this module only times, reads, sends and
+//! records.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mlcc_core::topology::Topology;
+use mlcc_core::{Slot, SlotConfig};
+use mlcc_proto::v1 as pb;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::Config;
+use crate::daemon::{Channels, Outcome, call, clock_offset, outcome_name, peer_address};
+use crate::datapath::{DatapathPort, RateOrder, SocketKey, SocketStats};
+use crate::host::{FeedbackAnswers, FeedbackRequests, Observation, ProcessObs, SlotPlan};
+use crate::metrics::{ModeLabels, RpcLabels, TargetLabels};
+use crate::monitor::ProgressDir;
+use crate::session::{Session, SessionFailure, Sessions};
+use crate::sockets::SocketSource;
+use crate::state::{HISTORY_SLOTS, Shared, SlotRecord, now_ns};
+use pb::session_reply::Reply as SessionReply;
+use pb::session_request::Request as SessionRequest;
+
+/// A switch's FetchFeedback this slot: name, address, outcome (its slot), round trip, and its
+/// clock minus ours if the reply said.
+type SwitchCall = (String, String, Outcome<u64>, Duration, Option<i64>);
+
+/// The loop and what it keeps from one slot to the next.
+pub(crate) struct SlotLoop {
+    cfg: Config,
+    topo: Arc<Topology>,
+    shared: Arc<Shared>,
+    datapath: DatapathPort,
+    sockets: Box<dyn SocketSource>,
+    progress: ProgressDir,
+    channels: Channels,
+    sessions: Sessions,
+    last_slot: Option<Slot>,
+    datapath_failed: bool,
+    /// Each switch's clock minus ours, as last measured.
+    clock_offsets: HashMap<String, i64>,
+    /// This slot's hand-overs not yet carried out: when, and the orders then.
+    handovers: Vec<(Instant, Vec<RateOrder>)>,
+}
+
+/// Where a slot's time went: `work` excludes the waits on the network, `decide` is the
+/// scheduler's own share of it.
+#[derive(Default)]
+struct Work {
+    work: Duration,
+    decide: Duration,
+}
+
+/// What a slot's FetchFeedback calls brought back.
+struct Fetched {
+    answers: FeedbackAnswers,
+    switches: Vec<SwitchCall>,
+    /// When the calls went out and when the last one was settled (realtime ns).
+    window: (u64, u64),
+}
+
+/// One switch's UpdateSchedule: the switch, the outcome and round trip, and when the reply came
+/// back (realtime ns).
+type Published = (String, (Outcome<pb::UpdateScheduleReply>, Duration), u64);
+
+/// The UpdateSchedule calls of a slot, in flight.
+struct Publishing {
+    calls: Vec<JoinHandle<Published>>,
+    at_ns: u64,
+}
+
+/// The Exchange calls of a slot, in flight: per peer, the outcome and round trip.
+type Exchanging = Vec<JoinHandle<(String, (Outcome<pb::ExchangeReply>, Duration))>>;
+
+/// One switch's FetchFeedback: name, address, outcome and round trip, and its clock minus ours
+/// where the reply said.
+type FetchedOne = (
+    String,
+    String,
+    (Outcome<pb::FetchFeedbackReply>, Duration),
+    Option<i64>,
+);
+
+impl SlotLoop {
+    pub(crate) fn new(
+        cfg: Config,
+        channels: Channels,
+        topo: Arc<Topology>,
+        shared: Arc<Shared>,
+        datapath: DatapathPort,
+        sockets: Box<dyn SocketSource>,
+    ) -> Self {
+        SlotLoop {
+            progress: ProgressDir::with_policy(cfg.shm_dir.clone(), cfg.progress.clone()),
+            cfg,
+            topo,
+            shared,
+            datapath,
+            sockets,
+            channels,
+            sessions: Sessions::default(),
+            last_slot: None,
+            datapath_failed: false,
+            clock_offsets: HashMap::new(),
+            handovers: Vec::new(),
+        }
+    }
+
+    fn slots(&self) -> SlotConfig {
+        self.cfg.policy.slots
+    }
+
+    /// Runs slots until `stop` is set.
+    pub(crate) async fn run(mut self, mut stop: watch::Receiver<bool>) {
+        loop {
+            let wait = self.until_next_event();
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
+            let woke = now_ns();
+            let slot = self.slots().slot_at(woke);
+            if self.last_slot == Some(slot) {
+                self.hand_over();
+                continue;
+            }
+            self.start_slot(slot, woke);
+            self.slot(slot).await;
+        }
+    }
+
+    /// Until the next slot boundary or the next hand-over due.
+    fn until_next_event(&self) -> Duration {
+        let now = now_ns();
+        let slots = self.slots();
+        let next = slots.start_ns(slots.slot_at(now).plus(1));
+        let mut wait = Duration::from_nanos(next.saturating_sub(now));
+        if let Some(at) = self.handovers.iter().map(|(at, _)| *at).min() {
+            wait = wait.min(at.saturating_duration_since(Instant::now()));
+        }
+        wait
+    }
+
+    /// Carries out the hand-overs due by now.
+    fn hand_over(&mut self) {
+        let now = Instant::now();
+        let due: Vec<RateOrder> = self
+            .handovers
+            .extract_if(.., |(at, _)| *at <= now)
+            .flat_map(|(_, orders)| orders)
+            .collect();
+        if !due.is_empty() {
+            self.shared.metrics.handovers.inc();
+            if let Err(e) = self.datapath.set_rates(&due) {
+                tracing::warn!("datapath set (hand-over): {e}");
+            }
+        }
+    }
+
+    /// A new slot: last slot's hand-overs are dropped, a late wake-up is counted.
+    fn start_slot(&mut self, slot: Slot, woke: u64) {
+        let m = &self.shared.metrics;
+        if !self.handovers.is_empty() {
+            m.handovers_dropped.inc();
+            self.handovers.clear();
+        }
+        if let Some(prev) = self.last_slot
+            && slot.0 > prev.0 + 1
+        {
+            tracing::warn!(missed = slot.0 - prev.0 - 1, "slot loop fell behind");
+        }
+        self.last_slot = Some(slot);
+        m.slot.set(slot.0 as i64);
+        let late = woke.saturating_sub(self.slots().start_ns(slot));
+        m.slot_late_seconds.observe(late as f64 * 1e-9);
+    }
+
+    /// One slot, step by step.
+    async fn slot(&mut self, slot: Slot) {
+        let mut w = Work::default();
+        let t = Instant::now();
+        let req = self.observe(slot, &mut w);
+        w.work += t.elapsed();
+        let fetched = self.fetch(slot, req).await;
+        let t = Instant::now();
+        let mut plan = self.decide(&fetched);
+        w.decide += t.elapsed();
+        self.enforce(&mut plan);
+        w.work += t.elapsed();
+        let publishing = self.publish(slot, &plan);
+        let exchanging = self.exchange(slot, &plan);
+        let published = self.settle_publishing(publishing.calls).await;
+        let silent_peers = self.settle_exchanges(exchanging, &mut w).await;
+        let t = Instant::now();
+        self.record_switches(slot, fetched.switches, fetched.window);
+        self.record_degraded(&plan, &silent_peers);
+        self.record_flows();
+        w.work += t.elapsed();
+        let record = SlotRecord {
+            slot,
+            answers: fetched.answers,
+            silent_switches: plan.silent_switches.clone(),
+            schedules: plan
+                .schedules
+                .iter()
+                .map(|(k, b)| (k.clone(), b.items.clone()))
+                .collect(),
+            published,
+            fetch_ns: fetched.window,
+            publish_ns: publishing.at_ns,
+        };
+        self.record_slot(w, record, plan);
+    }
+
+    /// Progress files, their processes' connections and the datapath's counters, into the
+    /// scheduler: the feedback to fetch.
+    fn observe(&mut self, slot: Slot, w: &mut Work) -> FeedbackRequests {
+        self.poll_progress_dir();
+        self.sockets.next_slot();
+        let processes = self.read_processes();
+        let stats = self.read_stats();
+        self.shared.status().local_processes = processes.iter().map(|p| p.header.clone()).collect();
+        let t = Instant::now();
+        let req = self
+            .shared
+            .host()
+            .observe(slot, &Observation { processes, stats });
+        w.decide += t.elapsed();
+        req
+    }
+
+    fn poll_progress_dir(&mut self) {
+        match self.progress.poll() {
+            Ok(r) => {
+                for p in &r.added {
+                    tracing::info!(path = %p.display(), "following progress file");
+                }
+                for p in &r.removed {
+                    tracing::info!(path = %p.display(), "progress file gone");
+                }
+                for e in &r.refused {
+                    tracing::warn!("skipping progress file: {e}");
+                }
+            }
+            Err(e) => {
+                let dir = self.progress.dir().display();
+                tracing::warn!(%dir, "cannot list progress files: {e}")
+            }
+        }
+    }
+
+    /// Every readable progress file with its process's connections.
+    fn read_processes(&mut self) -> Vec<ProcessObs> {
+        let mut processes = Vec::new();
+        for r in self.progress.read() {
+            match r {
+                Ok(p) => {
+                    if p.stale {
+                        tracing::debug!(path = %p.path.display(), "writer busy: last slot's counters");
+                    }
+                    let conns = self.sockets.connections(p.header.pid).unwrap_or_else(|e| {
+                        tracing::debug!(pid = p.header.pid, "cannot list sockets: {e}");
+                        Vec::new()
+                    });
+                    processes.push(ProcessObs {
+                        header: p.header.clone(),
+                        snapshot: p.snapshot,
+                        conns,
+                    });
+                }
+                Err(e) => tracing::debug!("{e}"),
+            }
+        }
+        processes
+    }
+
+    /// The datapath's counters, or none where it cannot be read (planning goes on from the
+    /// progress files alone).
+    fn read_stats(&mut self) -> Option<Vec<(SocketKey, SocketStats)>> {
+        match self.datapath.read_stats() {
+            Ok(s) => {
+                if self.datapath_failed {
+                    tracing::info!("datapath readable again");
+                    self.datapath_failed = false;
+                }
+                Some(s)
+            }
+            Err(e) => {
+                if !self.datapath_failed {
+                    tracing::error!("datapath: {e}; planning from progress files only");
+                    self.datapath_failed = true;
+                }
+                None
+            }
+        }
+    }
+
+    /// FetchFeedback from every switch on active paths, in parallel, each with its deadline.
+    async fn fetch(&mut self, slot: Slot, req: FeedbackRequests) -> Fetched {
+        let deadline = self.cfg.rpc_deadline;
+        let start = now_ns();
+        let mut calls = Vec::new();
+        for (name, batch) in req.per_switch {
+            let addr = batch.address.clone();
+            let channels = &mut self.channels;
+            let Some(sess) = self.sessions.get(&addr, || channels.get(&addr, deadline)) else {
+                continue;
+            };
+            let req = SessionRequest::FetchFeedback(pb::FetchFeedbackRequest {
+                host: self.cfg.host.clone(),
+                slot: slot.0,
+                flows: batch.items,
+            });
+            calls.push(tokio::spawn(fetch_one(sess, req, deadline, name, addr)));
+        }
+        let mut fetched = Fetched {
+            answers: HashMap::new(),
+            switches: Vec::new(),
+            window: (start, start),
+        };
+        for c in calls {
+            let Ok((name, addr, (out, rtt), offset)) = c.await else {
+                continue;
+            };
+            self.observe_rpc("fetch_feedback", &name, outcome_name(&out), rtt);
+            let o = match out {
+                Outcome::Ok(r) => {
+                    let s = r.switch_slot;
+                    fetched.answers.insert(name.clone(), r);
+                    Outcome::Ok(s)
+                }
+                Outcome::Timeout => Outcome::Timeout,
+                Outcome::Error(e) => Outcome::Error(e),
+            };
+            if let Some(o) = offset {
+                self.clock_offsets.insert(name.clone(), o);
+            }
+            fetched.switches.push((name, addr, o, rtt, offset));
+        }
+        fetched.window.1 = now_ns();
+        fetched
+    }
+
+    /// The scheduler's plan with the switches' answers. Plans are booked by slot number: with a
+    /// switch whose clock is off by more than τ/4, this host's slots and everyone else's no
+    /// longer line up.
+    fn decide(&mut self, fetched: &Fetched) -> SlotPlan {
+        let slots = self.slots();
+        let unsynced: BTreeSet<String> = self
+            .clock_offsets
+            .iter()
+            .filter(|(_, o)| slots.is_skewed(**o))
+            .map(|(n, _)| n.clone())
+            .collect();
+        let mut host = self.shared.host();
+        host.set_unsynced_switches(unsynced);
+        host.plan(&fetched.answers)
+    }
+
+    /// Rate orders to the datapath; the plan's hand-overs are due from now.
+    fn enforce(&mut self, plan: &mut SlotPlan) {
+        if !plan.clear.is_empty()
+            && let Err(e) = self.datapath.clear_rates(&plan.clear)
+        {
+            tracing::warn!("datapath clear: {e}");
+        }
+        if !plan.orders.is_empty()
+            && let Err(e) = self.datapath.set_rates(&plan.orders)
+        {
+            tracing::warn!("datapath set: {e}");
+        }
+        let ordered = Instant::now();
+        self.handovers = std::mem::take(&mut plan.handovers)
+            .into_iter()
+            .map(|(after, orders)| (ordered + after, orders))
+            .collect();
+    }
+
+    /// UpdateSchedule to every switch the plan books on, in parallel.
+    fn publish(&mut self, slot: Slot, plan: &SlotPlan) -> Publishing {
+        let deadline = self.cfg.rpc_deadline;
+        let at_ns = now_ns();
+        let mut calls = Vec::new();
+        for (name, batch) in plan.schedules.clone() {
+            let addr = batch.address.clone();
+            let channels = &mut self.channels;
+            let Some(sess) = self.sessions.get(&addr, || channels.get(&addr, deadline)) else {
+                continue;
+            };
+            let req = SessionRequest::UpdateSchedule(pb::UpdateScheduleRequest {
+                host: self.cfg.host.clone(),
+                slot: slot.0,
+                flows: batch.items,
+            });
+            calls.push(tokio::spawn(async move {
+                let (out, rtt, _) = session_call(&sess, req, deadline, |r| match r {
+                    SessionReply::UpdateSchedule(r) => Some(r),
+                    _ => None,
+                })
+                .await;
+                (name, (out, rtt), now_ns())
+            }));
+        }
+        Publishing { calls, at_ns }
+    }
+
+    /// Exchange with every peer this host's flows go to, in parallel.
+    fn exchange(&mut self, slot: Slot, plan: &SlotPlan) -> Exchanging {
+        let deadline = self.cfg.rpc_deadline;
+        let mut exchanges = Vec::new();
+        for (peer, flows) in plan.peers.clone() {
+            let Some(addr) = peer_address(&self.cfg, &self.topo, &peer) else {
+                continue;
+            };
+            let Some(ch) = self.channels.get(&addr, deadline) else {
+                continue;
+            };
+            let req = pb::ExchangeRequest {
+                sender_host: self.cfg.host.clone(),
+                slot: slot.0,
+                flows,
+            };
+            exchanges.push(tokio::spawn(async move {
+                let mut c = pb::peer_client::PeerClient::new(ch)
+                    .max_decoding_message_size(mlcc_proto::MAX_MESSAGE_BYTES);
+                (peer, call(deadline, c.exchange(req)).await)
+            }));
+        }
+        exchanges
+    }
+
+    /// The switches that acknowledged the slot's schedules, with when.
+    async fn settle_publishing(&mut self, calls: Vec<JoinHandle<Published>>) -> Vec<(String, u64)> {
+        let mut published = Vec::new();
+        for p in calls {
+            let Ok((name, (out, rtt), acked)) = p.await else {
+                continue;
+            };
+            self.observe_rpc("update_schedule", &name, outcome_name(&out), rtt);
+            if let Outcome::Ok(r) = &out {
+                if let Some(first) = r.rejected.first() {
+                    let rejected = r.rejected.len();
+                    tracing::warn!(switch = %name, rejected, first = %first.message, "schedule items refused");
+                }
+                published.push((name, acked));
+            }
+        }
+        published
+    }
+
+    /// The peers' answers into the scheduler; the peers that did not answer.
+    async fn settle_exchanges(&mut self, exchanges: Exchanging, w: &mut Work) -> Vec<String> {
+        let mut silent_peers = Vec::new();
+        for e in exchanges {
+            let Ok((peer, (out, rtt))) = e.await else {
+                continue;
+            };
+            self.observe_rpc("exchange", &peer, outcome_name(&out), rtt);
+            let t = Instant::now();
+            match out {
+                Outcome::Ok(r) => self.shared.host().on_exchange_reply(&peer, &r.flows),
+                _ => {
+                    self.shared.host().on_exchange_failed(&peer);
+                    silent_peers.push(peer);
+                }
+            }
+            w.work += t.elapsed();
+        }
+        silent_peers
+    }
+
+    fn observe_rpc(
+        &self,
+        method: &'static str,
+        target: &str,
+        outcome: &'static str,
+        rtt: Duration,
+    ) {
+        self.shared
+            .metrics
+            .rpc_seconds
+            .get_or_create(&RpcLabels {
+                method,
+                target: target.to_string(),
+                outcome,
+            })
+            .observe(rtt.as_secs_f64());
+    }
+
+    /// Each switch's view from this slot's calls: reachable or not, its slot and clock skew.
+    fn record_switches(&self, slot: Slot, switches: Vec<SwitchCall>, window: (u64, u64)) {
+        let m = &self.shared.metrics;
+        let slots = self.slots();
+        let mut st = self.shared.status();
+        for (name, addr, out, rtt, offset) in switches {
+            let v = st.switches.entry(name.clone()).or_default();
+            v.address = addr;
+            v.last_rtt = rtt;
+            let was_skewed = slots.is_skewed(v.skew_ns);
+            if let Some(o) = offset {
+                v.skew_ns = o;
+            }
+            match out {
+                Outcome::Ok(switch_slot) => {
+                    if !v.reachable && v.failed_calls > 0 {
+                        tracing::info!(switch = %name, "switch answers again");
+                    }
+                    v.reachable = true;
+                    v.last_reply_slot = switch_slot;
+                    v.skew_slots = switch_slot as i64 - slot.0 as i64;
+                    let target = TargetLabels {
+                        target: name.clone(),
+                    };
+                    m.skew_slots.get_or_create(&target).set(v.skew_slots);
+                    // A switch that does not stamp its replies bounds the skew by its slot only.
+                    if offset.is_none() {
+                        v.skew_ns = skew_from_slot(slots, switch_slot, window);
+                    }
+                }
+                Outcome::Timeout | Outcome::Error(_) => {
+                    if v.reachable || v.failed_calls == 0 {
+                        let why = match &out {
+                            Outcome::Error(e) => e.clone(),
+                            _ => format!("no answer within {:?}", self.cfg.rpc_deadline),
+                        };
+                        tracing::warn!(switch = %name, "switch unreachable ({why}): planning its links as unbooked");
+                    }
+                    v.reachable = false;
+                    v.failed_calls += 1;
+                }
+            }
+            let skewed = slots.is_skewed(v.skew_ns);
+            let skew_ms = v.skew_ns as f64 / 1e6;
+            if skewed && !was_skewed {
+                tracing::warn!(switch = %name, skew_ms, "clock skew above τ/4: flows through this switch fall back to kernel TCP; check chrony/PTP");
+            } else if was_skewed && !skewed {
+                tracing::info!(switch = %name, skew_ms, "clock skew back within τ/4: scheduling resumes");
+            }
+            let target = TargetLabels { target: name };
+            m.skew_seconds
+                .get_or_create(&target)
+                .set(v.skew_ns as f64 * 1e-9);
+        }
+    }
+
+    /// The degraded modes in force this slot, for `mlccctl status` and the metrics.
+    fn record_degraded(&self, plan: &SlotPlan, silent_peers: &[String]) {
+        let m = &self.shared.metrics;
+        let mut degraded = plan.degraded.clone();
+        for p in silent_peers {
+            if !degraded.iter().any(|d| d.contains(&format!("peer {p} "))) {
+                degraded.push(format!("peer {p} unreachable: no dependency adjustment"));
+            }
+        }
+        let enforcing = self.shared.enforcing;
+        if !enforcing {
+            degraded.push("datapath: dry run, nothing enforced".into());
+        }
+        if self.datapath_failed {
+            degraded.push("datapath: unreadable, S from progress files".into());
+        }
+        let modes = [
+            ("switch_unreachable", !plan.silent_switches.is_empty()),
+            ("clock_skew", !plan.unsynced_switches.is_empty()),
+            ("peer_unreachable", !silent_peers.is_empty()),
+            ("datapath_dry_run", !enforcing),
+            ("datapath_error", self.datapath_failed),
+        ];
+        for (mode, on) in modes {
+            m.degraded
+                .get_or_create(&ModeLabels { mode })
+                .set(i64::from(on));
+            if on {
+                m.degraded_slots.get_or_create(&ModeLabels { mode }).inc();
+            }
+        }
+        self.shared.status().degraded = degraded;
+    }
+
+    /// Per flow: planned and achieved rates, retransmissions.
+    fn record_flows(&self) {
+        let m = &self.shared.metrics;
+        let host = self.shared.host();
+        let mut n = 0;
+        for f in host.flows() {
+            n += 1;
+            let labels = crate::metrics::FlowLabels {
+                flow: f.id.to_string(),
+            };
+            m.planned.get_or_create(&labels).set(f.last_rate());
+            if let Some(a) = f.achieved {
+                m.achieved.get_or_create(&labels).set(a);
+            }
+            let count = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+            m.retransmits
+                .get_or_create(&labels)
+                .set(count(f.retransmits));
+            m.queue_loss.get_or_create(&labels).set(count(f.queue_loss));
+        }
+        m.flows.set(n);
+    }
+
+    /// The slot's work, its record in the history, and its plan for `mlccctl`.
+    fn record_slot(&self, w: Work, record: SlotRecord, plan: SlotPlan) {
+        let m = &self.shared.metrics;
+        m.decision_seconds.observe(w.decide.as_secs_f64());
+        m.slot_seconds.observe(w.work.as_secs_f64());
+        let mut st = self.shared.status();
+        st.last_work = w.work;
+        st.recent_work.push_back(w.work);
+        let keep = (60_000_000_000 / self.slots().tau_ns().max(1)) as usize;
+        while st.recent_work.len() > keep.max(1) {
+            st.recent_work.pop_front();
+        }
+        st.history.push_back(record);
+        while st.history.len() > HISTORY_SLOTS {
+            st.history.pop_front();
+        }
+        st.last_plan = Some(plan);
+    }
+}
+
+/// One switch's FetchFeedback over its session, with the switch's clock measured from the
+/// reply's stamp (or a shed message's).
+async fn fetch_one(
+    sess: Arc<Session>,
+    req: SessionRequest,
+    deadline: Duration,
+    name: String,
+    addr: String,
+) -> FetchedOne {
+    let sent = now_ns();
+    let (out, rtt, shed_at) = session_call(&sess, req, deadline, |r| match r {
+        SessionReply::FetchFeedback(r) => Some(r),
+        _ => None,
+    })
+    .await;
+    let stamp = match &out {
+        Outcome::Ok(r) => r.switch_unix_ns,
+        _ => shed_at,
+    };
+    let offset = clock_offset(stamp, sent, now_ns());
+    if let Some(o) = offset {
+        sess.set_clock_offset(o);
+    }
+    (name, addr, (out, rtt), offset)
+}
+
+/// One session request; also the switch's clock if it shed the message (0 otherwise).
+async fn session_call<T>(
+    sess: &Session,
+    req: SessionRequest,
+    deadline: Duration,
+    pick: impl FnOnce(SessionReply) -> Option<T>,
+) -> (Outcome<T>, Duration, u64) {
+    let t0 = Instant::now();
+    let mut shed_at = 0;
+    let out = match sess.request(req, deadline).await {
+        Ok(r) => pick(r).map_or_else(
+            || Outcome::Error("a reply of the wrong kind".into()),
+            Outcome::Ok,
+        ),
+        Err(SessionFailure::Shed {
+            why,
+            switch_unix_ns,
+        }) => {
+            shed_at = switch_unix_ns;
+            Outcome::Error(why)
+        }
+        Err(SessionFailure::Timeout) => Outcome::Timeout,
+        Err(SessionFailure::Error(e)) => Outcome::Error(e),
+    };
+    (out, t0.elapsed(), shed_at)
+}
+
+/// The least clock skew (switch minus here, ns) consistent with a switch answering with slot
+/// `switch_slot` at some instant of a call that ran from `sent` to `received` on our clock:
+/// only a slot outside the ones this host's clock passed through in that window shows skew.
+fn skew_from_slot(slots: SlotConfig, switch_slot: u64, (sent, received): (u64, u64)) -> i64 {
+    let (first, last) = (slots.slot_at(sent), slots.slot_at(received));
+    if switch_slot > last.0 {
+        slots.start_ns(Slot(switch_slot)) as i64 - received as i64
+    } else if switch_slot < first.0 {
+        slots.start_ns(Slot(switch_slot + 1)) as i64 - sent as i64
+    } else {
+        0
+    }
+}

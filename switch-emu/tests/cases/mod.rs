@@ -1,0 +1,5 @@
+mod cli;
+mod flood;
+mod grpc;
+mod properties;
+mod session;
