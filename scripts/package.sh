@@ -112,9 +112,37 @@ Source: $homepage
 
 Files: *
 Copyright: 2026 the mlcc developers
+License: MIT or Apache-2.0
+
+Files: bpf/src/bpf/*
+Copyright: 2026 the mlcc developers
+License: GPL-2.0 or MIT
+Comment: the BPF programs mlccd loads into the kernel (declared "Dual MIT/GPL", which the
+ kernel accepts for its GPL-only helpers).
+
 License: Apache-2.0
  On Debian systems the full text of the Apache License 2.0 is in
  /usr/share/common-licenses/Apache-2.0.
+
+License: GPL-2.0
+ On Debian systems the full text of the GNU General Public License version 2 is in
+ /usr/share/common-licenses/GPL-2.
+
+License: MIT
+ Permission is hereby granted, free of charge, to any person obtaining a copy of this software
+ and associated documentation files (the "Software"), to deal in the Software without
+ restriction, including without limitation the rights to use, copy, modify, merge, publish,
+ distribute, sublicense, and/or sell copies of the Software, and to permit persons to whom the
+ Software is furnished to do so, subject to the following conditions:
+ .
+ The above copyright notice and this permission notice shall be included in all copies or
+ substantial portions of the Software.
+ .
+ THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED, INCLUDING
+ BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY, FITNESS FOR A PARTICULAR PURPOSE AND
+ NONINFRINGEMENT. IN NO EVENT SHALL THE AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM,
+ DAMAGES OR OTHER LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+ OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE SOFTWARE.
 EOF
   local commit
   commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)

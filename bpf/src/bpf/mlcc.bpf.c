@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
  * mlcc kernel datapath.
  *
@@ -19,7 +19,7 @@
 #include "mlcc.h"
 #include "sock.h"
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define AF_INET 2
 #define SOL_TCP 6

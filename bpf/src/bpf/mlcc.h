@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (Apache-2.0 OR GPL-2.0) */
+/* SPDX-License-Identifier: (GPL-2.0 OR MIT OR Apache-2.0) */
 /*
  * Types shared between the BPF programs and the Rust side (src/raw.rs mirrors them; a Rust test
  * checks that the skeleton's BTF-derived types have the same size and field offsets).

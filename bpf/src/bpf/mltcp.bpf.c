@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
  * MLTCP (Rajasekaran et al., HotNets'24, arXiv 2402.09589) over Reno or CUBIC, a peer baseline.
  *
@@ -35,7 +35,7 @@
 #include "mltcp.h"
 #include "sock.h"
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 _Static_assert(sizeof(struct mlcc_sock_key) == 48, "mlcc_sock_key layout");
 _Static_assert(sizeof(struct mltcp_ratio) == 16, "mltcp_ratio layout");

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (Apache-2.0 OR GPL-2.0) */
+/* SPDX-License-Identifier: (GPL-2.0 OR MIT OR Apache-2.0) */
 /*
  * Types shared between mltcp.bpf.c and the Rust side (src/mltcp.rs mirrors them; a Rust test
  * checks the offsets against the skeleton's BTF). Sockets are keyed like mlcc's (mlcc.h).

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
  * Helpers both congestion controls (mlcc.bpf.c, mltcp.bpf.c) use: the socket casts and the
  * socket's map key. Include after vmlinux.h, the libbpf headers and mlcc.h.
