@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up the machine and runs the main demo: the emulated cluster testbed (DESIGN.md §14) —
+# Sets up the machine and runs the main demo: the emulated cluster testbed (docs/design.md §14) —
 # six hosts as network namespaces on one shaped switch, real training-like jobs over real TCP —
 # running the paper-small scenario's short version once per congestion control (cubic, reno,
 # bbr, mlcc with its switch emulator, per-host daemons and BPF datapath), then printing the

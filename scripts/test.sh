@@ -25,5 +25,5 @@ echo "== the operator's guide, run in a systemd container (scripts/test-guide.sh
 scripts/test-guide.sh
 echo "== fuzz targets, bounded (scripts/fuzz.sh; FUZZ_SECONDS per target, default 30)"
 scripts/fuzz.sh
-echo "== Alg. 1 against the exact optimum (core/tests/optimality.rs)"
+echo "== Alg. 1 against the exact optimum (core/tests/cases/optimality.rs)"
 cat target/tmp/optimality-report.txt 2>/dev/null || echo "(no optimality report)"

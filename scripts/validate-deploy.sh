@@ -5,7 +5,7 @@
 #  - every Kubernetes manifest under deploy/k8s with `kubernetes-validate --strict` (the
 #    official OpenAPI schemas; --strict also rejects unknown fields, e.g. a misspelt key).
 # The TOML example configs and the Grafana dashboard are checked by Rust tests
-# (scheduler/tests/deploy.rs), which parse them with the daemons' own loaders.
+# (scheduler/tests/cases/deploy.rs), which parse them with the daemons' own loaders.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,5 +1,5 @@
 /*
- * mlcc_progress.h — how a training process tells mlccd what it is doing (DESIGN.md §9).
+ * mlcc_progress.h — how a training process tells mlccd what it is doing (docs/design.md §9).
  *
  * Header-only, C99 and C++. A communication library (NCCL, PS-Lite, a synthetic trainer) calls
  *

@@ -1,6 +1,6 @@
 /*
  * libnccl-profiler-mlcc.so — an NCCL profiler plugin that writes mlcc's progress file
- * (DESIGN.md §9, §13) from stock NCCL ≥ 2.23, no NCCL patch needed.
+ * (docs/design.md §9, §13) from stock NCCL ≥ 2.23, no NCCL patch needed.
  *
  *   NCCL_PROFILER_PLUGIN=libnccl-profiler-mlcc.so MLCC_JOB_ID=job42 MLCC_JOB_ARCH=allreduce \
  *   MLCC_MODEL_BYTES=... python train.py
