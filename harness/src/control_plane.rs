@@ -101,13 +101,21 @@ impl Training<'_> {
     }
 }
 
-/// One host's policy step as the cluster ran it: what it observed and what it decided.
+/// What a host's policy ordered for one flow this slot: its enforced rate (or release), and
+/// the fill class its bytes beyond that rate go in, if any ([`PolicyConfig::fill`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Order {
+    pub enforce: Enforce,
+    pub fill: Option<u8>,
+}
+
+/// One host's policy step as the control plane ran it: what it observed and what it ordered.
 #[derive(Clone, Debug)]
 pub struct Recorded {
     pub host: NodeId,
     pub slot: Slot,
     pub obs: Vec<FlowObs>,
-    pub enforce: Vec<Enforce>,
+    pub orders: Vec<Order>,
 }
 
 pub struct ControlPlane {
@@ -315,9 +323,9 @@ impl ControlPlane {
     }
 
     /// Runs slot `slot` for the active flows `flows` (any order): fills in their answers,
-    /// steps every host's policy, publishes and exchanges. Returns each flow's enforcement, in
-    /// the order of `flows`.
-    pub fn step(&mut self, slot: Slot, flows: Vec<Active>) -> Vec<Enforce> {
+    /// steps every host's policy, publishes and exchanges. Returns each flow's order, in the
+    /// order of `flows`.
+    pub fn step(&mut self, slot: Slot, flows: Vec<Active>) -> Vec<Order> {
         // Tables advance lazily, when first touched in a slot: `advance` to a later slot covers
         // every slot passed (history, window shift, expiry), and most of a large fabric's
         // tables are idle in any one slot (paper-fig15 has 2100 owners).
@@ -339,7 +347,13 @@ impl ControlPlane {
 
         type Planned = (NodeId, Vec<(FlowId, Vec<LinkId>, Booking)>, Vec<FlowId>);
         let mut lockstep: Vec<Planned> = Vec::new();
-        let mut out = vec![Enforce::Release; flows.len()];
+        let mut out = vec![
+            Order {
+                enforce: Enforce::Release,
+                fill: None,
+            };
+            flows.len()
+        ];
         let mut busy_hosts = Vec::with_capacity(hosts.len());
         let mut idx_of: Vec<usize> = Vec::new();
         let mut obs: Vec<FlowObs> = Vec::new();
@@ -370,7 +384,10 @@ impl ControlPlane {
             let mut mine = Vec::with_capacity(step.flows.len());
             for (n, fo) in step.flows.into_iter().enumerate() {
                 let i = idx_of[n];
-                out[i] = fo.enforce;
+                out[i] = Order {
+                    enforce: fo.enforce,
+                    fill: fo.fill,
+                };
                 self.next_progress.insert(
                     fo.id.clone(),
                     PeerProgress {
@@ -389,7 +406,7 @@ impl ControlPlane {
                     host: h,
                     slot,
                     obs: obs.clone(),
-                    enforce: idx_of.iter().map(|&i| out[i]).collect(),
+                    orders: idx_of.iter().map(|&i| out[i]).collect(),
                 });
             }
             match self.visibility {

@@ -257,7 +257,7 @@ impl Fabric {
         let rates: Vec<f64> = active
             .iter()
             .zip(&enforce)
-            .map(|(&i, e)| match *e {
+            .map(|(&i, o)| match o.enforce {
                 Enforce::Pace(r) if r.is_finite() => r.max(0.0),
                 Enforce::Pace(_) => 0.0,
                 // Kernel TCP: unpaced, it offers its path's bottleneck and shares the rest.

@@ -67,6 +67,30 @@ impl Links {
         moved: &mut [f64],
         scaled: &mut [bool],
     ) {
+        let capacity = std::mem::take(&mut self.capacity);
+        self.share_within(&capacity, tau, range, path, wanted, rate, moved, scaled);
+        self.capacity = capacity;
+    }
+
+    /// Each link's capacity (bytes/s), as [`Self::share`] starts from.
+    pub fn capacities(&self) -> &[f64] {
+        &self.capacity
+    }
+
+    /// [`Self::share`] on links of `capacity[l]` bytes/s each: what a lower priority class gets
+    /// of what the classes above it left.
+    #[allow(clippy::too_many_arguments)]
+    pub fn share_within<'p>(
+        &mut self,
+        capacity: &[f64],
+        tau: f64,
+        range: std::ops::Range<usize>,
+        path: impl Fn(usize) -> &'p [LinkId],
+        wanted: &[f64],
+        rate: &[f64],
+        moved: &mut [f64],
+        scaled: &mut [bool],
+    ) {
         let pace = |i: usize| {
             let r = if rate[i].is_finite() { rate[i] } else { 0.0 };
             r.max(wanted[i] / tau)
@@ -89,7 +113,7 @@ impl Links {
         // progress at rate × C / R, so they finish in the order of T_i = wanted / rate, and
         // the slot's τ of real time ends at the V where the link leaves its flows.
         for &l in &self.touched {
-            let cap = self.capacity[l];
+            let cap = capacity[l].max(0.0);
             if self.load[l] <= cap * tau {
                 continue;
             }

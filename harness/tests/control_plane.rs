@@ -164,8 +164,8 @@ fn alg2_keeps_ring_and_broadcast_flows_behind_what_their_upstream_reported() {
     let tau = slots().tau_secs();
     let mut checked = 0;
     for r in cluster.recorded() {
-        for (o, e) in r.obs.iter().zip(&r.enforce) {
-            let Enforce::Pace(rate) = *e else {
+        for (o, e) in r.obs.iter().zip(&r.orders) {
+            let Enforce::Pace(rate) = e.enforce else {
                 continue;
             };
             let fresh: Vec<f64> = o

@@ -74,6 +74,8 @@ pub struct Engine<'t> {
     sendable: Vec<f64>,
     link_load: Vec<f64>,
     rates: Vec<f64>,
+    /// Per active flow, its fill class this slot ([`Policy::fill`]).
+    fill: Vec<Option<u8>>,
     scratch: physics::Scratch,
     /// Whether jobs communicate layer by layer ([`crate::layers`]) instead of one blob after
     /// the compute.
@@ -139,6 +141,7 @@ impl<'t> Engine<'t> {
             sendable: vec![],
             link_load: vec![],
             rates: vec![],
+            fill: vec![],
             scratch: physics::Scratch::new(topo),
             per_layer: false,
             stats: RunStats::default(),
@@ -423,14 +426,20 @@ impl<'t> Engine<'t> {
                 sendable: &self.sendable,
             };
             policy.rates(&view, &mut self.rates);
-            let sharing = policy.sharing();
+            self.fill.clear();
+            self.fill.resize(self.active.len(), None);
+            policy.fill(&mut self.fill);
+            let offers = physics::Offers {
+                rates: &self.rates,
+                fill: &self.fill,
+                paced: policy.paced_by_linux(),
+            };
             self.stats.bytes_delivered += physics::advance(
                 &mut self.jobs,
                 &self.active,
-                &self.rates,
+                &offers,
                 tau,
-                sharing,
-                policy.paced_by_linux(),
+                policy.sharing(),
                 &mut self.scratch,
             );
             self.account_idle(tau);

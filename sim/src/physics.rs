@@ -52,6 +52,15 @@ pub struct Scratch {
     late: Vec<bool>,
     /// Per link: its capacity (bytes/s).
     capacity: Vec<f64>,
+    /// Per flow with a fill class: what it could send this slot at its path's rate.
+    fill_wanted: Vec<f64>,
+    /// Per link: what the classes served so far left (bytes/s).
+    residual: Vec<f64>,
+    /// One fill class's offers and what it moved.
+    class_wanted: Vec<f64>,
+    class_pace: Vec<f64>,
+    class_moved: Vec<f64>,
+    class_scaled: Vec<bool>,
 }
 
 impl Scratch {
@@ -64,6 +73,12 @@ impl Scratch {
             scaled: vec![],
             late: vec![],
             capacity: topo.links().iter().map(|l| l.capacity.0).collect(),
+            fill_wanted: vec![],
+            residual: vec![],
+            class_wanted: vec![],
+            class_pace: vec![],
+            class_moved: vec![],
+            class_scaled: vec![],
         }
     }
 }
@@ -134,132 +149,228 @@ pub fn stamp_wait(last: f64, rate: f64, tau: f64) -> f64 {
     (1.5 * PACING_BURST_BYTES / last).min(tau)
 }
 
-/// Moves one slot's bytes at `rates` (bytes/s per active flow), applying link sharing, the
-/// data dependencies and, where `paced` (the policy's rates are carried out by Linux's pacing),
-/// its stamps ([`stamp_wait`]) and the pace of replies to whole aggregates. Returns the
-/// bytes delivered.
+/// What a policy asks of the links this slot, per active flow: its rate in the default class,
+/// the fill class its other bytes go in (if any), and whether its rates are carried out by
+/// Linux's pacing (see [`advance`]).
+pub struct Offers<'a> {
+    pub rates: &'a [f64],
+    pub fill: &'a [Option<u8>],
+    pub paced: bool,
+}
+
+/// Moves one slot's bytes at the offered rates (bytes/s per active flow), applying link
+/// sharing, the data dependencies and, where `paced` (the policy's rates are carried out by
+/// Linux's pacing), its stamps ([`stamp_wait`]) and the pace of replies to whole aggregates.
+/// The links serve the default class first; a flow with a fill class then offers what else it
+/// could send this slot at up to its path's rate (unpaced, as TCP), and the links serve the
+/// fill classes in order with what the classes before them left. Returns the bytes delivered.
 pub fn advance(
     jobs: &mut [Job],
     active: &[FlowRef],
-    rates: &[f64],
+    offers: &Offers<'_>,
     tau: f64,
     sharing: Sharing,
-    paced: bool,
     s: &mut Scratch,
 ) -> f64 {
-    // What each flow tries to send: its rate, limited by what it has (aggregation progress
-    // assumed as the aggregation flows themselves try).
     s.wanted.clear();
     s.pace.clear();
     s.late.clear();
-    s.late.resize(active.len(), false);
+    s.fill_wanted.clear();
     for (i, r) in active.iter().enumerate() {
         let j = &jobs[r.job as usize];
         let f = &j.flows[r.flow as usize];
-        let rate = if rates[i].is_finite() {
-            rates[i].max(0.0)
-        } else {
-            0.0
+        let rate = offers.rates[i];
+        let (want, pace, late) = want(j, f, rate, offers, tau, offers.paced, &s.capacity);
+        s.wanted.push(want);
+        s.pace.push(pace);
+        s.late.push(late);
+        // What it could send at its path's rate, unpaced: the bound of its fill.
+        let all = match offers.fill[i] {
+            Some(_) => want_unpaced(j, f, offers, tau, &s.capacity),
+            None => 0.0,
         };
-        let holds = f.remaining().min(f.released - f.sent);
-        let mut want = (rate * tau).min(holds);
-        // Per-layer model: nothing leaves during the per-message latency of each bucket the
-        // flow starts. Held to its rate, it loses that rate's bytes for the dead time; with
-        // less to send than its rate allows, it sends it in the time left, up to line rate.
-        let dead = crate::layers::dead_secs(j.layers.as_ref(), f, want);
-        if dead > 0.0 {
-            let live = (tau - dead).max(0.0);
-            want = if rate * tau < holds {
-                want.min(rate * live)
-            } else {
-                let line = f
-                    .path
-                    .iter()
-                    .map(|l| s.capacity[l.index()])
-                    .fold(f64::INFINITY, f64::min);
-                want.min(line * live)
-            };
-        }
-        if paced {
-            let wait = stamp_wait(f.last_rate, rate, tau);
-            if wait > 0.0 {
-                want = want.min(rate * (tau - wait));
-            }
-        }
-        match f.role {
-            FlowRole::Agg => {}
-            FlowRole::Ring => {
-                if let Some(&q) = f.upstream.first() {
-                    want = want.min(fluid::ring_allows(j.flows[q].sent, f.slack) - f.sent);
-                }
-            }
-            FlowRole::Bcast => {
-                let line = |g: &Flow| {
-                    g.path
-                        .iter()
-                        .map(|l| s.capacity[l.index()])
-                        .fold(f64::INFINITY, f64::min)
-                };
-                let (allowed, start) = bcast_limit(
-                    j,
-                    f,
-                    tau,
-                    paced,
-                    |a| {
-                        j.flows[a]
-                            .active_idx
-                            .map(|k| rates[k as usize])
-                            .filter(|r| r.is_finite())
-                    },
-                    line,
-                );
-                want = want.min(allowed - f.sent);
-                if start > 0.0 {
-                    // Nothing before its data, then for the rest of the slot its paced rate,
-                    // or, where the rate is an average over the slot (which the policy has
-                    // planned the wait into), up to line rate.
-                    let top = if paced { rate } else { line(f) };
-                    want = want.min(top * (tau - start).max(0.0));
-                    s.late[i] = true;
-                }
-            }
-        }
-        s.wanted.push(want.max(0.0));
-        // What a broadcast forwards arrives with the aggregation during the slot: it cannot
-        // run ahead of it, whatever its pace. Everything else holds its bytes from the start.
-        s.pace.push(match f.role {
-            FlowRole::Bcast => want.max(0.0) / tau,
-            FlowRole::Agg | FlowRole::Ring => rate,
-        });
+        s.fill_wanted.push(all);
     }
-    // Link sharing, over all flows or job by job (`active` is ordered by job).
     s.moved.clear();
     s.moved.resize(active.len(), 0.0);
     s.scaled.clear();
     s.scaled.resize(active.len(), false);
-    let (mut fabric, mut per_job) = (
-        std::iter::once(0..active.len()),
-        crate::state::job_runs(active),
-    );
-    let runs: &mut dyn Iterator<Item = std::ops::Range<usize>> = match sharing {
-        Sharing::Fabric => &mut fabric,
-        Sharing::PerJob => &mut per_job,
-    };
-    for run in runs {
+    for run in runs(active, sharing) {
         s.links.share(
             tau,
-            run,
-            |i| {
-                let r = active[i];
-                &jobs[r.job as usize].flows[r.flow as usize].path[..]
-            },
+            run.clone(),
+            |i| path_of(jobs, active, i),
             &s.wanted,
             &s.pace,
             &mut s.moved,
             &mut s.scaled,
         );
+        if offers.fill.iter().any(Option::is_some) {
+            share_fill(jobs, active, offers.fill, tau, run, s);
+        }
     }
-    // Broadcast never overtakes what its PS has aggregated by the end of the slot.
+    hold_broadcasts(jobs, active, s);
+    deliver(jobs, active, offers, tau, s)
+}
+
+/// The flows that compete for links: all of them, or job by job (`active` is ordered by job).
+fn runs(active: &[FlowRef], sharing: Sharing) -> Vec<std::ops::Range<usize>> {
+    match sharing {
+        Sharing::Fabric => std::iter::once(0..active.len()).collect(),
+        Sharing::PerJob => crate::state::job_runs(active).collect(),
+    }
+}
+
+fn path_of<'a>(jobs: &'a [Job], active: &[FlowRef], i: usize) -> &'a [mlcc_core::topology::LinkId] {
+    let r = active[i];
+    &jobs[r.job as usize].flows[r.flow as usize].path[..]
+}
+
+/// Flow `f` of `j`: the bytes it tries to send this slot at `rate`, limited by what it has
+/// (aggregation progress assumed as the aggregation flows themselves try, at their `offers`),
+/// the pace it sends them at, and whether its data arrives only during the slot.
+fn want(
+    j: &Job,
+    f: &Flow,
+    rate: f64,
+    offers: &Offers<'_>,
+    tau: f64,
+    paced: bool,
+    capacity: &[f64],
+) -> (f64, f64, bool) {
+    let rate = if rate.is_finite() { rate.max(0.0) } else { 0.0 };
+    let line = |g: &Flow| line_rate(g, capacity);
+    let holds = f.remaining().min(f.released - f.sent);
+    let mut want = (rate * tau).min(holds);
+    // Per-layer model: nothing leaves during the per-message latency of each bucket the flow
+    // starts. Held to its rate, it loses that rate's bytes for the dead time; with less to
+    // send than its rate allows, it sends it in the time left, up to line rate.
+    let dead = crate::layers::dead_secs(j.layers.as_ref(), f, want);
+    if dead > 0.0 {
+        let live = (tau - dead).max(0.0);
+        want = if rate * tau < holds {
+            want.min(rate * live)
+        } else {
+            want.min(line(f) * live)
+        };
+    }
+    if paced {
+        let wait = stamp_wait(f.last_rate, rate, tau);
+        if wait > 0.0 {
+            want = want.min(rate * (tau - wait));
+        }
+    }
+    let mut late = false;
+    match f.role {
+        FlowRole::Agg => {}
+        FlowRole::Ring => {
+            if let Some(&q) = f.upstream.first() {
+                want = want.min(fluid::ring_allows(j.flows[q].sent, f.slack) - f.sent);
+            }
+        }
+        FlowRole::Bcast => {
+            let agg_rate = |a: usize| {
+                let k = j.flows[a].active_idx? as usize;
+                let r = offers.rates[k];
+                match offers.fill[k] {
+                    // Its fill runs up to line rate: the pushes may all be in.
+                    Some(_) if !paced => Some(line(&j.flows[a])),
+                    _ => Some(r).filter(|r| r.is_finite()),
+                }
+            };
+            let (allowed, start) = bcast_limit(j, f, tau, paced, agg_rate, line);
+            want = want.min(allowed - f.sent);
+            if start > 0.0 {
+                // Nothing before its data, then for the rest of the slot its paced rate, or,
+                // where the rate is an average over the slot (which the policy has planned
+                // the wait into), up to line rate.
+                let top = if paced { rate } else { line(f) };
+                want = want.min(top * (tau - start).max(0.0));
+                late = true;
+            }
+        }
+    }
+    let want = want.max(0.0);
+    // What a broadcast forwards arrives with the aggregation during the slot: it cannot run
+    // ahead of it, whatever its pace. Everything else holds its bytes from the start.
+    let pace = match f.role {
+        FlowRole::Bcast => want / tau,
+        FlowRole::Agg | FlowRole::Ring => rate,
+    };
+    (want, pace, late)
+}
+
+/// What flow `f` of `j` could send this slot unpaced at its path's rate (its fill's bound).
+fn want_unpaced(j: &Job, f: &Flow, offers: &Offers<'_>, tau: f64, capacity: &[f64]) -> f64 {
+    want(j, f, line_rate(f, capacity), offers, tau, false, capacity).0
+}
+
+fn line_rate(f: &Flow, capacity: &[f64]) -> f64 {
+    f.path
+        .iter()
+        .map(|l| capacity[l.index()])
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// The fill classes of the flows `run`, in order, each on what the default class and the
+/// classes before it left of every link (`s.moved` holds the default class's bytes and gets
+/// each fill's added).
+fn share_fill(
+    jobs: &[Job],
+    active: &[FlowRef],
+    fill: &[Option<u8>],
+    tau: f64,
+    run: std::ops::Range<usize>,
+    s: &mut Scratch,
+) {
+    s.residual.clear();
+    s.residual.extend_from_slice(&s.capacity);
+    let taken = |residual: &mut Vec<f64>, moved: &[f64], i: usize| {
+        for l in path_of(jobs, active, i) {
+            let c = &mut residual[l.index()];
+            *c = (*c - moved[i] / tau).max(0.0);
+        }
+    };
+    for i in run.clone() {
+        taken(&mut s.residual, &s.moved, i);
+    }
+    let classes: std::collections::BTreeSet<u8> =
+        fill[run.clone()].iter().flatten().copied().collect();
+    for class in classes {
+        s.class_wanted.clear();
+        s.class_pace.clear();
+        for (i, f) in fill.iter().enumerate() {
+            let w = if run.contains(&i) && *f == Some(class) {
+                (s.fill_wanted[i] - s.moved[i]).max(0.0)
+            } else {
+                0.0
+            };
+            s.class_wanted.push(w);
+            s.class_pace.push(w / tau);
+        }
+        s.class_moved.clear();
+        s.class_moved.resize(active.len(), 0.0);
+        s.class_scaled.clear();
+        s.class_scaled.resize(active.len(), false);
+        s.links.share_within(
+            &s.residual,
+            tau,
+            run.clone(),
+            |i| path_of(jobs, active, i),
+            &s.class_wanted,
+            &s.class_pace,
+            &mut s.class_moved,
+            &mut s.class_scaled,
+        );
+        for i in run.clone().filter(|&i| fill[i] == Some(class)) {
+            taken(&mut s.residual, &s.class_moved, i);
+            s.moved[i] += s.class_moved[i];
+        }
+    }
+}
+
+/// Broadcast never overtakes what its PS has aggregated by the end of the slot.
+fn hold_broadcasts(jobs: &[Job], active: &[FlowRef], s: &mut Scratch) {
     for (i, r) in active.iter().enumerate() {
         let j = &jobs[r.job as usize];
         let f = &j.flows[r.flow as usize];
@@ -270,6 +381,16 @@ pub fn advance(
             s.moved[i] = s.moved[i].min((bcast_allows(j, frac, f.bytes) - f.sent).max(0.0));
         }
     }
+}
+
+/// Delivers what moved; returns the bytes delivered.
+fn deliver(
+    jobs: &mut [Job],
+    active: &[FlowRef],
+    offers: &Offers<'_>,
+    tau: f64,
+    s: &Scratch,
+) -> f64 {
     let mut total = 0.0;
     for (i, r) in active.iter().enumerate() {
         let f = &mut jobs[r.job as usize].flows[r.flow as usize];
@@ -281,7 +402,11 @@ pub fn advance(
         }
         // What counts as delivered includes the sub-byte crumb a finished flow is rounded up by.
         total += f.sent - before;
-        f.last_rate = rates[i];
+        // A flow with a fill class sent unpaced: nothing stamps its next rise.
+        f.last_rate = match offers.fill[i] {
+            Some(_) => f64::INFINITY,
+            None => offers.rates[i],
+        };
         f.last_achieved = moved / tau;
         f.last_link_limited = s.scaled[i];
         f.last_data_late = s.late[i];

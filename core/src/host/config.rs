@@ -225,6 +225,71 @@ pub struct PolicyConfig {
     /// answered otherwise), or data arriving mid-slot, finds its stamps close too. What it
     /// sends this way, unbooked, is its own data sent early.
     pub warm_held: bool,
+    /// How a flow uses the capacity its plan did not book ([`Fill`]).
+    pub fill: Fill,
+    /// Fill classes beneath the default class (1..=[`MAX_FILL_CLASSES`]); with more than one,
+    /// a flow's fill class is its rank compressed onto them ([`PolicyConfig::fill_class_of`]).
+    pub fill_classes: u8,
+}
+
+/// The most fill classes a policy uses: commodity switches have 8 strict-priority queues, one
+/// of which the default class keeps.
+pub const MAX_FILL_CLASSES: u8 = 7;
+
+/// How a flow uses capacity its plan did not book. A slotted, distributed plan acts only at
+/// the next slot boundary: what it did not book in a slot (a flow above finishing early, data
+/// arriving mid-slot, a host's plan made with last slot's bookings) stays idle meanwhile
+/// unless something beneath the plan takes it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fill {
+    /// Nothing beneath the plan: a flow sends at its enforced rate, in the network's default
+    /// class.
+    #[default]
+    Off,
+    /// The plan's rate in the default class, every byte beyond it in a fill class beneath it,
+    /// at whatever rate the network leaves (the switches serve the default class first).
+    Excess,
+    /// A flow the plan gives a rate this slot is paced as with fill off; a flow it gives none
+    /// (held back, idle, finished and on standby) sends all it holds in a fill class, unpaced.
+    Unbooked,
+    /// One class, no switch support: every flow with bytes waiting beyond its plan is paced at
+    /// its plan plus an even share of what nobody booked on its path in slot n, as
+    /// [`PolicyConfig::pace_free_capacity`] paces idle flows.
+    Scavenge,
+}
+
+impl Fill {
+    pub const ALL: [Fill; 4] = [Fill::Off, Fill::Excess, Fill::Unbooked, Fill::Scavenge];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fill::Off => "off",
+            Fill::Excess => "excess",
+            Fill::Unbooked => "unbooked",
+            Fill::Scavenge => "scavenge",
+        }
+    }
+}
+
+impl fmt::Display for Fill {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Fill {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Fill::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Fill::ALL.iter().map(|r| r.as_str()).collect();
+                format!("unknown fill {s:?} (one of: {})", names.join(", "))
+            })
+    }
 }
 
 impl PolicyConfig {
@@ -252,6 +317,8 @@ impl PolicyConfig {
             handover: true,
             warm_resume: true,
             warm_held: true,
+            fill: Fill::Off,
+            fill_classes: 1,
         }
     }
 

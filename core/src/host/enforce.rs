@@ -1,11 +1,11 @@
 //! The slot's order for each flow: released to kernel TCP where a switch on its path is
 //! skewed (its slots no longer line up with ours) or where it is done and not paced on standby;
-//! else paced at its plan (or at what [`super::pace_free`] found free), never below the rate
-//! floor of its connections, kept warm ([`PolicyConfig::warm_resume`],
-//! [`PolicyConfig::warm_held`]), and with a tail it holds flushed at its path's rate
-//! ([`PolicyConfig::flush_tail`]).
+//! in a fill class ([`super::fill`]) at its plan's rate or none; else paced at its plan (or at
+//! what [`super::pace_free`] found free), never below the rate floor of its connections, kept
+//! warm ([`PolicyConfig::warm_resume`], [`PolicyConfig::warm_held`]), and with a tail it holds
+//! flushed at its path's rate ([`PolicyConfig::flush_tail`]).
 
-use super::config::{FLUSH_TAIL_SHARE, PolicyConfig, WARM_MAX_PER_CONNECTION, WARM_SHARE};
+use super::config::{FLUSH_TAIL_SHARE, Fill, PolicyConfig, WARM_MAX_PER_CONNECTION, WARM_SHARE};
 use super::degraded::Degraded;
 use super::key::finishes_in_a_slot;
 use super::local::Local;
@@ -19,31 +19,47 @@ impl PolicyConfig {
     }
 }
 
-/// Each flow's order, and whether it was released because a switch on its path is skewed
-/// (noted in `notes`).
-pub(super) fn orders(
-    cfg: &PolicyConfig,
-    flows: &[Local<'_>],
-    decisions: &[FlowDecision],
-    pace_at: &[Option<f64>],
-    notes: &mut [Vec<Degraded>],
-) -> (Vec<Enforce>, Vec<bool>) {
+/// Whether a switch on each flow's path is skewed (noted in `notes`): its slots no longer
+/// line up with ours.
+pub(super) fn unsynced(flows: &[Local<'_>], notes: &mut [Vec<Degraded>]) -> Vec<bool> {
     let mut unsynced = vec![false; flows.len()];
-    let mut enforces = Vec::with_capacity(flows.len());
-    for (i, ((f, d), pace)) in flows.iter().zip(decisions).zip(pace_at).enumerate() {
+    for (i, f) in flows.iter().enumerate() {
         for l in &f.obs.links {
             if let Some(switch) = l.unsynced_switch {
                 unsynced[i] = true;
                 notes[i].push(Degraded::ClockSkew { switch });
             }
         }
-        enforces.push(if unsynced[i] || (d.done && pace.is_none()) {
-            Enforce::Release
-        } else {
-            Enforce::Pace(pace_rate(cfg, f, d, *pace))
-        });
     }
-    (enforces, unsynced)
+    unsynced
+}
+
+/// Each flow's order: released where it is `unsynced`; in a fill class (`fill`), its plan's
+/// rate with [`Fill::Excess`] and nothing guaranteed with [`Fill::Unbooked`]; else paced.
+pub(super) fn orders(
+    cfg: &PolicyConfig,
+    flows: &[Local<'_>],
+    decisions: &[FlowDecision],
+    pace_at: &[Option<f64>],
+    unsynced: &[bool],
+    fill: &[Option<u8>],
+) -> Vec<Enforce> {
+    let per_flow = decisions.iter().zip(pace_at).zip(unsynced.iter().zip(fill));
+    flows
+        .iter()
+        .zip(per_flow)
+        .map(|(f, ((d, pace), (&unsynced, fill)))| {
+            if unsynced {
+                return Enforce::Release;
+            }
+            match (fill, cfg.fill) {
+                (Some(_), Fill::Excess) => Enforce::Pace(d.rate.max(0.0)),
+                (Some(_), _) => Enforce::Pace(0.0),
+                (None, _) if d.done && pace.is_none() => Enforce::Release,
+                (None, _) => Enforce::Pace(pace_rate(cfg, f, d, *pace)),
+            }
+        })
+        .collect()
 }
 
 /// The rate `f` is paced at: its plan's (`d`) or `pace`, raised by the floor, warmth and tail

@@ -18,8 +18,9 @@
 //! that holds its bytes is let go (`holder`), what B_f learns (`delivery`), its share of an
 //! uplink split with its job (`uplink_split`), its precedence key (`key`); then Alg. 1 and
 //! Alg. 2 (the planner); then pacing into free capacity (`pace_free`), the slot's order
-//! (`enforce`), the hand-overs within the slot (`handover`), and how each order splits over
-//! the flow's connections (`connections`).
+//! (`enforce`) with what goes beneath the plan in a fill class (`fill`), the hand-overs within
+//! the slot (`handover`), and how each order splits over the flow's connections
+//! (`connections`).
 
 mod config;
 mod connections;
@@ -27,6 +28,7 @@ mod degraded;
 mod delivery;
 mod enforce;
 mod feedback;
+mod fill;
 mod handover;
 mod holder;
 mod idle;
@@ -42,8 +44,8 @@ mod testing;
 mod uplink_split;
 
 pub use config::{
-    FLUSH_TAIL_SHARE, LINK_HEADROOM_SHARE, PolicyConfig, RATE_FLOOR_BYTES_PER_SEC, RankRule,
-    WARM_MAX_PER_CONNECTION, WARM_SHARE,
+    FLUSH_TAIL_SHARE, Fill, LINK_HEADROOM_SHARE, MAX_FILL_CLASSES, PolicyConfig,
+    RATE_FLOOR_BYTES_PER_SEC, RankRule, WARM_MAX_PER_CONNECTION, WARM_SHARE,
 };
 pub use connections::{ConnectionRates, Connections};
 pub use degraded::Degraded;

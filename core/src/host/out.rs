@@ -11,8 +11,9 @@ use crate::slot::Slot;
 /// What the datapath should do with a flow's sockets this slot.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Enforce {
-    /// Pace the group at this many bytes/s in all, split over its connections by
-    /// [`FlowOut::connections`].
+    /// Pace the group at this many bytes/s in all in the network's default class, split over
+    /// its connections by [`FlowOut::connections`]; with [`FlowOut::fill`], what it sends beyond
+    /// this rate goes in a fill class, unpaced (0: everything does).
     Pace(f64),
     /// No order: the sockets fall back to kernel TCP (a finished flow, a skewed switch).
     Release,
@@ -51,6 +52,9 @@ pub struct FlowOut {
     /// How every rate ordered for the flow (the slot's, a hand-over's) splits over its
     /// connections.
     pub connections: Connections,
+    /// The fill class its bytes beyond the enforced rate go in ([`super::PolicyConfig::fill`];
+    /// 0 is the first class beneath the default one), or none: all of it in the default class.
+    pub fill: Option<u8>,
     pub booking: Booking,
     /// Progress for the peers: S and F = S + rate·τ.
     pub sent: f64,

@@ -6,12 +6,13 @@
 //! around is unchanged, and the extra only uses capacity nobody booked for slot n. Such flows
 //! share each link's free capacity evenly: an idle PS worker's pushes to both servers start
 //! together, and each taking the whole free uplink would overrun it twice over (paced flows do
-//! not back off on loss).
+//! not back off on loss). With [`Fill::Scavenge`] every flow holding bytes beyond its plan does
+//! the same.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::config::PolicyConfig;
+use super::config::{Fill, PolicyConfig};
 use super::local::Local;
 use crate::planner::{FlowDecision, FlowInput, LinkFeedback};
 use crate::topology::LinkId;
@@ -45,10 +46,14 @@ pub(super) fn rates(
         .zip(idle)
         .map(|(d, &idle)| cfg.standby_pace && d.done && !idle)
         .collect();
+    let tau = cfg.slots.tau_secs();
     let wider: Vec<bool> = decisions
         .iter()
+        .zip(flows)
         .zip(idle.iter().zip(&standby))
-        .map(|(d, (&idle, &standby))| idle || d.ends_this_slot() || standby)
+        .map(|((d, f), (&idle, &standby))| {
+            idle || d.ends_this_slot() || standby || scavenges(cfg, f, d, tau)
+        })
         .collect();
     let load = LocalLoad::new(flows, inputs, decisions, &wider, &standby);
     for (i, _) in wider.iter().enumerate().filter(|(_, w)| **w) {
@@ -68,6 +73,14 @@ pub(super) fn rates(
         pace_at[i] = Some((own + extra).min(d.achievable).max(d.rate).max(0.0));
     }
     pace_at
+}
+
+/// Whether `f` scavenges beyond its plan `d` ([`Fill::Scavenge`]): it holds more than the plan
+/// sends this slot (without a backlog count, assume so).
+fn scavenges(cfg: &PolicyConfig, f: &Local<'_>, d: &FlowDecision, tau: f64) -> bool {
+    cfg.fill == Fill::Scavenge
+        && !d.done
+        && f.obs.app_backlog.is_none_or(|b| b > d.rate.max(0.0) * tau)
 }
 
 impl<'a> LocalLoad<'a> {

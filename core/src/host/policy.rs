@@ -10,7 +10,7 @@ use super::local::{self, Local};
 use super::obs::FlowObs;
 use super::out::{Booking, Enforce, FlowOut, StepOut};
 use super::uplink_split::UplinkSplit;
-use super::{delivery, enforce, feedback, holder, idle, pace_free, peers};
+use super::{delivery, enforce, feedback, fill, holder, idle, pace_free, peers};
 use crate::dependency::Dependency;
 use crate::flow::FlowId;
 use crate::planner::{FlowDecision, FlowInput, Planner, PlannerConfig};
@@ -40,6 +40,7 @@ struct Orders {
     idle: Vec<bool>,
     enforces: Vec<Enforce>,
     unsynced: Vec<bool>,
+    fill: Vec<Option<u8>>,
     handovers: Vec<Option<Handover>>,
 }
 
@@ -70,13 +71,16 @@ impl HostPolicy {
         let planned = self.planner.plan(slot, &inputs);
         let decisions = &planned.decisions;
         let pace_at = pace_free::rates(&cfg, &flows, &inputs, decisions, &idle);
-        let (enforces, unsynced) = enforce::orders(&cfg, &flows, decisions, &pace_at, &mut notes);
+        let unsynced = enforce::unsynced(&flows, &mut notes);
+        let fill = fill::classes(&cfg, decisions, &idle, &unsynced);
+        let enforces = enforce::orders(&cfg, &flows, decisions, &pace_at, &unsynced, &fill);
         let handovers = handover::of_flows(&cfg, &flows, &inputs, decisions, &enforces, &idle);
         let orders = Orders {
             notes,
             idle,
             enforces,
             unsynced,
+            fill,
             handovers,
         };
         let out = self.answer(slot, &flows, planned.decisions, orders);
@@ -139,10 +143,11 @@ impl HostPolicy {
             orders
                 .enforces
                 .into_iter()
+                .zip(orders.fill)
                 .zip(orders.unsynced.into_iter().zip(orders.handovers)),
         );
         let mut out = Vec::with_capacity(flows.len());
-        for ((f, d), ((degraded, idle), (enforce, (unsynced, handover)))) in
+        for ((f, d), ((degraded, idle), ((enforce, fill), (unsynced, handover)))) in
             flows.iter().zip(decisions).zip(per_flow)
         {
             let key = d.key.clone();
@@ -160,6 +165,7 @@ impl HostPolicy {
                 id: d.id.clone(),
                 enforce,
                 connections: self.cfg.connections_of(f.obs),
+                fill,
                 booking,
                 sent,
                 finish: sent + d.rate * tau,

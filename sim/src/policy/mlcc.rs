@@ -12,7 +12,7 @@ use mlcc_core::Slot;
 use mlcc_core::flow::FlowRole;
 use mlcc_core::host::{Enforce, PolicyConfig};
 use mlcc_core::topology::{LinkId, Topology};
-use mlcc_harness::control_plane::{Active, ControlPlane, Recorded, Training};
+use mlcc_harness::control_plane::{Active, ControlPlane, Order, Recorded, Training};
 
 pub use mlcc_harness::control_plane::Visibility;
 
@@ -27,6 +27,8 @@ pub struct Mlcc {
     /// iteration's start (the testbed's trainer calls `iteration_begin` when the aggregate is
     /// whole, not when the pushes began).
     replies_began: HashMap<(u32, u32), (u32, u64)>,
+    /// This slot's orders, in the order of the active flows.
+    orders: Vec<Order>,
 }
 
 /// The rate a flow sends at under `e`: its paced rate, or, released to kernel TCP (unpaced),
@@ -53,6 +55,7 @@ impl Mlcc {
                 cluster.without_switch_tables(c.topo)
             },
             replies_began: HashMap::new(),
+            orders: Vec::new(),
         }
     }
 
@@ -127,9 +130,15 @@ impl Policy for Mlcc {
         let actives = (0..view.active.len())
             .map(|i| self.observe(view, i))
             .collect();
-        let enforce = self.cluster.step(Slot(view.slot), actives);
-        for (i, e) in enforce.into_iter().enumerate() {
-            out[i] = offered_rate(e, view.topo, &view.flow(view.active[i]).path);
+        self.orders = self.cluster.step(Slot(view.slot), actives);
+        for (i, o) in self.orders.iter().enumerate() {
+            out[i] = offered_rate(o.enforce, view.topo, &view.flow(view.active[i]).path);
+        }
+    }
+
+    fn fill(&self, out: &mut [Option<u8>]) {
+        for (o, f) in self.orders.iter().zip(out) {
+            *f = o.fill;
         }
     }
 

@@ -5,7 +5,7 @@
 
 use mlcc_core::FeedbackMode::{AllOthers, Precedence};
 use mlcc_core::SlotConfig;
-use mlcc_core::host::{PolicyConfig, RankRule};
+use mlcc_core::host::{MAX_FILL_CLASSES, PolicyConfig, RankRule};
 use mlcc_core::topology::Topology;
 
 use crate::state::Sharing;
@@ -67,6 +67,12 @@ impl<'a> View<'a> {
 pub trait Policy {
     /// Sets `out[i]`, the rate (bytes/s) of `view.active[i]` for this slot.
     fn rates(&mut self, view: &View<'_>, out: &mut [f64]);
+
+    /// Sets `out[i]`, the fill class of `view.active[i]` this slot (called after
+    /// [`Self::rates`]): where it is `Some`, what the flow holds beyond its rate goes in that
+    /// class at up to its path's rate, and the links serve it only with what the default class
+    /// (every other flow's rate) and the fill classes before it leave. None by default.
+    fn fill(&self, _out: &mut [Option<u8>]) {}
 
     /// Which flows compete for links in the physics.
     fn sharing(&self) -> Sharing {
@@ -324,8 +330,9 @@ pub fn registry() -> Vec<Entry> {
 /// The policy `name`: a registry entry, or an mlcc entry followed by `/key=value` overrides
 /// of its [`PolicyConfig`] (`mlcc/eta=0/split-uplink=off/rank=remaining-bytes`), so an
 /// experiment needs no registry line. Keys: `eta`, `rank`, `mode` (`precedence` |
-/// `all-others`), `peer-stale-slots`, `idle-backlog` (bytes) and every rule of
-/// [`PolicyConfig::RULES`] (`on` | `off`).
+/// `all-others`), `fill` (`off` | `excess` | `unbooked` | `scavenge`), `fill-classes` (1..=7),
+/// `peer-stale-slots`, `idle-backlog` (bytes) and every rule of [`PolicyConfig::RULES`]
+/// (`on` | `off`).
 pub fn by_name(name: &str) -> Option<Entry> {
     parse(name).ok()
 }
@@ -374,6 +381,20 @@ pub fn parse(name: &str) -> Result<Entry, String> {
                 rank: v.parse()?,
                 ..cfg
             },
+            "fill" => PolicyConfig {
+                fill: v.parse()?,
+                ..cfg
+            },
+            "fill-classes" => PolicyConfig {
+                fill_classes: v
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=MAX_FILL_CLASSES).contains(n))
+                    .ok_or_else(|| {
+                        format!("fill-classes {v:?} is not a class count 1..={MAX_FILL_CLASSES}")
+                    })?,
+                ..cfg
+            },
             "mode" => PolicyConfig {
                 mode: match v {
                     "precedence" => Precedence,
@@ -390,7 +411,7 @@ pub fn parse(name: &str) -> Result<Entry, String> {
                 };
                 cfg.with_rule(rule, on).ok_or_else(|| {
                     format!(
-                        "unknown key {rule:?} (eta, rank, mode, peer-stale-slots, idle-backlog, or a rule: {})",
+                        "unknown key {rule:?} (eta, rank, mode, fill, fill-classes, peer-stale-slots, idle-backlog, or a rule: {})",
                         PolicyConfig::RULES.join(", ")
                     )
                 })?

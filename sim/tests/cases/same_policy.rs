@@ -270,6 +270,7 @@ fn assert_carried(host: &HostScheduler, plan: &SlotPlan, out: &StepOut, ctx: &st
                     let o = plan.orders.iter().find(|o| o.key == *k);
                     let got = o.map(|o| o.bytes_per_sec);
                     assert_eq!(got, expect(first, k), "{ctx}: {}", fo.id);
+                    assert_eq!(o.map(|o| o.fill), Some(fo.fill), "{ctx}: {}", fo.id);
                     if let Some(h) = fo.handover {
                         let mut then = plan.handovers.iter().flat_map(|(_, o)| o);
                         let got = then.find(|o| o.key == *k).map(|o| o.bytes_per_sec);
@@ -492,14 +493,19 @@ fn every_rate_is_the_daemon_configs_decision(per_layer: bool) {
         let before = sim.recorded().len();
         e.step(&mut sim).unwrap();
         for r in &sim.recorded()[before..] {
-            for (o, &enf) in r.obs.iter().zip(&r.enforce) {
+            for (o, order) in r.obs.iter().zip(&r.orders) {
                 let f = e
                     .jobs
                     .iter()
                     .flat_map(|j| &j.flows)
                     .find(|f| f.id == o.id)
                     .unwrap();
-                assert_eq!(f.last_rate, offered_rate(enf, &topo, &f.path), "{}", o.id);
+                // A flow sending in a fill class sends unpaced.
+                let offered = match order.fill {
+                    Some(_) => f64::INFINITY,
+                    None => offered_rate(order.enforce, &topo, &f.path),
+                };
+                assert_eq!(f.last_rate, offered, "{}", o.id);
                 checked += 1;
             }
         }
@@ -528,9 +534,16 @@ fn every_rate_is_the_daemon_configs_decision(per_layer: bool) {
             .entry(r.host)
             .or_insert_with(|| HostPolicy::new(daemon_cfg(r.host)));
         let out = p.step(r.slot, &r.obs);
-        assert_eq!(out.flows.len(), r.enforce.len());
-        for (fo, &enf) in out.flows.iter().zip(&r.enforce) {
-            assert_eq!(fo.enforce, enf, "slot {} {}", r.slot.0, fo.id);
+        assert_eq!(out.flows.len(), r.orders.len());
+        for (fo, order) in out.flows.iter().zip(&r.orders) {
+            let decided = (fo.enforce, fo.fill);
+            assert_eq!(
+                decided,
+                (order.enforce, order.fill),
+                "slot {} {}",
+                r.slot.0,
+                fo.id
+            );
             compared += 1;
         }
     }
