@@ -41,6 +41,7 @@ pub struct KernelDatapath {
     config: MapHandle,
     sockops_prog: OwnedFd,
     cong_control_prog: OwnedFd,
+    mark_prog: OwnedFd,
 }
 
 impl std::fmt::Debug for KernelDatapath {
@@ -109,6 +110,7 @@ impl KernelDatapath {
             (pins::RATES, &skel.maps.mlcc_rates),
             (pins::STATS, &skel.maps.mlcc_stats),
             (pins::CONFIG, &skel.maps.mlcc_config),
+            (pins::MARKS, &skel.maps.mlcc_marks),
         ];
         for (name, map) in maps {
             sys::obj_pin(map.as_fd(), &pin(name)).map_err(DatapathError::io(format!(
@@ -123,6 +125,7 @@ impl KernelDatapath {
                 pins::CONG_CONTROL_PROG,
                 skel.progs.mlcc_cong_control.as_fd(),
             ),
+            (pins::MARK_PROG, skel.progs.mlcc_mark.as_fd()),
         ] {
             sys::obj_pin(prog, &pin(name)).map_err(DatapathError::io(format!(
                 "pinning {}",
@@ -155,6 +158,7 @@ impl KernelDatapath {
             config: handle(&skel.maps.mlcc_config, "config")?,
             sockops_prog: dup(skel.progs.mlcc_sockops.as_fd(), "sock_ops program")?,
             cong_control_prog: dup(skel.progs.mlcc_cong_control.as_fd(), "cong_control program")?,
+            mark_prog: dup(skel.progs.mlcc_mark.as_fd(), "marker program")?,
         };
         pinned.commit();
         Ok(this)
@@ -184,6 +188,7 @@ impl KernelDatapath {
             config,
             sockops_prog: prog(pins::SOCKOPS_PROG)?,
             cong_control_prog: prog(pins::CONG_CONTROL_PROG)?,
+            mark_prog: prog(pins::MARK_PROG)?,
         })
     }
 
@@ -255,6 +260,36 @@ impl KernelDatapath {
     /// Stops selecting the CC for new sockets of `cgroup`; sockets already on it stay.
     pub fn detach_cgroup(&self, cgroup: &Path) -> Result<(), DatapathError> {
         let pin = self.sockops_pin(cgroup)?;
+        detach_and_unpin(&pin)
+    }
+
+    fn marker_pin(&self, dev: &str) -> Result<(PathBuf, u32), DatapathError> {
+        let ifindex = sys::ifindex(dev).map_err(DatapathError::io(format!("device {dev}")))?;
+        let netns = sys::current_netns_cookie()
+            .map_err(DatapathError::io("reading this network namespace's cookie"))?;
+        let name = format!("{}{netns}_{ifindex}", pins::MARK_LINK_PREFIX);
+        Ok((self.pin_dir.join(name), ifindex))
+    }
+
+    /// Marks the bytes that sockets on fill orders send beyond their guaranteed rate as they
+    /// leave device `dev` of this process's network namespace (a TCX egress link, pinned so it
+    /// outlives the caller). Idempotent.
+    pub fn attach_marker(&self, dev: &str) -> Result<(), DatapathError> {
+        let (pin, ifindex) = self.marker_pin(dev)?;
+        if pin.exists() {
+            return Ok(());
+        }
+        let link =
+            sys::link_tcx_egress(self.mark_prog.as_fd(), ifindex).map_err(DatapathError::io(
+                format!("attaching the marker to {dev}'s egress (TCX, Linux 6.6+)"),
+            ))?;
+        sys::obj_pin(link.as_fd(), &pin)
+            .map_err(DatapathError::io(format!("pinning {}", pin.display())))
+    }
+
+    /// Stops marking on `dev`.
+    pub fn detach_marker(&self, dev: &str) -> Result<(), DatapathError> {
+        let (pin, _) = self.marker_pin(dev)?;
         detach_and_unpin(&pin)
     }
 
@@ -354,7 +389,10 @@ pub fn unload_pinned(dir: &Path) -> Result<(), DatapathError> {
         let path = entry.path();
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        let res = if name == pins::CC_LINK || name.starts_with(pins::SOCKOPS_LINK_PREFIX) {
+        let res = if name == pins::CC_LINK
+            || name.starts_with(pins::SOCKOPS_LINK_PREFIX)
+            || name.starts_with(pins::MARK_LINK_PREFIX)
+        {
             detach_and_unpin(&path)
         } else {
             fs::remove_file(&path)
@@ -378,7 +416,7 @@ impl Datapath for KernelDatapath {
                 .rates
                 .update(
                     &o.key.to_raw(),
-                    &rate::to_raw(o.rate, o.expiry.deadline()),
+                    &rate::to_raw(o, o.expiry.deadline()),
                     MapFlags::ANY,
                 )
                 .map_err(DatapathError::bpf("writing the rates map")),
@@ -390,7 +428,7 @@ impl Datapath for KernelDatapath {
                 let keys: Vec<u8> = orders.iter().flat_map(|o| o.key.to_raw()).collect();
                 let values: Vec<u8> = orders
                     .iter()
-                    .flat_map(|o| rate::to_raw(o.rate, o.expiry.deadline()))
+                    .flat_map(|o| rate::to_raw(o, o.expiry.deadline()))
                     .collect();
                 self.rates
                     .update_batch(&keys, &values, n, MapFlags::ANY, MapFlags::ANY)

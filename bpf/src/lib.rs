@@ -4,6 +4,7 @@
 //! callers, [`MemoryDatapath`]). [`mltcp`] is a second CC, MLTCP over Reno or CUBIC, a peer
 //! baseline.
 
+pub mod classes;
 mod clock;
 mod config;
 mod datapath;
@@ -45,12 +46,12 @@ pub use key::SocketKey;
 pub use loss::{LossCounters, LossInjector, LossSpec, send_single_segments};
 pub use memory::MemoryDatapath;
 pub use probe::probe;
-pub use rate::{Expiry, ParseRateError, Rate, RateOrder};
+pub use rate::{Dscp, Expiry, ParseRateError, Rate, RateOrder};
 pub use sockopt::{
     congestion_control, netns_cookie, set_congestion_control, tcp_info, tcp_total_rto,
 };
 pub use stats::{Pacing, SocketStats};
-pub use sys::in_netns;
+pub use sys::{device_with_address, in_netns};
 
 /// BPF run-time accounting (`run_time_ns`, `run_cnt`) stays on while the guard lives.
 pub fn enable_bpf_run_time_stats() -> Result<std::os::fd::OwnedFd, DatapathError> {
@@ -82,6 +83,7 @@ mod layout_tests {
         assert_eq!(size_of::<mlcc_rate>(), l::SIZE);
         assert_eq!(offset_of!(mlcc_rate, bytes_per_sec), l::BYTES_PER_SEC);
         assert_eq!(offset_of!(mlcc_rate, expires_ns), l::EXPIRES_NS);
+        assert_eq!(offset_of!(mlcc_rate, fill_dscp), l::FILL_DSCP);
     }
 
     #[test]

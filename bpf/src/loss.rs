@@ -144,7 +144,8 @@ impl LossInjector {
         let dev_owned = dev.to_owned();
         let prog_fd = prog.as_fd();
         let ifindex = sys::in_netns(ns.as_fd(), move || {
-            let ifindex = if_index(&dev_owned)?;
+            let ifindex = i32::try_from(sys::ifindex(&dev_owned)?)
+                .map_err(|_| io::Error::other("interface index out of range"))?;
             let mut hook = TcHook::new(prog_fd);
             hook.ifindex(ifindex).replace(true).handle(1).priority(1);
             hook.attach_point(TC_INGRESS);
@@ -203,7 +204,7 @@ impl LossInjector {
         let prog_fd = self.prog.as_fd();
         sys::in_netns(self.netns.as_fd(), move || {
             // A device deleted (or renumbered) with its namespace took the qdisc with it.
-            if if_index(&dev).ok() != Some(ifindex) {
+            if sys::ifindex(&dev).ok().and_then(|i| i32::try_from(i).ok()) != Some(ifindex) {
                 return Ok(());
             }
             let mut hook = TcHook::new(prog_fd);
@@ -237,18 +238,4 @@ pub fn send_single_segments(netns: &Path, dev: &str) -> Result<(), DatapathError
     sys::in_netns(ns.as_fd(), move || sys::set_tso(&dev_owned, false)).map_err(DatapathError::io(
         format!("turning TSO off on {dev} in {}", netns.display()),
     ))
-}
-
-/// The index of `dev` in the calling thread's namespace: SIOCGIFINDEX on a datagram socket,
-/// as glibc's `if_nametoindex` does.
-fn if_index(dev: &str) -> io::Result<i32> {
-    if dev.as_bytes().contains(&0) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "device name holds a NUL",
-        ));
-    }
-    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
-    let idx = rustix::net::netdevice::name_to_index(&socket, dev)?;
-    i32::try_from(idx).map_err(|_| io::Error::other("interface index out of range"))
 }

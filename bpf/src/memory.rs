@@ -96,11 +96,13 @@ mod tests {
                 key: key(1),
                 rate,
                 expiry: Expiry::Never,
+                fill: None,
             },
             RateOrder {
                 key: key(2),
                 rate,
                 expiry: Expiry::After(Duration::ZERO),
+                fill: None,
             },
         ])
         .unwrap();
@@ -131,6 +133,7 @@ mod tests {
             key: key(1),
             rate,
             expiry: Expiry::Never,
+            fill: None,
         }])
         .unwrap();
         assert_eq!(dp.sockets().unwrap(), vec![key(1)]);

@@ -16,6 +16,10 @@ pub const SOCKOPS_PROG: &str = "sockops_prog";
 pub const CONG_CONTROL_PROG: &str = "cong_control_prog";
 /// Followed by the cgroup directory's inode number, which is the cgroup's id.
 pub const SOCKOPS_LINK_PREFIX: &str = "sockops_cg";
+pub const MARK_PROG: &str = "mark_prog";
+pub const MARKS: &str = "marks";
+/// Followed by the device's network namespace cookie and its ifindex.
+pub const MARK_LINK_PREFIX: &str = "mark_if";
 
 const BPFFS_ROOT: &str = "/sys/fs/bpf";
 

@@ -106,27 +106,48 @@ impl Expiry {
     }
 }
 
-/// One socket's order.
+/// A DSCP (1..=63) a socket's bytes beyond its guaranteed rate are marked with: the fill class
+/// switches serve only with what the default class (DSCP 0) leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Dscp(u8);
+
+impl Dscp {
+    /// `None` for 0 (the default class, never a fill class) and above 63.
+    pub fn new(dscp: u8) -> Option<Self> {
+        (1..=63).contains(&dscp).then_some(Dscp(dscp))
+    }
+
+    pub fn get(self) -> u8 {
+        self.0
+    }
+}
+
+/// One socket's order: paced at `rate`; or, with `fill`, guaranteed `rate` in the default class
+/// and loss-reactive beyond it, the bytes beyond marked with the fill class's DSCP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RateOrder {
     pub key: SocketKey,
     pub rate: Rate,
     pub expiry: Expiry,
+    pub fill: Option<Dscp>,
 }
 
 /// Layout of `struct mlcc_rate`.
 pub(crate) mod layout {
-    pub const SIZE: usize = 16;
+    pub const SIZE: usize = 24;
     pub const BYTES_PER_SEC: usize = 0;
     pub const EXPIRES_NS: usize = 8;
+    pub const FILL_DSCP: usize = 16;
 }
 
-pub(crate) fn to_raw(rate: Rate, deadline: Deadline) -> [u8; layout::SIZE] {
+pub(crate) fn to_raw(order: &RateOrder, deadline: Deadline) -> [u8; layout::SIZE] {
     let mut raw = [0u8; layout::SIZE];
     raw[layout::BYTES_PER_SEC..layout::BYTES_PER_SEC + 8]
-        .copy_from_slice(&rate.bytes_per_sec().to_ne_bytes());
+        .copy_from_slice(&order.rate.bytes_per_sec().to_ne_bytes());
     raw[layout::EXPIRES_NS..layout::EXPIRES_NS + 8]
         .copy_from_slice(&deadline.as_raw_ns().to_ne_bytes());
+    let dscp = u32::from(order.fill.map_or(0, Dscp::get));
+    raw[layout::FILL_DSCP..layout::FILL_DSCP + 4].copy_from_slice(&dscp.to_ne_bytes());
     raw
 }
 
@@ -156,6 +177,14 @@ mod tests {
             "100mbps".parse::<Rate>().unwrap().bytes_per_sec(),
             12_500_000
         );
+    }
+
+    #[test]
+    fn a_fill_dscp_is_never_the_default_class() {
+        assert_eq!(Dscp::new(0), None);
+        assert_eq!(Dscp::new(64), None);
+        assert_eq!(Dscp::new(1).map(Dscp::get), Some(1));
+        assert_eq!(Dscp::new(63).map(Dscp::get), Some(63));
     }
 
     #[test]

@@ -198,6 +198,84 @@ pub fn link_sockops(prog: BorrowedFd<'_>, cgroup: BorrowedFd<'_>) -> io::Result<
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// The index of device `dev` in the calling thread's network namespace: SIOCGIFINDEX on a
+/// datagram socket, as glibc's `if_nametoindex` does.
+pub fn ifindex(dev: &str) -> io::Result<u32> {
+    if dev.as_bytes().contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "device name holds a NUL",
+        ));
+    }
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
+    Ok(rustix::net::netdevice::name_to_index(&socket, dev)?)
+}
+
+/// The device that holds address `ip` in the calling thread's network namespace, if any.
+pub fn device_with_address(ip: std::net::IpAddr) -> io::Result<Option<String>> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a list it allocates into `head`, freed below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut found = None;
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned, alive until freeifaddrs.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        if ifa.ifa_addr.is_null() || ifa.ifa_name.is_null() {
+            continue;
+        }
+        // SAFETY: ifa_addr points at a sockaddr whose family says which one it is.
+        let addr = unsafe {
+            match i32::from((*ifa.ifa_addr).sa_family) {
+                libc::AF_INET => {
+                    let a = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                    std::net::IpAddr::from(u32::from_be(a.sin_addr.s_addr).to_be_bytes())
+                }
+                libc::AF_INET6 => {
+                    let a = &*(ifa.ifa_addr as *const libc::sockaddr_in6);
+                    std::net::IpAddr::from(a.sin6_addr.s6_addr)
+                }
+                _ => continue,
+            }
+        };
+        if addr == ip {
+            // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+            let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
+            found = Some(name.to_string_lossy().into_owned());
+            break;
+        }
+    }
+    // SAFETY: `head` came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(head) };
+    Ok(found)
+}
+
+/// The cookie of the caller's network namespace (what [`netns_cookie`] gives its sockets).
+pub fn current_netns_cookie() -> io::Result<u64> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
+    netns_cookie(std::os::fd::AsFd::as_fd(&socket))
+}
+
+/// Attaches a tc program to the egress of device `ifindex` in the caller's network namespace
+/// through a TCX link (no qdisc needed; it runs before the device's root qdisc).
+pub fn link_tcx_egress(prog: BorrowedFd<'_>, ifindex: u32) -> io::Result<OwnedFd> {
+    // SAFETY: the program fd is borrowed for the call; NULL opts are allowed. Raw because
+    // libbpf-rs attaches only a program it loaded, not one reopened from its pin.
+    let fd = libbpf_ret(unsafe {
+        libbpf_sys::bpf_link_create(
+            prog.as_raw_fd(),
+            ifindex as i32,
+            libbpf_sys::BPF_TCX_EGRESS,
+            std::ptr::null(),
+        )
+    })?;
+    // SAFETY: a new link fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// A program's name and its `bpf_stats` counters (zero unless run-time stats are enabled).
 pub struct ProgInfo {
     pub name: String,

@@ -116,6 +116,16 @@ impl VethPair {
     /// Optionally shaped to `rate_bits_per_sec` on the sender's egress with TBF (this kernel has
     /// no fq or netem; TBF keeps a small queue so the link rate is what a flow can get).
     pub fn create(rate_bits_per_sec: Option<u64>) -> io::Result<Self> {
+        Self::build(rate_bits_per_sec.map(|r| (r, 0)))
+    }
+
+    /// Shaped on the sender's egress to `rate_bits_per_sec` as a switch port that serves
+    /// `fill_classes` fill classes beneath the default one ([`crate::classes::Port`]).
+    pub fn with_classes(rate_bits_per_sec: u64, fill_classes: u8) -> io::Result<Self> {
+        Self::build(Some((rate_bits_per_sec, fill_classes)))
+    }
+
+    fn build(shaped: Option<(u64, u8)>) -> io::Result<Self> {
         let sender = Netns::create("mlcc-s")?;
         let receiver = Netns::create("mlcc-r")?;
         let (sender_addr, receiver_addr) =
@@ -136,12 +146,16 @@ impl VethPair {
         receiver.ip(&["addr", "add", "10.77.0.2/24", "dev", "eth0"])?;
         sender.ip(&["link", "set", "eth0", "up"])?;
         receiver.ip(&["link", "set", "eth0", "up"])?;
-        if let Some(rate) = rate_bits_per_sec {
-            let rate = format!("{rate}bit");
-            sender.tc(&[
-                "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", &rate, "burst", "256kb",
-                "latency", "5ms",
-            ])?;
+        if let Some((rate, fill_classes)) = shaped {
+            let port = crate::classes::Port {
+                bits_per_sec: rate,
+                burst_bytes: 256 * 1024,
+                latency: std::time::Duration::from_millis(5),
+            };
+            for cmd in port.tc_commands("eth0", fill_classes) {
+                let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+                sender.tc(&cmd)?;
+            }
         }
         Ok(Self {
             sender,

@@ -7,10 +7,16 @@
  * yet, or mlccd stopped renewing it) the socket runs Reno through the kernel's own kfuncs: flows
  * never freeze because the daemon is gone.
  *
+ * An order with a fill class (fill_dscp) guarantees its rate and lets the socket send beyond it:
+ * the CC runs Reno unpaced with a cwnd floor of the guaranteed rate's BDP, and mlcc_mark, a tc
+ * egress program on the host's uplink, leaves a socket's bytes within a token bucket of that
+ * rate in the default class and marks the rest with the fill DSCP, which switches serve only
+ * with what the default class leaves.
+ *
  * mlcc_sockops puts sockets of the cgroups it is attached to on mlcc_cc, so a job opts in
  * without patching its communication library.
  *
- * GPL: the tcp_reno_* kfuncs are GPL-only.
+ * The tcp_reno_* kfuncs are GPL-only: the programs are licensed "Dual MIT/GPL".
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -33,7 +39,9 @@ _Static_assert(__builtin_offsetof(struct mlcc_sock_key, src_addr) == 8, "mlcc_so
 _Static_assert(__builtin_offsetof(struct mlcc_sock_key, dst_addr) == 24, "mlcc_sock_key.dst_addr");
 _Static_assert(__builtin_offsetof(struct mlcc_sock_key, src_port) == 40, "mlcc_sock_key.src_port");
 _Static_assert(__builtin_offsetof(struct mlcc_sock_key, dst_port) == 42, "mlcc_sock_key.dst_port");
-_Static_assert(sizeof(struct mlcc_rate) == 16, "mlcc_rate layout");
+_Static_assert(sizeof(struct mlcc_rate) == 24, "mlcc_rate layout");
+_Static_assert(__builtin_offsetof(struct mlcc_rate, fill_dscp) == 16, "mlcc_rate.fill_dscp");
+_Static_assert(sizeof(struct mlcc_mark) == 16, "mlcc_mark layout");
 _Static_assert(sizeof(struct mlcc_sock_stats) == 64, "mlcc_sock_stats layout");
 _Static_assert(sizeof(struct mlcc_config) == 32, "mlcc_config layout");
 
@@ -62,6 +70,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct mlcc_config);
 } mlcc_config SEC(".maps");
+
+/* The marker's token buckets; `release` deletes a socket's, LRU guards against one it missed. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MLCC_MAX_SOCKETS);
+	__type(key, struct mlcc_sock_key);
+	__type(value, struct mlcc_mark);
+} mlcc_marks SEC(".maps");
 
 extern unsigned int CONFIG_HZ __kconfig;
 
@@ -114,20 +130,15 @@ static __always_inline void record_stats(struct sock *sk, const struct mlcc_sock
  * (not srtt, which grows with the queue the cap is there to bound), raised to rtt_floor_us so
  * that ACKs delayed by a busy receiver or sender CPU do not make cwnd, not the pacer, the limit.
  */
-static __always_inline void pace(struct sock *sk, __u64 rate, const struct mlcc_config *cfg)
+static __always_inline __u32 rate_cwnd(struct sock *sk, __u64 rate, const struct mlcc_config *cfg)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	__u32 mss = tp->mss_cache ? tp->mss_cache : 1;
 	__u32 rtt = min_rtt_us(tp);
+	__u64 burst, cwnd;
 
 	if (rtt < cfg->rtt_floor_us)
 		rtt = cfg->rtt_floor_us;
-	__u64 burst, cwnd;
-
-	if (rate > sk->sk_max_pacing_rate)
-		rate = sk->sk_max_pacing_rate;
-	sk->sk_pacing_rate = rate;
-
 	burst = rate / 1000;
 	if (burst > MLCC_MAX_BURST_BYTES)
 		burst = MLCC_MAX_BURST_BYTES;
@@ -138,7 +149,15 @@ static __always_inline void pace(struct sock *sk, __u64 rate, const struct mlcc_
 		cwnd = 2;
 	if (cwnd > tp->snd_cwnd_clamp)
 		cwnd = tp->snd_cwnd_clamp;
-	tp->snd_cwnd = cwnd;
+	return cwnd;
+}
+
+static __always_inline void pace(struct sock *sk, __u64 rate, const struct mlcc_config *cfg)
+{
+	if (rate > sk->sk_max_pacing_rate)
+		rate = sk->sk_max_pacing_rate;
+	sk->sk_pacing_rate = rate;
+	tcp_sk(sk)->snd_cwnd = rate_cwnd(sk, rate, cfg);
 }
 
 /*
@@ -181,6 +200,22 @@ static __always_inline void set_rto_floor(struct sock *sk, const struct mlcc_con
 	bpf_setsockopt(sk, SOL_TCP, TCP_BPF_RTO_MIN, &us, sizeof(us));
 }
 
+/*
+ * An order with a fill class: Reno, unpaced, over a cwnd floor of the guaranteed rate's BDP.
+ * Beyond the floor the socket's bytes leave in the fill class (mlcc_mark) and react to loss there
+ * as any TCP's; the guaranteed rate itself is not cut by it.
+ */
+static __always_inline void fill(struct sock *sk, __u32 ack, const struct rate_sample *rs,
+				 __u64 rate, const struct mlcc_config *cfg)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u32 floor = rate_cwnd(sk, rate, cfg);
+
+	fallback_reno(sk, ack, rs);
+	if (tp->snd_cwnd < floor)
+		tp->snd_cwnd = floor;
+}
+
 SEC("struct_ops")
 void BPF_PROG(mlcc_init, struct sock *sk)
 {
@@ -206,8 +241,13 @@ void BPF_PROG(mlcc_cong_control, struct sock *sk, __u32 ack, int flag, const str
 	order = bpf_map_lookup_elem(&mlcc_rates, &key);
 	cfg = bpf_map_lookup_elem(&mlcc_config, &zero);
 	if (order && cfg && order->bytes_per_sec > 0 && bpf_ktime_get_ns() < order->expires_ns) {
-		pace(sk, order->bytes_per_sec, cfg);
-		mode = MLCC_MODE_PACED;
+		if (order->fill_dscp) {
+			fill(sk, ack, rs, order->bytes_per_sec, cfg);
+			mode = MLCC_MODE_FILL;
+		} else {
+			pace(sk, order->bytes_per_sec, cfg);
+			mode = MLCC_MODE_PACED;
+		}
 	} else {
 		fallback_reno(sk, ack, rs);
 	}
@@ -235,6 +275,7 @@ void BPF_PROG(mlcc_release, struct sock *sk)
 	sock_key(sk, &key);
 	bpf_map_delete_elem(&mlcc_stats, &key);
 	bpf_map_delete_elem(&mlcc_rates, &key);
+	bpf_map_delete_elem(&mlcc_marks, &key);
 }
 
 SEC(".struct_ops.link")
@@ -260,4 +301,132 @@ int mlcc_sockops(struct bpf_sock_ops *skops)
 	if (cfg)
 		bpf_setsockopt(skops, SOL_TCP, TCP_CONGESTION, cfg->cc_name, sizeof(cfg->cc_name));
 	return 1;
+}
+
+#define TC_ACT_OK 0
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+#define IPPROTO_TCP 6
+#define ETH_HLEN 14
+
+/*
+ * Whether a socket's `len` bytes leaving now fit the token bucket of its guaranteed rate: the
+ * bucket fills at the rate and holds a millisecond of it, or one TSO burst where that is under a
+ * tenth of a second of the rate, so the default class carries the guaranteed rate in the bursts
+ * the stack sends and nothing beyond it (and a token guarantee, none of them).
+ */
+static __always_inline int within_rate(const struct mlcc_sock_key *key, __u64 rate, __u32 len)
+{
+	__u64 now = bpf_ktime_get_ns(), depth = rate / 1000, burst = rate / 10;
+	struct mlcc_mark *m = bpf_map_lookup_elem(&mlcc_marks, key);
+
+	if (burst > MLCC_MAX_BURST_BYTES)
+		burst = MLCC_MAX_BURST_BYTES;
+	if (depth < burst)
+		depth = burst;
+	if (!m) {
+		struct mlcc_mark fresh = {.tokens = depth, .last_ns = now};
+
+		bpf_map_update_elem(&mlcc_marks, key, &fresh, BPF_NOEXIST);
+		m = bpf_map_lookup_elem(&mlcc_marks, key);
+		if (!m)
+			return 1;
+	}
+	if (now > m->last_ns) {
+		__u64 add = (now - m->last_ns) * rate / 1000000000ULL;
+
+		m->tokens = m->tokens + add > depth ? depth : m->tokens + add;
+		m->last_ns = now;
+	}
+	if (m->tokens < len)
+		return 0;
+	m->tokens -= len;
+	return 1;
+}
+
+/* Sets the DSCP of an IPv4 or IPv6 packet, keeping its ECN bits. */
+static __always_inline void set_dscp(struct __sk_buff *skb, __u8 dscp, int v6)
+{
+	if (v6) {
+		__u8 b[2];
+
+		if (bpf_skb_load_bytes(skb, ETH_HLEN, b, 2))
+			return;
+		/* Traffic class: the low 4 bits of byte 0 and the high 4 of byte 1. */
+		__u8 tc = (dscp << 2) | (((b[0] & 0x0f) << 4 | b[1] >> 4) & 0x03);
+
+		b[0] = (b[0] & 0xf0) | (tc >> 4);
+		b[1] = (b[1] & 0x0f) | (tc << 4);
+		bpf_skb_store_bytes(skb, ETH_HLEN, b, 2, 0);
+		return;
+	}
+	__u8 old;
+
+	if (bpf_skb_load_bytes(skb, ETH_HLEN + 1, &old, 1))
+		return;
+	__u8 tos = (dscp << 2) | (old & 0x03);
+
+	if (tos == old)
+		return;
+	/* The checksum covers 16-bit words: the TOS byte is the low half of the first. */
+	bpf_l3_csum_replace(skb, ETH_HLEN + 10, bpf_htons(old), bpf_htons(tos), 2);
+	bpf_skb_store_bytes(skb, ETH_HLEN + 1, &tos, 1, 0);
+}
+
+/*
+ * tc egress on the host's uplink: a data segment of a socket whose order has a fill class leaves
+ * in the default class while it fits the token bucket of the order's rate, else marked with the
+ * fill DSCP. Everything else passes unchanged: pure ACKs, sockets without a fill order, sockets
+ * not on the CC, orders past their expiry.
+ */
+SEC("tc")
+int mlcc_mark(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct mlcc_sock_key key;
+	struct mlcc_rate *order;
+	struct bpf_sock *bsk;
+	struct tcp_sock *tp;
+	__u32 l4_off, hdrs;
+	struct tcphdr *th;
+	int v6;
+
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = data + ETH_HLEN;
+
+		if ((void *)(ip + 1) > end || ip->protocol != IPPROTO_TCP || ip->ihl < 5)
+			return TC_ACT_OK;
+		l4_off = ETH_HLEN + ip->ihl * 4;
+		v6 = 0;
+	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = data + ETH_HLEN;
+
+		if ((void *)(ip6 + 1) > end || ip6->nexthdr != IPPROTO_TCP)
+			return TC_ACT_OK;
+		l4_off = ETH_HLEN + sizeof(*ip6);
+		v6 = 1;
+	} else {
+		return TC_ACT_OK;
+	}
+	th = data + l4_off;
+	if ((void *)(th + 1) > end)
+		return TC_ACT_OK;
+	hdrs = l4_off + th->doff * 4;
+	if (skb->len <= hdrs)
+		return TC_ACT_OK;
+	bsk = skb->sk;
+	if (!bsk)
+		return TC_ACT_OK;
+	tp = bpf_skc_to_tcp_sock(bsk);
+	if (!tp)
+		return TC_ACT_OK;
+	sock_key((struct sock *)tp, &key);
+	order = bpf_map_lookup_elem(&mlcc_rates, &key);
+	if (!order || !order->fill_dscp || bpf_ktime_get_ns() >= order->expires_ns)
+		return TC_ACT_OK;
+	if (within_rate(&key, order->bytes_per_sec, skb->len - hdrs))
+		return TC_ACT_OK;
+	set_dscp(skb, order->fill_dscp & 0x3f, v6);
+	return TC_ACT_OK;
 }

@@ -24,15 +24,29 @@ struct mlcc_sock_key {
 	__u32 _pad;
 };
 
-/* The daemon's order for one socket; expires_ns is CLOCK_MONOTONIC, ~0 for never. */
+/*
+ * The daemon's order for one socket; expires_ns is CLOCK_MONOTONIC, ~0 for never. fill_dscp 0:
+ * paced at bytes_per_sec. Else the socket is unpaced, loss-reactive beyond a floor of
+ * bytes_per_sec, and its bytes beyond that rate leave marked with this DSCP (a fill class the
+ * switches serve only with what the default class leaves).
+ */
 struct mlcc_rate {
 	__u64 bytes_per_sec;
 	__u64 expires_ns;
+	__u32 fill_dscp;
+	__u32 _pad;
+};
+
+/* Per socket on a fill order: the token bucket of its guaranteed rate, as the marker keeps it. */
+struct mlcc_mark {
+	__u64 tokens;
+	__u64 last_ns;
 };
 
 enum mlcc_mode {
 	MLCC_MODE_FALLBACK = 0,
 	MLCC_MODE_PACED = 1,
+	MLCC_MODE_FILL = 2,
 };
 
 /* What the CC saw at the socket's last ACK. */

@@ -83,6 +83,7 @@ pub fn run(flows: u32, traffic: Duration) -> Result<(), BoxError> {
             key,
             rate,
             expiry: Expiry::After(Duration::from_millis(180)),
+            fill: None,
         })
         .collect();
 
@@ -178,6 +179,7 @@ fn per_ack_cost(dp: &mut KernelDatapath, traffic: Duration) -> Result<serde_json
         key: tx.key,
         rate,
         expiry: Expiry::Never,
+        fill: None,
     }])?;
     let p0 = dp.prog_run_stats()?;
     std::thread::sleep(traffic / 2);

@@ -7,11 +7,18 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use mlcc_bpf::{
-    CcName, CwndPolicy, DEFAULT_PIN_DIR, Datapath, Expiry, KernelDatapath, LoadOptions, Rate,
+    CcName, CwndPolicy, DEFAULT_PIN_DIR, Datapath, Dscp, Expiry, KernelDatapath, LoadOptions, Rate,
     RateOrder, RtoFloor, SocketKey, unload_pinned,
 };
 
 mod bench;
+
+fn parse_dscp(s: &str) -> Result<Dscp, String> {
+    s.parse::<u8>()
+        .ok()
+        .and_then(Dscp::new)
+        .ok_or_else(|| format!("{s:?} is not a fill DSCP (1..=63)"))
+}
 
 #[derive(Parser)]
 #[command(
@@ -65,7 +72,16 @@ enum Cmd {
         /// Order lifetime in milliseconds; none: until cleared.
         #[arg(long)]
         ttl_ms: Option<u64>,
+        /// Guarantee RATE only and send beyond it in the fill class marked with this DSCP
+        /// (1..=63; the marker must be attached to the host's uplink: `attach-marker`).
+        #[arg(long, value_name = "DSCP", value_parser = parse_dscp)]
+        fill_dscp: Option<Dscp>,
     },
+    /// Mark the bytes of sockets on fill orders beyond their guaranteed rate as they leave DEV
+    /// (tc egress, in the namespace this runs in). Idempotent.
+    AttachMarker { dev: String },
+    /// Stop marking on DEV.
+    DetachMarker { dev: String },
     /// Remove a socket's order (it falls back to Reno).
     ClearRate {
         #[command(flatten)]
@@ -173,12 +189,20 @@ fn run(cli: Cli) -> Result<(), BoxError> {
             dst,
             rate,
             ttl_ms,
+            fill_dscp,
         } => {
             let expiry =
                 ttl_ms.map_or(Expiry::Never, |ms| Expiry::After(Duration::from_millis(ms)));
             let key = SocketKey::new(netns.cookie()?, src, dst);
-            KernelDatapath::open(dir)?.set_rates(&[RateOrder { key, rate, expiry }])?;
+            KernelDatapath::open(dir)?.set_rates(&[RateOrder {
+                key,
+                rate,
+                expiry,
+                fill: fill_dscp,
+            }])?;
         }
+        Cmd::AttachMarker { dev } => KernelDatapath::open(dir)?.attach_marker(&dev)?,
+        Cmd::DetachMarker { dev } => KernelDatapath::open(dir)?.detach_marker(&dev)?,
         Cmd::ClearRate { netns, src, dst } => {
             KernelDatapath::open(dir)?.clear_rates(&[SocketKey::new(netns.cookie()?, src, dst)])?;
         }
