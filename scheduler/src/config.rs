@@ -12,7 +12,7 @@ use mlcc_core::slot::SlotConfig;
 use mlcc_core::units::parse_duration;
 use serde::Deserialize;
 
-pub use mlcc_core::host::{PolicyConfig, RankRule};
+pub use mlcc_core::host::{Fill, MAX_FILL_CLASSES, PolicyConfig, RankRule};
 pub use mlcc_daemon::tls::{TlsArgs, TlsFiles};
 pub use mlcc_daemon::{ConfigError, LogFormat};
 
@@ -41,6 +41,17 @@ fn parse_mode(s: &str) -> Result<FeedbackMode, String> {
 
 fn parse_rank(s: &str) -> Result<RankRule, String> {
     s.parse()
+}
+
+fn parse_fill(s: &str) -> Result<Fill, String> {
+    s.parse()
+}
+
+fn parse_fill_classes(s: &str) -> Result<u8, String> {
+    s.parse::<u8>()
+        .ok()
+        .filter(|n| (1..=MAX_FILL_CLASSES).contains(n))
+        .ok_or_else(|| format!("{s:?} is not a class count 1..={MAX_FILL_CLASSES}"))
 }
 
 fn parse_rule(s: &str) -> Result<(String, bool), String> {
@@ -215,6 +226,22 @@ pub struct DaemonArgs {
     /// job-bytes]. Every host must use the same.
     #[arg(long, value_name = "RULE", value_parser = parse_rank)]
     pub precedence: Option<RankRule>,
+    /// What flows do with capacity their plans did not book [default: off]. off: nothing, one
+    /// class; excess: each flow's plan in the network's default class and every byte beyond it
+    /// in a fill class beneath it (DSCP 1 + class, which the switches must serve after the
+    /// default class: deploy/README.md), marked as it leaves --fill-dev; unbooked: flows
+    /// without a plan this slot send in a fill class, the rest as with off; scavenge: one
+    /// class, flows pace into the capacity nobody booked. Every host must use the same.
+    #[arg(long, value_name = "MODE", value_parser = parse_fill)]
+    pub fill: Option<Fill>,
+    /// Fill classes (1..=7) [default: 1]: with more, a flow's fill class is its rank's size
+    /// class compressed onto them, so the switches serve leftovers shortest job first.
+    #[arg(long, value_name = "N", value_parser = parse_fill_classes)]
+    pub fill_classes: Option<u8>,
+    /// Device (repeatable) on whose egress fill bytes are marked, with the BPF datapath
+    /// [default: the device holding this host's address in the topology].
+    #[arg(long = "fill-dev", value_name = "DEV")]
+    pub fill_devs: Vec<String>,
     /// Starting point of the per-host policy: mlccd (every rule on; the default) or paper
     /// (the paper as published: Alg. 1 and Alg. 2 alone, all-others feedback, iteration-start
     /// rank; give every mlcc-switchd feedback_mode = "all-others" too, or --feedback-mode
@@ -277,6 +304,10 @@ struct FileConfig {
     rto_floor: Option<String>,
     ps_scheduler_port: Option<u16>,
     precedence: Option<RankRule>,
+    fill: Option<String>,
+    fill_classes: Option<u8>,
+    #[serde(default)]
+    fill_devs: Vec<String>,
     policy: Option<String>,
     #[serde(default)]
     rules: BTreeMap<String, bool>,
@@ -317,6 +348,9 @@ pub struct Config {
     pub clock_offset_ns: i64,
     /// Which progress files are believed.
     pub progress: ProgressPolicy,
+    /// Devices on whose egress fill bytes are marked (empty: the one holding this host's
+    /// topology address).
+    pub fill_devs: Vec<String>,
     /// mTLS files; `None`: plaintext.
     pub tls: Option<TlsFiles>,
 }
@@ -346,6 +380,8 @@ struct FileValues {
     rto_floor: Option<mlcc_bpf::RtoFloor>,
     cc_name: Option<mlcc_bpf::CcName>,
     mode: Option<FeedbackMode>,
+    fill: Option<Fill>,
+    fill_classes: Option<u8>,
 }
 
 fn invalid(key: &str, e: String) -> ConfigError {
@@ -369,6 +405,12 @@ impl FileValues {
             rto_floor: parsed("rto_floor", file.rto_floor.as_deref(), parse_rto_floor)?,
             cc_name: parsed("bpf_cc_name", file.bpf_cc_name.as_deref(), parse_cc_name)?,
             mode: parsed("feedback_mode", file.feedback_mode.as_deref(), parse_mode)?,
+            fill: parsed("fill", file.fill.as_deref(), parse_fill)?,
+            fill_classes: parsed(
+                "fill_classes",
+                file.fill_classes.map(|n| n.to_string()).as_deref(),
+                parse_fill_classes,
+            )?,
         })
     }
 }
@@ -460,6 +502,11 @@ impl DaemonArgs {
                 },
                 trust_any_writer: false,
             },
+            fill_devs: if self.fill_devs.is_empty() {
+                file.fill_devs
+            } else {
+                self.fill_devs.clone()
+            },
             tls: self.tls.resolve(&TlsArgs {
                 tls_cert: file.tls_cert,
                 tls_key: file.tls_key,
@@ -513,6 +560,11 @@ impl DaemonArgs {
             eta,
             mode: self.feedback_mode.or(values.mode).unwrap_or(defaults.mode),
             rank: self.precedence.or(file.precedence).unwrap_or(defaults.rank),
+            fill: self.fill.or(values.fill).unwrap_or(defaults.fill),
+            fill_classes: self
+                .fill_classes
+                .or(values.fill_classes)
+                .unwrap_or(defaults.fill_classes),
             ..defaults
         })
     }

@@ -57,14 +57,17 @@ pub struct SocketStats {
     pub delivery_rate_bytes_per_sec: u64,
 }
 
-/// One socket's pacing order. `bytes_per_sec` is never 0 (a zero rate would freeze the socket
-/// for good if mlccd died; "no order" is a cleared entry); `expiry` is how long the order holds
-/// before the CC falls back to Reno, so a dead daemon releases its flows.
+/// One socket's order. `bytes_per_sec` is the rate it is paced at, or, with `fill`, the rate
+/// guaranteed in the network's default class, what it sends beyond it going in fill class
+/// `fill` (0 is served first among them). The datapath never hands the kernel less than
+/// [`MIN_ORDER_BYTES_PER_SEC`]; "no order" is a cleared entry. `expiry` is how long the order
+/// holds before the CC falls back to Reno, so a dead daemon releases its flows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct RateOrder {
     pub key: SocketKey,
     pub bytes_per_sec: u64,
     pub expiry: Duration,
+    pub fill: Option<u8>,
 }
 
 /// The datapath the daemon drives: any [`mlcc_bpf::Datapath`], and whether it enforces.
@@ -101,13 +104,15 @@ fn from_bpf_key(k: &mlcc_bpf::SocketKey) -> SocketKey {
     SocketKey::new(k.netns_cookie(), k.src(), k.dst())
 }
 
-/// An order in mlcc-bpf's terms, clamped to [`MIN_ORDER_BYTES_PER_SEC`].
+/// An order in mlcc-bpf's terms, clamped to [`MIN_ORDER_BYTES_PER_SEC`]; a fill class becomes
+/// its DSCP ([`mlcc_bpf::classes::fill_dscp`]).
 pub fn to_bpf_order(o: &RateOrder) -> mlcc_bpf::RateOrder {
     mlcc_bpf::RateOrder {
         key: to_bpf_key(&o.key),
         rate: mlcc_bpf::Rate::from_bytes_per_sec(o.bytes_per_sec.max(MIN_ORDER_BYTES_PER_SEC))
             .expect("clamped above zero"),
         expiry: mlcc_bpf::Expiry::After(o.expiry),
+        fill: o.fill.and_then(mlcc_bpf::classes::fill_dscp),
     }
 }
 
@@ -298,6 +303,7 @@ impl mlcc_bpf::Datapath for MemoryDatapath {
                     key,
                     bytes_per_sec: o.rate.bytes_per_sec(),
                     expiry,
+                    fill: o.fill.map(mlcc_bpf::classes::fill_class),
                 },
             );
         }
@@ -350,6 +356,7 @@ mod tests {
             key: k,
             bytes_per_sec: 5_000_000,
             expiry: Duration::from_millis(180),
+            fill: None,
         };
         d.set_rates(&[o]).unwrap();
         assert_eq!(mem.order(&k), Some(o));

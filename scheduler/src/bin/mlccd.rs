@@ -3,8 +3,8 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use mlcc_core::topology::Topology;
-use mlcc_scheduler::config::{Config, DaemonArgs, DatapathKind, TsoRttLog};
+use mlcc_core::topology::{NodeKind, Topology};
+use mlcc_scheduler::config::{Config, DaemonArgs, DatapathKind, Fill, TsoRttLog};
 use mlcc_scheduler::daemon;
 use mlcc_scheduler::datapath::DatapathPort;
 use mlcc_scheduler::sockets::ProcSockets;
@@ -110,6 +110,38 @@ fn open_bpf(
     }
 }
 
+/// With fill classes, the bytes beyond each flow's plan are marked as they leave the host: on
+/// `--fill-dev`, or the device holding this host's address in the topology.
+fn attach_marker(
+    d: &mlcc_bpf::KernelDatapath,
+    config: &Config,
+    topo: &Topology,
+) -> Result<(), String> {
+    let devs = if config.fill_devs.is_empty() {
+        let ip = topo
+            .node_by_name(&config.host)
+            .and_then(|n| match &topo.node(n).kind {
+                NodeKind::Host { ip, .. } => *ip,
+                _ => None,
+            })
+            .ok_or("--fill needs --fill-dev: this host has no address in the topology")?;
+        let dev = mlcc_bpf::device_with_address(ip)
+            .map_err(|e| format!("looking for the device with {ip}: {e}"))?
+            .ok_or_else(|| {
+                format!("no device holds {ip} (this host's address): give --fill-dev")
+            })?;
+        vec![dev]
+    } else {
+        config.fill_devs.clone()
+    };
+    for dev in &devs {
+        d.attach_marker(dev)
+            .map_err(|e| format!("fill marker on {dev}: {e}"))?;
+        tracing::info!(%dev, fill = %config.policy.fill, classes = config.policy.fill_classes, "fill classes: bytes beyond the plan are marked as they leave");
+    }
+    Ok(())
+}
+
 const TSO_RTT_LOG: &str = "/proc/sys/net/ipv4/tcp_tso_rtt_log";
 
 /// See [`TsoRttLog`]: without this, a burst sent under a low planned rate can hold a socket
@@ -150,6 +182,9 @@ async fn serve(config: Config) -> Result<(), String> {
         DatapathKind::Bpf => {
             let d = open_bpf(&config.bpf_pin_dir, &config.bpf_cc_name, config.rto_floor)?;
             set_tso_rtt_log(config.tcp_tso_rtt_log);
+            if config.policy.fill != Fill::Off {
+                attach_marker(&d, &config, &topo)?;
+            }
             DatapathPort::enforcing("bpf", d)
         }
     };

@@ -100,6 +100,7 @@ impl Carrier<'_> {
             quiet: f.quiet_sockets(),
             connections: fo.connections,
             expiry: self.expiry,
+            fill: fo.fill,
         };
         // Core bounds a hand-over within the slot; a duration that is not one (it never
         // should be) leaves the slot's order alone.
@@ -199,6 +200,7 @@ struct Split<'a> {
     quiet: &'a [SocketKey],
     connections: Connections,
     expiry: Duration,
+    fill: Option<u8>,
 }
 
 impl Split<'_> {
@@ -214,6 +216,7 @@ impl Split<'_> {
                     r.busy
                 } as u64,
                 expiry: self.expiry,
+                fill: self.fill,
             })
             .collect()
     }

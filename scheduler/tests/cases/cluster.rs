@@ -394,6 +394,7 @@ async fn three_schedulers_share_a_switch_and_degrade_without_it() {
                 trust_any_writer: true,
                 ..Default::default()
             },
+            fill_devs: Vec::new(),
             tls: None,
         };
         let running = daemon::start(
@@ -676,6 +677,7 @@ async fn a_slowed_predecessor_slows_its_successor() {
             admin_group: None,
             clock_offset_ns: 0,
             progress: Default::default(),
+            fill_devs: Vec::new(),
             tls: None,
         };
         let running = daemon::start(

@@ -65,6 +65,7 @@ async fn mlccctl_drives_every_admin_call() {
         admin_group: None,
         clock_offset_ns: 0,
         progress: Default::default(),
+        fill_devs: Vec::new(),
         tls: None,
     };
     let admin = daemon::bind_admin(&sock).unwrap();

@@ -224,6 +224,7 @@ async fn mlccd_peer_service_requires_a_cluster_certificate() {
         admin_group: None,
         clock_offset_ns: 0,
         progress: Default::default(),
+        fill_devs: Vec::new(),
         tls: Some(h1),
     };
     let running = daemon::start(
