@@ -54,6 +54,7 @@ struct RawScenario {
     timeout: String,
     /// The testbed's TBF bucket per link, as line time (`"2ms"`): see [`DEFAULT_LINK_BURST`].
     link_burst: Option<String>,
+    link_classes: Option<u8>,
     trace: String,
     cross_traffic: Option<RawCross>,
     #[serde(default)]
@@ -233,6 +234,23 @@ pub struct JobSpec {
 /// nothing (docs/notes/2026-11-26-testbed-link-bucket.md).
 pub const DEFAULT_LINK_BURST: Duration = Duration::from_millis(2);
 
+/// The fill classes every testbed port serves beneath its default class by default (what a
+/// switch with 8 strict-priority queues that trusts DSCP offers): unmarked traffic meets the
+/// port TBF alone would be.
+pub const DEFAULT_LINK_CLASSES: u8 = mlcc_core::host::MAX_FILL_CLASSES;
+
+/// A port serves at most [`mlcc_core::host::MAX_FILL_CLASSES`] fill classes.
+pub fn check_link_classes(n: u8) -> Result<u8, String> {
+    if n > mlcc_core::host::MAX_FILL_CLASSES {
+        Err(format!(
+            "{n} is more than {} fill classes",
+            mlcc_core::host::MAX_FILL_CLASSES
+        ))
+    } else {
+        Ok(n)
+    }
+}
+
 /// A link bucket must hold something: at zero TBF would never send.
 pub fn check_link_burst(d: Duration) -> Result<Duration, String> {
     if d.is_zero() {
@@ -264,6 +282,9 @@ pub struct Scenario {
     /// The testbed's TBF bucket per link, as line time ([`DEFAULT_LINK_BURST`]); the
     /// simulator's links have none.
     pub link_burst: Duration,
+    /// Fill classes each testbed port serves beneath its default class
+    /// ([`DEFAULT_LINK_CLASSES`]; 0: TBF alone); the simulator's links serve them always.
+    pub link_classes: u8,
 }
 
 fn dur(path: &Path, what: &str, s: &str) -> Result<Duration, ScenarioError> {
@@ -447,6 +468,12 @@ impl Scenario {
                 Some(b) => check_link_burst(dur(path, "link_burst", b)?)
                     .map_err(|e| bad(path, format!("link_burst: {e}")))?,
                 None => DEFAULT_LINK_BURST,
+            },
+            link_classes: match raw.link_classes {
+                Some(n) => {
+                    check_link_classes(n).map_err(|e| bad(path, format!("link_classes: {e}")))?
+                }
+                None => DEFAULT_LINK_CLASSES,
             },
         })
     }

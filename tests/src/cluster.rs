@@ -171,7 +171,9 @@ impl Cc {
                                 format!("{s:?}: horizon: {v:?} is not a number of slots")
                             })?)
                         }
-                        "eta" | "policy" => args.extend([format!("--{k}"), v.to_string()]),
+                        "eta" | "policy" | "fill" | "fill-classes" => {
+                            args.extend([format!("--{k}"), v.to_string()])
+                        }
                         "mode" => args.extend(["--feedback-mode".to_string(), v.to_string()]),
                         "rank" => args.extend(["--precedence".to_string(), v.to_string()]),
                         "rto_floor" => {
@@ -1018,6 +1020,8 @@ pub struct CcRun {
     pub jobs: Vec<JobResult>,
     pub wall_s: f64,
     pub cross_flows: u32,
+    /// What the cross traffic got, where the scenario has any.
+    pub cross: Option<CrossStats>,
     pub bandwidth: Vec<BandwidthSeries>,
     /// The scenario's scheduled faults as applied in this run.
     pub faults: Vec<FaultEvent>,
@@ -1194,13 +1198,14 @@ pub fn run_jobs(
         .collect::<Vec<_>>();
     pids.extend(cross.pids.iter().copied());
     pids.extend(spawned);
-    let cross_flows = cross.stop();
+    let (cross_flows, cross) = cross.stop();
     results.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s).then(a.job.cmp(&b.job)));
     Ok(CcRun {
         cc: c.cc.name().to_string(),
         jobs: results,
         wall_s: start.elapsed().as_secs_f64(),
         cross_flows,
+        cross,
         bandwidth: samples
             .into_iter()
             .map(|(host, samples)| BandwidthSeries { host, samples })
@@ -1476,13 +1481,56 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
     r
 }
 
+/// What the cross traffic of one run got, from each iperf3 client's report (a flow still
+/// running at the end reports what it moved by then).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CrossStats {
+    /// Flows that reported (all that started, unless one was killed before it could).
+    pub flows: u32,
+    /// Of those, the ones that sent all their bytes.
+    pub completed: u32,
+    /// Bytes the receivers got.
+    pub bytes: u64,
+    /// Mean of the flows' goodput (bytes over their own duration), Mbit/s.
+    pub mean_rate_mbit: f64,
+}
+
+impl CrossStats {
+    /// Folds in one client's iperf3 JSON report for a flow of `requested` bytes.
+    fn add(&mut self, json: &str, requested: u64) {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
+            return;
+        };
+        let got = &v["end"]["sum_received"];
+        let (Some(bytes), Some(secs)) = (got["bytes"].as_u64(), got["seconds"].as_f64()) else {
+            return;
+        };
+        let n = f64::from(self.flows);
+        let rate = if secs > 0.0 {
+            bytes as f64 * 8e-6 / secs
+        } else {
+            0.0
+        };
+        self.mean_rate_mbit = (self.mean_rate_mbit * n + rate) / (n + 1.0);
+        self.flows += 1;
+        self.bytes += bytes;
+        if bytes >= requested {
+            self.completed += 1;
+        }
+    }
+}
+
 /// iperf3 flows (docs/design.md §14): every host starts one to a random other host each `every`,
 /// carrying what its link sends in a time uniform in [min, max]. iperf3 serves one test at a
-/// time, so each host runs one server per possible sender.
+/// time, so each host runs one server per possible sender. Each client writes its JSON report
+/// under the run's `cross/`.
 struct CrossTraffic {
     spec: Option<crate::scenario::CrossTraffic>,
     servers: Vec<Child>,
-    clients: Vec<Child>,
+    /// Running clients, each with its report file and the bytes it was asked to send.
+    clients: Vec<(Child, PathBuf, u64)>,
+    reports: Vec<(PathBuf, u64)>,
+    dir: PathBuf,
     pids: Vec<u32>,
     next: Vec<Instant>,
     rng: u64,
@@ -1495,6 +1543,8 @@ impl CrossTraffic {
             spec: scn.cross.clone(),
             servers: Vec::new(),
             clients: Vec::new(),
+            reports: Vec::new(),
+            dir: c.dir.join("cross"),
             pids: Vec::new(),
             next: Vec::new(),
             rng: 0,
@@ -1503,6 +1553,7 @@ impl CrossTraffic {
         let Some(spec) = &scn.cross else {
             return Ok(ct);
         };
+        fs::create_dir_all(&ct.dir).map_err(io_err(format!("creating {}", ct.dir.display())))?;
         ct.rng = spec.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
         let n = c.plan.hosts.len();
         for (ri, r) in c.plan.hosts.iter().enumerate() {
@@ -1548,8 +1599,14 @@ impl CrossTraffic {
         let Some(spec) = self.spec.clone() else {
             return Ok(());
         };
-        self.clients
-            .retain_mut(|ch| matches!(ch.try_wait(), Ok(None)));
+        let reports = &mut self.reports;
+        self.clients.retain_mut(|(ch, report, bytes)| {
+            let running = matches!(ch.try_wait(), Ok(None));
+            if !running {
+                reports.push((report.clone(), *bytes));
+            }
+            running
+        });
         let now = Instant::now();
         let n = c.plan.hosts.len();
         for si in 0..n {
@@ -1564,6 +1621,7 @@ impl CrossTraffic {
             let secs = spec.min.as_secs_f64() + self.rand() * (spec.max - spec.min).as_secs_f64();
             let bytes = (secs * c.plan.host_link_bits as f64 / 8.0) as u64;
             let (s, r) = (&c.plan.hosts[si], &c.plan.hosts[ri]);
+            let report = self.dir.join(format!("{}.json", self.started));
             let mut cmd = ns_command(&s.ns, "iperf3")?;
             cmd.args([
                 "-c",
@@ -1574,24 +1632,80 @@ impl CrossTraffic {
                 &bytes.to_string(),
                 "-C",
                 "cubic",
+                "-J",
+                "--logfile",
             ])
+            .arg(&report)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
             let ch = cmd.spawn().map_err(io_err("starting iperf3"))?;
             self.pids.push(ch.id());
-            self.clients.push(ch);
+            self.clients.push((ch, report, bytes));
             self.started += 1;
         }
         Ok(())
     }
 
-    fn stop(mut self) -> u32 {
-        for ch in self.clients.iter_mut().chain(self.servers.iter_mut()) {
+    /// Ends the cross traffic: a client still running is interrupted so that it reports what
+    /// it moved. Returns the flows started and what they got.
+    fn stop(mut self) -> (u32, Option<CrossStats>) {
+        for (ch, report, bytes) in self.clients.drain(..) {
+            interrupt(ch);
+            self.reports.push((report, bytes));
+        }
+        for ch in self.servers.iter_mut() {
             let _ = ch.kill();
             let _ = ch.wait();
         }
-        self.started
+        let stats = self.spec.as_ref().map(|_| {
+            let mut st = CrossStats::default();
+            for (report, bytes) in &self.reports {
+                if let Ok(json) = fs::read_to_string(report) {
+                    st.add(&json, *bytes);
+                }
+            }
+            st
+        });
+        (self.started, stats)
+    }
+}
+
+/// SIGINT, so iperf3 writes its report; killed if it has not exited within a second.
+fn interrupt(mut ch: Child) {
+    signal_child(&ch, Signal::INT);
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline {
+        if matches!(ch.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = ch.kill();
+    let _ = ch.wait();
+}
+
+#[cfg(test)]
+mod cross_tests {
+    use super::CrossStats;
+
+    #[test]
+    fn cross_stats_count_what_each_flow_got() {
+        let mut st = CrossStats::default();
+        let report = |bytes: u64, secs: f64| {
+            format!(r#"{{"end": {{"sum_received": {{"bytes": {bytes}, "seconds": {secs}}}}}}}"#)
+        };
+        st.add(&report(1_000_000, 0.08), 1_000_000);
+        st.add(&report(500_000, 0.1), 1_000_000);
+        st.add("not json", 1);
+        st.add(r#"{"error": "unable to connect"}"#, 1);
+        assert_eq!((st.flows, st.completed, st.bytes), (2, 1, 1_500_000));
+        // 100 and 40 Mbit/s.
+        assert!(
+            (st.mean_rate_mbit - 70.0).abs() < 1e-9,
+            "{}",
+            st.mean_rate_mbit
+        );
     }
 }
 
@@ -1686,6 +1800,7 @@ fn run_isolated(
         jobs,
         wall_s: start.elapsed().as_secs_f64(),
         cross_flows: 0,
+        cross: None,
         bandwidth: Vec::new(),
         faults: Vec::new(),
         pids,

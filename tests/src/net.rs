@@ -59,6 +59,8 @@ pub struct NetPlan {
     pub inter_switch_bits: Option<u64>,
     /// Every link's TBF bucket, as line time ([`crate::scenario::DEFAULT_LINK_BURST`]).
     pub link_burst: Duration,
+    /// Fill classes every port serves beneath its default class ([`mlcc_bpf::classes`]).
+    pub link_classes: u8,
 }
 
 impl NetPlan {
@@ -88,6 +90,7 @@ impl NetPlan {
             host_link_bits: s.host_link_bits,
             inter_switch_bits: s.inter_switch_bits,
             link_burst: s.link_burst,
+            link_classes: s.link_classes,
         }
     }
 
@@ -176,8 +179,9 @@ impl NetPlan {
                 "ip",
                 &["-n", &sw.ns, "link", "set", &h.name, "master", "br0", "up"],
             )?;
-            shape(&h.ns, "eth0", rate, self.link_burst)?; // uplink
-            shape(&sw.ns, &h.name, rate, self.link_burst)?; // downlink: the switch port's queue
+            let port = self.port(rate);
+            shape(&h.ns, "eth0", &port, self.link_classes)?; // uplink
+            shape(&sw.ns, &h.name, &port, self.link_classes)?; // downlink: the switch port's queue
         }
         if let ([a, b], Some(isl)) = (self.switches.as_slice(), self.inter_switch_bits) {
             sh(
@@ -192,10 +196,20 @@ impl NetPlan {
                     "ip",
                     &["-n", &s.ns, "link", "set", "isl", "master", "br0", "up"],
                 )?;
-                shape(&s.ns, "isl", isl, self.link_burst)?;
+                shape(&s.ns, "isl", &self.port(isl), self.link_classes)?;
             }
         }
         Ok(())
+    }
+
+    /// A port of `bits` per second: TBF with this run's bucket and a ~5 ms queue (what a
+    /// shallow-buffered ToR port holds).
+    fn port(&self, bits: u64) -> mlcc_bpf::classes::Port {
+        mlcc_bpf::classes::Port {
+            bits_per_sec: bits,
+            burst_bytes: bucket_bytes(bits, self.link_burst),
+            latency: Duration::from_millis(5),
+        }
     }
 
     /// Deletes this run's namespaces (their links go with them). Idempotent.
@@ -212,28 +226,14 @@ pub fn bucket_bytes(bits: u64, burst: Duration) -> u64 {
     ((bits as f64 / 8.0 * burst.as_secs_f64()) as u64).max(32 * 1024)
 }
 
-/// TBF at `bits` per second with a ~5 ms queue (what a shallow-buffered ToR port holds) and a
-/// bucket of `burst` line time ([`crate::scenario::DEFAULT_LINK_BURST`] says why it is small).
-fn shape(ns: &str, dev: &str, bits: u64, burst: Duration) -> io::Result<()> {
-    sh(
-        "tc",
-        &[
-            "-n",
-            ns,
-            "qdisc",
-            "add",
-            "dev",
-            dev,
-            "root",
-            "tbf",
-            "rate",
-            &format!("{bits}bit"),
-            "burst",
-            &bucket_bytes(bits, burst).to_string(),
-            "latency",
-            "5ms",
-        ],
-    )?;
+/// Device `dev` in `ns` as `port`, serving `classes` fill classes beneath its default class
+/// ([`crate::scenario::DEFAULT_LINK_BURST`] says why the bucket is small).
+fn shape(ns: &str, dev: &str, port: &mlcc_bpf::classes::Port, classes: u8) -> io::Result<()> {
+    for cmd in port.tc_commands(dev, classes) {
+        let mut args = vec!["-n", ns];
+        args.extend(cmd.iter().map(String::as_str));
+        sh("tc", &args)?;
+    }
     Ok(())
 }
 

@@ -74,6 +74,7 @@ fn run(mut dp: KernelDatapath) -> Result<RateConsistency, String> {
             key: tx.key,
             rate: Rate::from_bits_per_sec(mbit * 1_000_000).ok_or("zero rate")?,
             expiry: Expiry::After(ttl),
+            fill: None,
         })
     };
     let acked = |dp: &KernelDatapath| -> Result<u64, String> {

@@ -33,6 +33,10 @@ pub struct CcSummary {
     /// (best TCP − this) / (best TCP − isolated): the share of what contention costs under the
     /// best TCP that this CC wins back (1: as if every job ran alone). Where `isolated` ran.
     pub contention_recovered: Option<f64>,
+    /// What the cross traffic got beside the jobs, over every repetition, where there was any:
+    /// bytes per repetition and the flows' mean goodput.
+    pub cross_bytes_per_repetition: Option<f64>,
+    pub cross_mean_rate_mbit: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -49,6 +53,8 @@ pub struct Summary {
     /// Every link's token bucket in this run, as line time (`--link-burst`): runs with
     /// different buckets are not comparable (docs/notes/2026-11-26-testbed-link-bucket.md).
     pub link_burst_ms: f64,
+    /// Fill classes every port served beneath its default class (`--link-classes`).
+    pub link_classes: u8,
     pub runs: Vec<CcRun>,
 }
 
@@ -58,6 +64,12 @@ pub struct Summary {
 pub fn is_tcp(cc: &str) -> bool {
     let base = cc.split('/').next().unwrap_or_default();
     !["isolated", "mlcc", "mltcp", "cassini"].contains(&base)
+}
+
+/// The mean of `v`, or none when it is empty.
+fn mean_of(v: impl Iterator<Item = f64>) -> Option<f64> {
+    let (sum, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+    (n > 0).then(|| sum / n as f64)
 }
 
 fn pct(v: &mut [f64], q: f64) -> f64 {
@@ -73,6 +85,7 @@ pub fn summarize(
     scenario: &str,
     quick: bool,
     link_burst: std::time::Duration,
+    link_classes: u8,
     runs: Vec<CcRun>,
 ) -> Summary {
     let mut order: Vec<String> = Vec::new();
@@ -133,6 +146,14 @@ pub fn summarize(
                     .sum(),
                 ratio_to_best_tcp: None,
                 contention_recovered: None,
+                cross_bytes_per_repetition: mean_of(
+                    mine.iter()
+                        .filter_map(|r| r.cross.as_ref().map(|x| x.bytes as f64)),
+                ),
+                cross_mean_rate_mbit: mean_of(
+                    mine.iter()
+                        .filter_map(|r| r.cross.as_ref().map(|x| x.mean_rate_mbit)),
+                ),
             }
         })
         .collect();
@@ -166,6 +187,7 @@ pub fn summarize(
         mlcc_reduction_vs_best_tcp: reduction,
         isolated_mean_jct_s: isolated,
         link_burst_ms: link_burst.as_secs_f64() * 1e3,
+        link_classes,
         ccs,
         runs,
     }
@@ -209,8 +231,8 @@ pub fn markdown(s: &Summary) -> String {
         s.repetitions,
         s.link_burst_ms
     );
-    t += "| CC | mean JCT (s) | p50 | p99 | max | spread of repetition means (s) | vs best TCP | contention recovered | failed jobs |\n";
-    t += "|---|---|---|---|---|---|---|---|---|\n";
+    t += "| CC | mean JCT (s) | p50 | p99 | max | spread of repetition means (s) | vs best TCP | contention recovered | failed jobs | cross traffic: GB per run, mean Mbit/s |\n";
+    t += "|---|---|---|---|---|---|---|---|---|---|\n";
     for c in &s.ccs {
         let lo = c
             .mean_jct_per_repetition_s
@@ -222,8 +244,12 @@ pub fn markdown(s: &Summary) -> String {
             .iter()
             .copied()
             .fold(0.0, f64::max);
+        let cross = match (c.cross_bytes_per_repetition, c.cross_mean_rate_mbit) {
+            (Some(b), Some(r)) => format!("{:.2}, {r:.0}", b / 1e9),
+            _ => "–".into(),
+        };
         t += &format!(
-            "| {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2}–{:.2} (sd {:.2}) | {} | {} | {} |\n",
+            "| {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2}–{:.2} (sd {:.2}) | {} | {} | {} | {cross} |\n",
             c.cc,
             c.mean_jct_s,
             c.p50_jct_s,
@@ -500,6 +526,7 @@ mod tests {
                 .collect(),
             wall_s: 1.0,
             cross_flows: 0,
+            cross: None,
             bandwidth: vec![],
             faults: vec![],
             pids: vec![],
@@ -513,6 +540,7 @@ mod tests {
             "t",
             true,
             std::time::Duration::from_millis(2),
+            7,
             vec![
                 run("cubic", &[12.0, 14.0]),
                 run("bbr", &[10.0, 12.0]),

@@ -772,11 +772,11 @@ fn killed_daemons_and_a_link_flap_lose_no_bytes_and_degrade_and_recover() {
 }
 
 #[test]
-fn every_link_gets_the_bucket_its_scenario_asks_for() {
+fn every_link_gets_the_bucket_and_the_classes_its_scenario_asks_for() {
     if !is_root() {
         eprintln!(
-            "skipped every_link_gets_the_bucket_its_scenario_asks_for: needs root (network \
-             namespaces, tc)"
+            "skipped every_link_gets_the_bucket_and_the_classes_its_scenario_asks_for: needs \
+             root (network namespaces, tc)"
         );
         return;
     }
@@ -784,18 +784,32 @@ fn every_link_gets_the_bucket_its_scenario_asks_for() {
     use mlcc_testbed::net::{NetPlan, bucket_bytes};
     // two-tier: host links in two racks and the inter-switch link.
     let mut scn = mlcc_testbed::scenario::Scenario::find("two-tier").unwrap();
-    for burst in [scn.link_burst, std::time::Duration::from_millis(3)] {
+    for (burst, classes) in [
+        (scn.link_burst, scn.link_classes),
+        (std::time::Duration::from_millis(3), 0),
+    ] {
         scn.link_burst = burst;
+        scn.link_classes = classes;
         let want = format!("burst {}b", bucket_bytes(scn.host_link_bits, burst));
         let plan = NetPlan::new(&format!("lb{}", std::process::id()), &scn);
         plan.create().expect("create the links");
         let mut shown = Vec::new();
         let qdisc = |ns: &str, dev: &str| {
-            let o = Command::new("tc")
-                .args(["-n", ns, "qdisc", "show", "dev", dev])
-                .output()
-                .expect("tc");
-            format!("{ns}/{dev}: {}", String::from_utf8_lossy(&o.stdout).trim())
+            let show = |what: &[&str]| {
+                let o = Command::new("tc")
+                    .args(["-n", ns])
+                    .args(what)
+                    .args(["dev", dev])
+                    .output()
+                    .expect("tc");
+                String::from_utf8_lossy(&o.stdout).trim().to_string()
+            };
+            format!(
+                "{ns}/{dev}: {} {} {}",
+                show(&["qdisc", "show"]),
+                show(&["class", "show"]),
+                show(&["filter", "show", "parent", "10:"])
+            )
         };
         for h in &plan.hosts {
             let sw = &plan.switches[(h.rack - 1) as usize];
@@ -812,6 +826,20 @@ fn every_link_gets_the_bucket_its_scenario_asks_for() {
                 s.contains("tbf") && s.contains(&want),
                 "{burst:?}: want {want} in {s}"
             );
+            // The default class and each fill class, strict priority in that order, each fill
+            // class fed by its DSCP (TOS 4 * (1 + class)); none at 0 classes.
+            let htb_classes = s.matches("class htb 10:").count();
+            assert_eq!(
+                htb_classes,
+                usize::from(classes) + usize::from(classes > 0),
+                "{s}"
+            );
+            for k in 0..classes {
+                let prio = format!("prio {}", k + 1);
+                assert!(s.contains(&prio), "fill class {k}: no {prio} in {s}");
+                let tos = format!("match {:08x}/00fc0000", u32::from(4 * (1 + k)) << 16);
+                assert!(s.contains(&tos), "fill class {k}: no {tos} in {s}");
+            }
         }
     }
     assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());

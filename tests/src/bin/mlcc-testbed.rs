@@ -27,6 +27,11 @@ struct Links {
     /// 2ms].
     #[arg(long, value_name = "DURATION", value_parser = mlcc_core::units::parse_duration)]
     link_burst: Option<std::time::Duration>,
+    /// Fill classes every port serves beneath its default class, strict priority on DSCP 1..=N
+    /// (0: TBF alone, the ports of the figures measured before 2026-11-27) [default: the
+    /// scenario's `link_classes`, else 7]. Unmarked traffic meets the same queue either way.
+    #[arg(long, value_name = "N")]
+    link_classes: Option<u8>,
 }
 
 impl Links {
@@ -34,6 +39,10 @@ impl Links {
         if let Some(b) = self.link_burst {
             scn.link_burst = mlcc_testbed::scenario::check_link_burst(b)
                 .map_err(|e| format!("--link-burst: {e}"))?;
+        }
+        if let Some(n) = self.link_classes {
+            scn.link_classes = mlcc_testbed::scenario::check_link_classes(n)
+                .map_err(|e| format!("--link-classes: {e}"))?;
         }
         Ok(())
     }
