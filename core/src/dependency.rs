@@ -23,6 +23,28 @@ pub fn follows(down: &FlowParts<'_>, up: &FlowParts<'_>) -> bool {
         }
 }
 
+/// Of `candidates`, the flows Alg. 2 reads for `down`: those it [`follows`], except that a ring
+/// flow's predecessors from its own receiver are dropped while another predecessor is there.
+/// In a ring of more than two hosts the flow into a sender never comes from that sender's
+/// successor; a library that sends both ways over one connection per pair of ranks (Gloo,
+/// docs/design.md §5) makes such a flow anyway, carrying next to nothing, and followed it held
+/// its ring back to one chunk ahead of nothing. In a ring of two it is the only predecessor.
+pub fn upstream<'a, T>(
+    down: &FlowParts<'_>,
+    candidates: impl IntoIterator<Item = (FlowParts<'a>, T)>,
+) -> Vec<T> {
+    let (from_receiver, others): (Vec<_>, Vec<_>) = candidates
+        .into_iter()
+        .filter(|(up, _)| follows(down, up))
+        .partition(|(up, _)| down.role == FlowRole::Ring && up.src == down.dst);
+    let chosen = if others.is_empty() {
+        from_receiver
+    } else {
+        others
+    };
+    chosen.into_iter().map(|(_, t)| t).collect()
+}
+
 /// The dependency rule of one flow, with the latest progress values of the flows it depends on
 /// (from peers, one slot stale as in the real system).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -134,6 +156,37 @@ mod tests {
     use super::*;
 
     const TAU: f64 = 0.1;
+
+    fn parts(id: &str) -> FlowParts<'_> {
+        FlowParts::parse(id).unwrap()
+    }
+
+    #[test]
+    fn a_ring_flow_follows_the_flow_into_its_sender_not_back_from_its_receiver() {
+        let ids = [
+            "j/h2>h1/ring",
+            "j/h3>h2/ring",
+            "j/h1>h3/ring",
+            "j/h1>h2/ring",
+        ];
+        let all = || ids.iter().map(|id| (parts(id), *id));
+        // Gloo's rank 0 on h1 sends to rank 2 on h3 and receives from rank 1 on h2, over its
+        // two pair connections: the one to h2 makes a flow h1>h2 that carries nothing.
+        assert_eq!(upstream(&parts("j/h1>h3/ring"), all()), ["j/h2>h1/ring"]);
+        // h2>h1 follows the flows into h2: h3>h2, not h1>h2 from its own receiver.
+        assert_eq!(upstream(&parts("j/h2>h1/ring"), all()), ["j/h3>h2/ring"]);
+        // A ring of two: the flow back from the receiver is the predecessor.
+        let two = ["k/a>b/ring", "k/b>a/ring"];
+        let two = two.iter().map(|id| (parts(id), *id));
+        assert_eq!(upstream(&parts("k/a>b/ring"), two), ["k/b>a/ring"]);
+        // PS flows are untouched: a push follows the broadcasts leaving its server.
+        let ps = ["p/s>w/bcast", "p/w>s/agg", "p/s>x/bcast"];
+        let ps = ps.iter().map(|id| (parts(id), *id));
+        assert_eq!(
+            upstream(&parts("p/w>s/agg"), ps),
+            ["p/s>w/bcast", "p/s>x/bcast"]
+        );
+    }
 
     #[test]
     fn ring_flow_behind_its_predecessor_speeds_up_to_the_cap() {

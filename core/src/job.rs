@@ -173,11 +173,12 @@ impl Job {
         let mut groups: Vec<FlowGroup> = pairs
             .iter()
             .map(|(k, &bytes)| {
-                let upstream = pairs
-                    .keys()
-                    .filter(|k2| dependency::follows(&parts(k), &parts(k2)))
-                    .map(|(s, d, r)| FlowId::for_group(&self.id, s, d, *r))
-                    .collect();
+                let upstream = dependency::upstream(
+                    &parts(k),
+                    pairs
+                        .keys()
+                        .map(|k2| (parts(k2), FlowId::for_group(&self.id, &k2.0, &k2.1, k2.2))),
+                );
                 let (src, dst, role) = k.clone();
                 FlowGroup {
                     id: FlowId::for_group(&self.id, &src, &dst, role),

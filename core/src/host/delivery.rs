@@ -1,23 +1,24 @@
 //! What B_f learns from last slot's delivery ([`PolicyConfig::delivery_samples`]):
 //! under-delivery is the path's doing only if the sender had data waiting at both ends of the
-//! slot. A ring step waiting for its predecessor or a PS reply waiting for the pushes says
-//! nothing about the path (without a backlog count, assume it had data).
+//! slot, and at its start some of it on the wire. A ring step waiting for its predecessor or a
+//! PS reply waiting for the pushes says nothing about the path (without a backlog count, assume
+//! it had data); nor does a bucket Gloo holds until its peer posts the receive, which the
+//! progress file already counts as handed over (with nothing in flight, the application still
+//! had it; without a count, assume it was out).
 
 use super::config::PolicyConfig;
 use super::holder::has_data_waiting;
 use super::obs::FlowObs;
+use super::policy::Memory;
 use crate::estimator::Delivery;
 
-/// Last slot's delivery of `f` as B_f's filter takes it, or none; `last_rate` and
-/// `last_backlog` are last slot's plan and backlog.
-pub(super) fn sample(
-    cfg: &PolicyConfig,
-    f: &FlowObs,
-    last_rate: f64,
-    last_backlog: Option<f64>,
-) -> Option<Delivery> {
+/// Last slot's delivery of `f` as B_f's filter takes it, or none; `last` holds last slot's
+/// plan, backlog and bytes in flight.
+pub(super) fn sample(cfg: &PolicyConfig, f: &FlowObs, last: &Memory) -> Option<Delivery> {
+    let last_rate = last.last_rate;
     let ready = has_data_waiting(f.app_backlog, last_rate);
-    let was_ready = has_data_waiting(last_backlog, last_rate);
+    let was_ready = has_data_waiting(last.last_backlog, last_rate)
+        && last.last_in_flight.is_none_or(|b| b > 0.0);
     f.achieved
         .filter(|_| cfg.delivery_samples)
         .map(|a| Delivery {
@@ -59,5 +60,25 @@ mod tests {
             .flows
             .remove(0);
         assert_eq!(d.decision.achievable, USABLE);
+    }
+
+    #[test]
+    fn a_slot_that_began_with_nothing_on_the_wire_teaches_b_f_nothing() {
+        let t = topo();
+        let f = flow(&t, "g", "h1", "h3", FlowRole::Ring, 20.0 * MB);
+        let run = |in_flight: Option<f64>| {
+            let mut p = HostPolicy::new(cfg());
+            let mut f = f.clone();
+            f.in_flight = in_flight;
+            p.step(Slot(1), std::slice::from_ref(&f));
+            f.achieved = Some(0.3 * CAP);
+            p.step(Slot(2), std::slice::from_ref(&f)).flows.remove(0)
+        };
+        // A bucket handed over but held by the library (its peer not ready): the slot began
+        // with nothing in flight, and its slow start says nothing about the path.
+        assert_eq!(run(Some(0.0)).decision.achievable, USABLE);
+        // On the wire at the start and still slow: the path held it.
+        assert_eq!(run(Some(64.0 * 1024.0)).decision.achievable, 0.5 * USABLE);
+        assert_eq!(run(None).decision.achievable, 0.5 * USABLE);
     }
 }

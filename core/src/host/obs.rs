@@ -89,6 +89,10 @@ pub struct FlowObs {
     /// Bytes the application handed over that the receiver has not acknowledged; `None`
     /// where the driver cannot tell.
     pub app_backlog: Option<f64>,
+    /// Bytes the flow's sockets had on the wire and not yet acknowledged when observed; `None`
+    /// where the driver cannot tell. A backlog with nothing in flight is still the
+    /// application's: Gloo hands a bucket over at once and sends it once its peer is ready.
+    pub in_flight: Option<f64>,
     /// Bytes/s delivered during the last slot; `None` without counters.
     pub achieved: Option<f64>,
     /// The latest progress of the flows this one depends on (Alg. 2), as the peers reported
@@ -123,6 +127,7 @@ impl FlowObs {
             remaining_bytes: Some(0.0),
             slack_bytes: 0.0,
             app_backlog: None,
+            in_flight: None,
             achieved: None,
             upstream: Vec::new(),
             peer_silent: false,

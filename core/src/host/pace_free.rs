@@ -22,8 +22,8 @@ struct LocalLoad<'a> {
     /// Per link: what local flows planned for slot n, and how many local flows use it.
     now: HashMap<LinkId, f64>,
     flows: HashMap<LinkId, f64>,
-    /// Per link, the flows pacing into its free capacity; per (job, link), the finished flows
-    /// on standby.
+    /// Per link, the flows pacing into its free capacity; per (job, link), the bytes its
+    /// finished flows on standby moved in their iteration.
     sharing: HashMap<LinkId, f64>,
     standby_sharing: HashMap<(&'a Arc<str>, LinkId), f64>,
 }
@@ -108,7 +108,8 @@ impl<'a> LocalLoad<'a> {
             for l in &inputs[i].path {
                 if standby[i] {
                     let job = &flows[i].obs.job;
-                    *load.standby_sharing.entry((job, l.link)).or_default() += 1.0;
+                    *load.standby_sharing.entry((job, l.link)).or_default() +=
+                        standby_weight(&flows[i]);
                 } else {
                     *load.sharing.entry(l.link).or_default() += 1.0;
                 }
@@ -125,7 +126,9 @@ impl<'a> LocalLoad<'a> {
 
     /// What `l` leaves finished flow `i` on standby: what remains after the local flows that
     /// outrank it, as the next plan would give it (split among its job's finished flows on the
-    /// link). Lower-ranked flows yield from the next slot; until then the restart overbooks
+    /// link by the bytes each moved in its iteration: a flow Gloo's connection makes back from
+    /// a ring's receiver moves next to nothing, and an even split halved the ring flow's restart
+    /// beside it). Lower-ranked flows yield from the next slot; until then the restart overbooks
     /// them by this much, paced, where released it burst at line rate. Never below an even
     /// share of the link among this host's flows on it, what kernel TCP would give the
     /// restart: at the leftover alone, a job whose own flows held the link restarted at the
@@ -144,15 +147,22 @@ impl<'a> LocalLoad<'a> {
             .filter(|(g, e)| e.key < d.key && g.obs.links.iter().any(|x| x.link == l.link))
             .map(|(_, e)| e.plan.first().copied().unwrap_or(0.0).max(0.0))
             .sum();
-        let n = self
+        let w = standby_weight(&flows[i]);
+        let all = self
             .standby_sharing
             .get(&(&flows[i].obs.job, l.link))
             .copied()
-            .unwrap_or(1.0);
+            .unwrap_or(w);
         let even = l.capacity / self.flows.get(&l.link).copied().unwrap_or(1.0);
         let left = (l.capacity - external_now(l) - higher).max(0.0);
-        (left / n).max(even)
+        (left * w / all).max(even)
     }
+}
+
+/// A finished flow's claim on its job's standby room: the bytes it moved in its iteration (at
+/// least one, so that flows that moved nothing share evenly among themselves).
+fn standby_weight(f: &Local<'_>) -> f64 {
+    f.obs.sent_bytes.max(1.0)
 }
 
 /// What other hosts booked (and committed) on `l` for slot n.
@@ -231,5 +241,31 @@ mod tests {
         );
         let even = paced(out.flows[1].enforce);
         assert!((even - USABLE / 3.0).abs() < 1.0, "b stands by at {even}");
+    }
+
+    #[test]
+    fn a_finished_flow_that_moved_nothing_leaves_its_jobs_standby_room_to_the_one_that_did() {
+        let t = topo();
+        // Gloo's rank on h1 sends its ring to h3 and only receives from h2 over the connection
+        // it opened there: both groups are flows of the job, between iterations.
+        let finished = |dst: &str, sent: f64| {
+            let mut f = flow(&t, "g", "h1", dst, FlowRole::Ring, 0.0);
+            f.app_backlog = Some(0.0);
+            f.sent_bytes = sent;
+            f
+        };
+        let ring = finished("h3", 29.0 * MB);
+        let back = finished("h2", 1500.0);
+        let out = HostPolicy::new(cfg()).step(Slot(10), &[ring.clone(), back.clone()]);
+        let (r, b) = (paced(out.flows[0].enforce), paced(out.flows[1].enforce));
+        assert!(
+            r > 0.99 * USABLE,
+            "the ring flow restarts at the uplink: {r}"
+        );
+        // The other keeps the even share any flow gets (it sends nothing with it).
+        assert!((b - USABLE / 2.0).abs() < 1.0, "{b}");
+        // Two flows that moved the same share the room evenly, as before.
+        let out = HostPolicy::new(cfg()).step(Slot(10), &[ring.clone(), finished("h2", 29.0 * MB)]);
+        assert!((paced(out.flows[0].enforce) - USABLE / 2.0).abs() < 1.0);
     }
 }

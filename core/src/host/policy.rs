@@ -18,11 +18,12 @@ use crate::slot::Slot;
 
 /// What a rule must remember of a flow from one slot to the next.
 #[derive(Clone, Copy, Debug, Default)]
-struct Memory {
+pub(super) struct Memory {
     /// This slot's rate in the last plan (Alg. 2's output, before pacing into free capacity).
-    last_rate: f64,
-    /// The application's backlog seen last slot.
-    last_backlog: Option<f64>,
+    pub(super) last_rate: f64,
+    /// The application's backlog and the bytes in flight seen last slot.
+    pub(super) last_backlog: Option<f64>,
+    pub(super) last_in_flight: Option<f64>,
 }
 
 /// The per-host policy: owns the planner (Alg. 1 + Alg. 2, last plans, B_f filters) and what
@@ -122,7 +123,7 @@ impl HostPolicy {
                 rate_cap: split.cap(f, &path, idle),
                 path,
                 dependency,
-                delivery: delivery::sample(cfg, f.obs, mem.last_rate, mem.last_backlog),
+                delivery: delivery::sample(cfg, f.obs, &mem),
             });
             notes.push(degraded);
         }
@@ -180,6 +181,7 @@ impl HostPolicy {
                 Memory {
                     last_rate: fo.decision.rate,
                     last_backlog: f.obs.app_backlog,
+                    last_in_flight: f.obs.in_flight,
                 },
             );
             out.push(fo);

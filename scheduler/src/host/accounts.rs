@@ -263,10 +263,11 @@ impl Accounts {
 
     /// How one process's bytes of this iteration — what it will move and what it has handed
     /// over (its progress file's counts) — split over its flow groups (`ids`, their sockets
-    /// `keys`): each group the share that its sockets carried before this iteration, once a
+    /// `keys`): each group the share that its sockets carried in the iteration before, once a
     /// whole iteration is behind (`settled`) and every group's split basis is this
     /// iteration's; otherwise (the first iteration, a group first seen, an iteration just
-    /// begun, no datapath counters) its share of what its sockets carried since they opened.
+    /// begun, no datapath counters) its share of what its sockets carried since the iteration
+    /// began, or, before they carried anything, since they opened.
     /// A group whose sockets carry next to nothing — PS-Lite's connections to and from its
     /// scheduler — holds next to none. Split evenly, they credited the idle group towards a
     /// PS-Lite scheduler with half of a worker's pushes, planned at line rate, while the real
@@ -288,17 +289,38 @@ impl Accounts {
         let basis = || -> Option<Vec<Option<u64>>> {
             ids.iter()
                 .zip(keys)
-                .map(|(id, keys)| Some(Some(self.flows.get(id)?.split_basis(iteration, keys)?)))
+                .map(|(id, keys)| {
+                    let f = self.flows.get(id)?;
+                    Some(Some(f.split_basis(iteration, keys, &sockets.counters)?))
+                })
                 .collect()
+        };
+        // Unsettled: what each group carried since this iteration began (or its sockets were
+        // first seen), once something has; until then, since they opened. Since they opened
+        // only, a connection that once carried much (rank 0's share of DDP's initial broadcast
+        // over every pair) kept half of the first iteration for a group that sends nothing.
+        let recent = || -> Option<Vec<Option<u64>>> {
+            let v: Vec<Option<u64>> = ids
+                .iter()
+                .zip(keys)
+                .map(|(id, keys)| {
+                    Some(Some(
+                        self.flows
+                            .get(id)?
+                            .carried_since_start(keys, &sockets.counters)?,
+                    ))
+                })
+                .collect::<Option<_>>()?;
+            (v.iter().flatten().sum::<u64>() > 0).then_some(v)
+        };
+        let opened = || {
+            keys.iter()
+                .map(|keys| (!keys.is_empty()).then(|| sockets.acked(keys)))
+                .collect::<Vec<_>>()
         };
         match settled.then(basis).flatten() {
             Some(before) => shares(&before),
-            None => shares(
-                &keys
-                    .iter()
-                    .map(|keys| (!keys.is_empty()).then(|| sockets.acked(keys)))
-                    .collect::<Vec<_>>(),
-            ),
+            None => shares(&recent().unwrap_or_else(opened)),
         }
     }
 
@@ -433,13 +455,14 @@ fn group_connections(
             local += 1;
             continue;
         }
-        if (role == FlowRole::Ring || zmq_van) && c.accepted {
+        let keys = sockets.by_tuple.get(&(canon(c.local), canon(c.remote)));
+        if c.accepted && (zmq_van || (role == FlowRole::Ring && !sends_data(keys, sockets))) {
             inbound += 1;
             continue;
         }
         let g = groups.entry(remote).or_default();
         g.1 += 1;
-        if let Some(keys) = sockets.by_tuple.get(&(canon(c.local), canon(c.remote))) {
+        if let Some(keys) = keys {
             g.0.extend(keys);
         }
     }
@@ -452,6 +475,20 @@ fn group_connections(
         p.conns.len()
     );
     (groups, note)
+}
+
+/// Bytes an accepted connection of a ring job must have carried out before it counts as one
+/// the process sends over: more than a connection handshake or a rendezvous store's replies.
+const ACCEPTED_SENDS_DATA: u64 = 64 * 1024;
+
+/// Whether an accepted connection of a ring job carries the job's data out. A ring of our
+/// trainer, NCCL's socket transport or PS-Lite sends only over the connections it opened; what
+/// it accepted brings data in. Gloo opens one connection per pair of ranks, from whichever side
+/// its address order picks, and sends both ways over it (gloo/transport/tcp/pair.cc): rank r's
+/// ring sends to rank r-1, over a connection r may have accepted. Skipped, half of a Gloo
+/// ring's flows went unscheduled.
+fn sends_data(keys: Option<&Vec<SocketKey>>, sockets: &Sockets) -> bool {
+    keys.is_some_and(|k| sockets.acked(k) > ACCEPTED_SENDS_DATA)
 }
 
 /// One group's spec from what its processes contribute.

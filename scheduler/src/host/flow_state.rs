@@ -61,6 +61,9 @@ pub struct FlowState {
     /// cannot be ahead of its upstream, and if it under-delivers, the path (not the
     /// application) held it back.
     pub app_backlog: Option<f64>,
+    /// Bytes its sockets had sent and not yet had acked when last observed, `None` without
+    /// datapath counters.
+    pub in_flight: Option<f64>,
     /// Achieved rate over the last slot (bytes/s), `None` without datapath counters.
     pub achieved: Option<f64>,
     /// The rate ordered to the datapath for this slot: the plan's, or more where the flow
@@ -91,12 +94,17 @@ struct SocketCounts {
     retransmits: HashMap<SocketKey, u32>,
     /// Each socket's acked count where this iteration's bytes begin.
     baseline: HashMap<SocketKey, u64>,
-    /// Each socket's acked count where this iteration began, as first taken: what the
-    /// process's bytes are split over its groups by. Unlike `baseline` it is never re-anchored:
-    /// a split that moved with the baselines it corrects chased itself, and two groups of one
-    /// PS worker swapped 8 % of their bytes every slot, each in turn looking unfinished
-    /// (testbed `paper-small-no-cross`, a ResNet50 worker's pushes).
+    /// What each socket carried in the iteration before this one, from its raw acked counts
+    /// where the two began (at the first, all it carried since first seen): what the process's
+    /// bytes are split over its groups by. Raw counts, never the re-anchored `baseline`: a split
+    /// that moved with the baselines it corrects chased itself, and two groups of one PS
+    /// worker swapped 8 % of their bytes every slot, each in turn looking unfinished (testbed
+    /// `paper-small-no-cross`, a ResNet50 worker's pushes). The last iteration, not all since
+    /// the socket opened: what a connection carried once (DDP's initial broadcast from rank 0
+    /// over every pair) kept a share of every later iteration for a group that no longer sends.
     split_basis: HashMap<SocketKey, u64>,
+    /// Each socket's raw acked count where this iteration began (or where it was first seen).
+    acked_at_start: HashMap<SocketKey, u64>,
     /// The sockets' acked bytes in all, last slot.
     acked: Option<u64>,
     /// The progress file's enqueued bytes (this iteration, this flow's share) last slot.
@@ -191,6 +199,7 @@ impl FlowState {
             slack_bytes: 0.0,
             last_iteration_bytes: 0,
             app_backlog: None,
+            in_flight: None,
             achieved: None,
             enforced_rate: 0.0,
             retransmits: 0,
@@ -230,14 +239,51 @@ impl FlowState {
         &self.counts.quiet
     }
 
-    /// Each socket's acked count where this iteration began, if every one of `keys` has one
-    /// and the flow is in `iteration`.
-    pub(super) fn split_basis(&self, iteration: u64, keys: &[SocketKey]) -> Option<u64> {
-        if self.iteration != iteration || keys.is_empty() {
+    /// What `keys` carried in the iteration before `iteration` (see
+    /// `SocketCounts::split_basis`), if every one of them has a count: the flow is in
+    /// `iteration`, or `iteration` begins this slot (then from the counters now, `counters`:
+    /// left to the cumulative counts for that first slot, a group that had carried DDP's
+    /// initial broadcast took the slot's plan from the group that had the bytes).
+    pub(super) fn split_basis(
+        &self,
+        iteration: u64,
+        keys: &[SocketKey],
+        counters: &Counters,
+    ) -> Option<u64> {
+        if keys.is_empty() {
+            return None;
+        }
+        let c = &self.counts;
+        if self.iteration == iteration {
+            return keys
+                .iter()
+                .try_fold(0u64, |b, k| Some(b.saturating_add(*c.split_basis.get(k)?)));
+        }
+        if self.iteration.checked_add(1) != Some(iteration) {
             return None;
         }
         keys.iter().try_fold(0u64, |b, k| {
-            Some(b.saturating_add(*self.counts.split_basis.get(k)?))
+            let carried = counters
+                .get(k)?
+                .acked
+                .saturating_sub(*c.acked_at_start.get(k)?);
+            Some(b.saturating_add(carried))
+        })
+    }
+
+    /// What `keys` carried since this flow's iteration began (or they were first seen), if
+    /// every one of them has a count.
+    pub(super) fn carried_since_start(
+        &self,
+        keys: &[SocketKey],
+        counters: &Counters,
+    ) -> Option<u64> {
+        if keys.is_empty() {
+            return None;
+        }
+        keys.iter().try_fold(0u64, |b, k| {
+            let start = *self.counts.acked_at_start.get(k)?;
+            Some(b.saturating_add(counters.get(k)?.acked.saturating_sub(start)))
         })
     }
 
@@ -251,6 +297,7 @@ impl FlowState {
         let measured = self.acked_total(counters);
         let since_start = self.since_start(measured, spec.sent_share, counters);
         self.mark_quiet(counters);
+        self.in_flight = self.in_flight_now(counters);
         self.achieved = match (measured, self.counts.acked) {
             (Some(now), Some(prev)) => Some(now.saturating_sub(prev) as f64 / tau),
             _ => None,
@@ -295,7 +342,19 @@ impl FlowState {
             let base = iteration_baseline(b, a, last, now_enqueued);
             self.counts.baseline.insert(*k, base);
         }
-        self.counts.split_basis = self.counts.baseline.clone();
+        let starts: HashMap<SocketKey, u64> = spec
+            .sockets
+            .iter()
+            .filter_map(|k| Some((*k, acked(k)?)))
+            .collect();
+        self.counts.split_basis = starts
+            .iter()
+            .map(|(k, &a)| {
+                let before = self.counts.acked_at_start.get(k).copied().unwrap_or(0);
+                (*k, a.saturating_sub(before))
+            })
+            .collect();
+        self.counts.acked_at_start = starts;
     }
 
     /// Sockets first seen mid-iteration count from now on; sockets gone are forgotten.
@@ -305,10 +364,12 @@ impl FlowState {
             if let Some(a) = counters.get(k).map(|c| c.acked) {
                 c.baseline.entry(*k).or_insert(a);
                 c.split_basis.entry(*k).or_insert(a);
+                c.acked_at_start.entry(*k).or_insert(a);
             }
         }
         c.baseline.retain(|k, _| sockets.contains(k));
         c.split_basis.retain(|k, _| sockets.contains(k));
+        c.acked_at_start.retain(|k, _| sockets.contains(k));
         self.sockets = sockets.to_vec();
         c.retransmits.retain(|k, _| sockets.contains(k));
     }
@@ -349,7 +410,12 @@ impl FlowState {
     /// it enqueued (`enqueued`) is acked. If the counters say otherwise, the baselines are off
     /// — taken when mlccd first saw the sockets mid-iteration, or moved by bytes the library
     /// does not count — and a phantom backlog would keep the flow booked through its whole
-    /// compute phase: they are re-anchored so that acked = enqueued.
+    /// compute phase: they are re-anchored so that acked = enqueued. Forward (bytes taken
+    /// as acked that were not seen) only while the gap is at most what the flow has moved this
+    /// iteration: a larger one is bytes the library still holds, not a counting error. Gloo
+    /// hands a bucket over at once but sends only once its peer has posted the receive; a
+    /// rank a slot ahead of its peer then sat a slot with a whole bucket enqueued and nothing
+    /// moving, and taken as acked, that bucket ran at a finished flow's share.
     fn since_start(
         &mut self,
         measured: Option<u64>,
@@ -366,6 +432,7 @@ impl FlowState {
         ) && now == prev
             && enq == prev_enq
             && (got - enq).abs() >= 1.0
+            && enq - got <= got
         {
             self.reanchor(got - enq, counters);
             since_start = Some(self.acked_since_baseline(counters));
@@ -398,6 +465,19 @@ impl FlowState {
             let moved = (b + excess * w).clamp(0.0, counters[k].acked as f64) as u64;
             self.counts.baseline.insert(*k, moved);
         }
+    }
+
+    /// What the sockets have on the wire unacknowledged (retransmissions counted, so at worst
+    /// an over-estimate), if every one of them has counters.
+    fn in_flight_now(&self, counters: &Counters) -> Option<f64> {
+        (!self.sockets.is_empty())
+            .then(|| {
+                self.sockets.iter().try_fold(0.0, |b, k| {
+                    let c = counters.get(k)?;
+                    Some(b + c.sent.saturating_sub(c.acked) as f64)
+                })
+            })
+            .flatten()
     }
 
     /// Sockets that neither sent nor had a byte acked since last slot have nothing to send

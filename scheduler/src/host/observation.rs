@@ -58,6 +58,7 @@ impl Context<'_> {
         o.remaining_bytes = f.remaining_bytes;
         o.slack_bytes = f.slack_bytes;
         o.app_backlog = f.app_backlog;
+        o.in_flight = f.in_flight;
         o.achieved = f.achieved;
         o.upstream = self.peers.upstream_of(&FlowParts {
             job: &f.job,

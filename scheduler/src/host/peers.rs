@@ -45,14 +45,16 @@ impl PeerBook {
             .retain(|_, p| slot.since(p.seen).is_none_or(|d| d <= horizon));
     }
 
-    /// The latest reports of the peers' flows that `down` follows in Alg. 2 (docs/design.md §8): a
-    /// ring flow's predecessors into this host, a PS worker's broadcasts from its server, a PS
+    /// The latest reports of the peers' flows that `down` follows in Alg. 2 (docs/design.md §8,
+    /// [`dependency::upstream`]): a ring flow's predecessors into this host, a PS worker's broadcasts from its server, a PS
     /// server's aggregations into it. Whether they are fresh is the policy's to judge.
     pub fn upstream_of(&self, down: &FlowParts<'_>) -> Vec<PeerProgress> {
-        self.upstream
-            .iter()
-            .filter_map(|(id, p)| dependency::follows(down, &id.parts()?).then_some(*p))
-            .collect()
+        dependency::upstream(
+            down,
+            self.upstream
+                .iter()
+                .filter_map(|(id, p)| Some((id.parts()?, *p))),
+        )
     }
 
     pub fn answered(&mut self, peer: &str) {
