@@ -11,7 +11,9 @@ need_apt=()
 # debootstrap makes the fresh Debian root scripts/test-packages.sh installs the packages into
 # (build-essential's dpkg-dev builds them: dpkg-deb, dpkg-shlibdeps); systemd-container's
 # systemd-nspawn boots that root with systemd for scripts/test-guide.sh.
-want_pkgs=(build-essential pkg-config clang llvm libelf-dev zlib1g-dev bpftool iproute2 iperf3 libzmq3-dev python3-pip systemd systemd-container debootstrap)
+# python3-torch (Debian's CPU build of PyTorch with Gloo) runs the testbed's torch-ddp jobs and
+# python/tests.
+want_pkgs=(build-essential pkg-config clang llvm libelf-dev zlib1g-dev bpftool iproute2 iperf3 libzmq3-dev python3-pip systemd systemd-container debootstrap python3-torch)
 for p in "${want_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$p")
 done

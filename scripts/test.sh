@@ -19,6 +19,22 @@ export INSTA_UPDATE=no
 cargo test --workspace --locked --no-run
 sync
 cargo test --workspace --locked
+echo "== python/ (mlcc.progress against the C header, mlcc.ring, DDP jobs over Gloo)"
+/usr/bin/python3 -m unittest discover -s python/tests -v
+echo "== python/ installs with pip from the checkout"
+venv=$(mktemp -d)
+/usr/bin/python3 -m venv --system-site-packages "$venv"
+"$venv/bin/pip" install --quiet --no-build-isolation --no-index ./python
+(cd "$venv" && "$venv/bin/python" -c 'import mlcc.torch, mlcc.progress; print("mlcc", mlcc.__version__, "from", mlcc.__file__)')
+rm -rf "$venv"
+echo "== scripts/gpu-check.sh: builds the NCCL profiler plugin here, refuses without a GPU"
+scripts/gpu-check.sh --build-only
+if compgen -G "/dev/nvidia[0-9]*" >/dev/null; then
+  scripts/gpu-check.sh
+else
+  rc=0; scripts/gpu-check.sh >/dev/null 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] || { echo "gpu-check.sh without a GPU exited $rc, expected 2" >&2; exit 1; }
+fi
 echo "== Debian packages, installed into a fresh Debian root (scripts/test-packages.sh)"
 scripts/test-packages.sh
 echo "== the operator's guide, run in a systemd container (scripts/test-guide.sh)"

@@ -45,6 +45,75 @@ pub fn run(cmd: &str, args: &[&str]) -> io::Result<()> {
     }
 }
 
+/// Where the cgroup v2 hierarchy is mounted: `/sys/fs/cgroup` on a unified host,
+/// `/sys/fs/cgroup/unified` on a hybrid one.
+pub fn cgroup2_root() -> io::Result<std::path::PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/mounts")?;
+    mounts
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.get(2) == Some(&"cgroup2"))
+        .and_then(|f| f.get(1).map(std::path::PathBuf::from))
+        .ok_or_else(|| io::Error::other("no cgroup2 mount (cgroup v2 is needed for sock_ops)"))
+}
+
+/// A cgroup v2 directory under [`cgroup2_root`], removed on drop once its processes are gone.
+pub struct Cgroup {
+    dir: std::path::PathBuf,
+}
+
+impl Cgroup {
+    pub fn create(name: &str) -> io::Result<Self> {
+        let dir = cgroup2_root()?.join(name);
+        std::fs::create_dir(&dir)
+            .map_err(|e| io::Error::new(e.kind(), format!("creating {}: {e}", dir.display())))?;
+        Ok(Self { dir })
+    }
+
+    /// One that exists already (to remove it).
+    pub fn adopt(dir: &std::path::Path) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    /// Its `cgroup.procs`, open for writing: a child that writes `0` to it between fork and
+    /// exec runs in the cgroup from its first instruction.
+    pub fn procs(&self) -> io::Result<File> {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.dir.join("cgroup.procs"))
+    }
+
+    /// Removes the directory, waiting up to `patience` for its last processes to go.
+    pub fn remove(&self, patience: std::time::Duration) -> io::Result<()> {
+        let until = std::time::Instant::now() + patience;
+        loop {
+            match std::fs::remove_dir(&self.dir) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                Err(e) if std::time::Instant::now() >= until => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("removing {}: {e}", self.dir.display()),
+                    ));
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            }
+        }
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        let _ = self.remove(std::time::Duration::from_secs(2));
+    }
+}
+
 /// A named network namespace (`ip netns`), deleted on drop.
 pub struct Netns {
     name: String,

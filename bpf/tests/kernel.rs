@@ -566,13 +566,7 @@ struct TestCgroup {
 
 impl TestCgroup {
     fn create() -> Self {
-        let mounts = std::fs::read_to_string("/proc/mounts").expect("read /proc/mounts");
-        let root = mounts
-            .lines()
-            .map(|l| l.split_whitespace().collect::<Vec<_>>())
-            .find(|f| f.get(2) == Some(&"cgroup2"))
-            .and_then(|f| f.get(1).map(PathBuf::from))
-            .expect("a cgroup2 mount");
+        let root = mlcc_bpf::testbed::cgroup2_root().expect("a cgroup2 mount");
         let own = std::fs::read_to_string("/proc/self/cgroup").expect("read /proc/self/cgroup");
         let rel = own
             .lines()

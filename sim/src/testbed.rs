@@ -66,6 +66,18 @@ struct RawScenario {
     /// Seed of the loss program's random source.
     #[serde(default = "seed")]
     loss_seed: u64,
+    /// How the trace's `torch-ddp` jobs run.
+    torch: Option<RawTorch>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTorch {
+    layers: Option<u32>,
+    batch: Option<u32>,
+    backend: Option<String>,
+    bucket_mb: Option<f64>,
+    threads: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -219,6 +231,86 @@ pub struct JobSpec {
     /// PS servers' hosts (empty for ring jobs) and workers' hosts, in rank order.
     pub servers: Vec<String>,
     pub workers: Vec<String>,
+    pub kind: JobKind,
+}
+
+/// What runs a job's members on the testbed (the trace's optional 7th column).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JobKind {
+    /// `mlcc-trainer`: ring or PS over its own TCP connections, compute as a sleep, every
+    /// byte verified.
+    Trainer,
+    /// A PyTorch DDP job (`python3 -m mlcc.torch.job`): the model's gradient bytes in wide
+    /// linear layers, all-reduced by the backend's ring, progress from mlcc's comm hook. Always
+    /// all-reduce, whatever the model's architecture.
+    TorchDdp,
+}
+
+impl JobKind {
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "" | "trainer" => Some(Self::Trainer),
+            "torch-ddp" => Some(Self::TorchDdp),
+            _ => None,
+        }
+    }
+}
+
+/// How a scenario's `torch-ddp` jobs run (its `[torch]` table).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TorchConfig {
+    /// Square linear layers holding the model's bytes.
+    pub layers: u32,
+    /// Samples per rank and step.
+    pub batch: u32,
+    /// `gloo` here; `nccl` needs a GPU per rank.
+    pub backend: String,
+    /// DDP's `bucket_cap_mb`.
+    pub bucket_mb: f64,
+    /// PyTorch intra-op threads per rank.
+    pub threads: u32,
+}
+
+impl Default for TorchConfig {
+    fn default() -> Self {
+        Self {
+            layers: 4,
+            batch: 8,
+            backend: "gloo".into(),
+            bucket_mb: 25.0,
+            threads: 1,
+        }
+    }
+}
+
+impl TorchConfig {
+    fn from_raw(raw: Option<&RawTorch>) -> Result<Self, String> {
+        let d = Self::default();
+        let Some(r) = raw else {
+            return Ok(d);
+        };
+        let c = Self {
+            layers: r.layers.unwrap_or(d.layers),
+            batch: r.batch.unwrap_or(d.batch),
+            backend: r.backend.clone().unwrap_or(d.backend),
+            bucket_mb: r.bucket_mb.unwrap_or(d.bucket_mb),
+            threads: r.threads.unwrap_or(d.threads),
+        };
+        if c.layers == 0 || c.batch == 0 || c.threads == 0 {
+            return Err("torch: layers, batch and threads must be at least 1".into());
+        }
+        if !(c.bucket_mb > 0.0 && c.bucket_mb.is_finite()) {
+            return Err("torch: bucket_mb must be above zero".into());
+        }
+        if c.backend != "gloo" && c.backend != "nccl" {
+            return Err(format!(
+                "torch: backend {:?}, expected gloo or nccl",
+                c.backend
+            ));
+        }
+        Ok(c)
+    }
 }
 
 /// The token bucket of every link the testbed emulates (TBF `burst`), as line time: 2 ms.
@@ -285,6 +377,8 @@ pub struct Scenario {
     /// Fill classes each testbed port serves beneath its default class
     /// ([`DEFAULT_LINK_CLASSES`]; 0: TBF alone); the simulator's links serve them always.
     pub link_classes: u8,
+    /// How its `torch-ddp` jobs run.
+    pub torch: TorchConfig,
 }
 
 fn dur(path: &Path, what: &str, s: &str) -> Result<Duration, ScenarioError> {
@@ -444,6 +538,14 @@ impl Scenario {
         };
         let trace_path = path.parent().unwrap_or(Path::new(".")).join(&raw.trace);
         let jobs = load_trace(&trace_path, raw.bytes_scale, raw.compute_scale, hosts)?;
+        let torch = TorchConfig::from_raw(raw.torch.as_ref()).map_err(|e| bad(path, e))?;
+        if loss.is_some() && jobs.iter().any(|j| j.kind == JobKind::TorchDdp) {
+            // The loss program drops only the trainers' data ports; Gloo's are ephemeral.
+            return Err(bad(
+                path,
+                "loss applies to trainer jobs only, not torch-ddp ones",
+            ));
+        }
         Ok(Scenario {
             name: raw.name,
             description: raw.description,
@@ -475,6 +577,7 @@ impl Scenario {
                 }
                 None => DEFAULT_LINK_CLASSES,
             },
+            torch,
         })
     }
 
@@ -593,9 +696,10 @@ pub fn scenarios_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios")
 }
 
-/// `arrival_s,name,model,iterations,servers,workers` with host lists joined by `|`; lines
-/// starting with `#` are comments. Model bytes and compute time come from the simulator's
-/// table (mlcc-sim's `models`, sources cited there), scaled by the scenario.
+/// `arrival_s,name,model,iterations,servers,workers[,kind]` with host lists joined by `|`
+/// and `kind` `trainer` (the default) or `torch-ddp`; lines starting with `#` are comments.
+/// Model bytes and compute time come from the simulator's table (mlcc-sim's `models`, sources
+/// cited there), scaled by the scenario.
 fn load_trace(
     path: &Path,
     bytes_scale: f64,
@@ -611,9 +715,15 @@ fn load_trace(
         }
         let at = |r: String| bad(path, format!("line {}: {r}", i + 1));
         let f: Vec<&str> = line.split(',').map(str::trim).collect();
-        if f.len() != 6 {
-            return Err(at(format!("expected 6 fields, got {}", f.len())));
+        if f.len() != 6 && f.len() != 7 {
+            return Err(at(format!("expected 6 or 7 fields, got {}", f.len())));
         }
+        let kind = JobKind::parse(f.get(6).copied().unwrap_or("")).ok_or_else(|| {
+            at(format!(
+                "job kind {:?}: expected trainer or torch-ddp",
+                f[6]
+            ))
+        })?;
         let arrival: f64 = f[0].parse().map_err(|e| at(format!("arrival_s: {e}")))?;
         if !(arrival.is_finite() && arrival >= 0.0) {
             return Err(at("arrival_s must be >= 0".into()));
@@ -659,9 +769,15 @@ fn load_trace(
         };
         let servers = list(f[4])?;
         let workers = list(f[5])?;
-        match model.arch {
+        let arch = match kind {
+            JobKind::Trainer => model.arch,
+            JobKind::TorchDdp => Arch::Allreduce,
+        };
+        match arch {
             Arch::Allreduce if !servers.is_empty() || workers.len() < 2 => {
-                return Err(at("a ring job has no servers and at least 2 workers".into()));
+                return Err(at(
+                    "a ring or torch-ddp job has no servers and at least 2 workers".into(),
+                ));
             }
             Arch::Ps if servers.is_empty() || workers.is_empty() => {
                 return Err(at("a PS job needs servers and workers".into()));
@@ -672,13 +788,14 @@ fn load_trace(
         jobs.push(JobSpec {
             name,
             model: model.name.to_string(),
-            arch: model.arch,
+            arch,
             arrival: Duration::from_secs_f64(arrival),
             iterations,
             model_bytes: ((model.bytes as f64) * bytes_scale).round().max(1.0) as u64,
             compute: Duration::from_secs_f64(per_iter * compute_scale),
             servers,
             workers,
+            kind,
         });
     }
     if jobs.is_empty() {

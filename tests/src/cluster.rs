@@ -10,12 +10,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use mlcc_bpf::testbed::Cgroup;
 use mlcc_core::job::Arch;
 use rustix::process::{Pid, Signal};
 use serde::Serialize;
 
 use crate::net::{self, NetPlan, PREFIX};
-use crate::scenario::{Fault, FaultKind, JobSpec, Scenario};
+use crate::scenario::{Fault, FaultKind, JobKind, JobSpec, Scenario};
+use crate::torch::{TorchRun, TorchRuntime};
 use crate::trainer::TrainerReport;
 
 /// Set by SIGINT/SIGTERM; every wait loop checks it.
@@ -63,6 +65,8 @@ pub struct Binaries {
     pub switchd: PathBuf,
     /// MLTCP's ratio feeder (mlcc-scheduler's `mltcp-feeder`).
     pub mltcp_feeder: PathBuf,
+    /// What runs `torch-ddp` jobs (checked only when a scenario has one).
+    pub torch: TorchRuntime,
 }
 
 impl Binaries {
@@ -72,6 +76,7 @@ impl Binaries {
             mlccd: dir.join("mlccd"),
             switchd: dir.join("mlcc-switchd"),
             mltcp_feeder: dir.join("mltcp-feeder"),
+            torch: TorchRuntime::locate(),
         };
         for p in [&b.trainer, &b.mlccd, &b.switchd, &b.mltcp_feeder] {
             if !p.exists() {
@@ -306,7 +311,9 @@ fn is_root() -> bool {
 /// Everything of every run on the machine, for `mlcc-testbed down`.
 pub fn leftovers() -> Vec<String> {
     let mut v = net::existing_namespaces();
-    for dir in ["/sys/fs/bpf", "/dev/shm"] {
+    let cgroups = mlcc_bpf::testbed::cgroup2_root().ok();
+    let cgroups = cgroups.as_ref().and_then(|p| p.to_str());
+    for dir in ["/sys/fs/bpf", "/dev/shm"].into_iter().chain(cgroups) {
         if let Ok(rd) = fs::read_dir(dir) {
             for e in rd.flatten() {
                 let n = e.file_name().to_string_lossy().into_owned();
@@ -319,7 +326,20 @@ pub fn leftovers() -> Vec<String> {
     v
 }
 
-/// Removes every testbed object on the machine (namespaces with their processes, pins, shm dirs).
+/// Kills what is left in a run's cgroup (torch ranks) and removes it.
+fn remove_cgroup(dir: &Path) {
+    let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+    for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+        if let Some(pid) = Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process(pid, Signal::KILL);
+        }
+    }
+    let cg = Cgroup::adopt(dir);
+    let _ = cg.remove(Duration::from_secs(5));
+}
+
+/// Removes every testbed object on the machine (namespaces with their processes, pins, shm
+/// dirs, cgroups).
 pub fn down_all() -> Vec<String> {
     let found = leftovers();
     for o in &found {
@@ -328,6 +348,8 @@ pub fn down_all() -> Vec<String> {
             let _ = fs::remove_dir_all(o);
         } else if o.starts_with("/dev/shm/") {
             let _ = fs::remove_dir_all(o);
+        } else if o.starts_with("/sys/fs/cgroup") {
+            remove_cgroup(Path::new(o));
         } else {
             net::delete_namespace(o);
         }
@@ -359,6 +381,8 @@ pub struct EmulatedCluster {
     daemons: Vec<Named>,
     /// The loss programs of the scenario's lossy links (both ends of each).
     loss: Vec<(String, mlcc_bpf::LossInjector)>,
+    /// The cgroup and barrier of its `torch-ddp` jobs, if it has any.
+    torch: Option<TorchRun>,
     removed: bool,
 }
 
@@ -402,6 +426,7 @@ impl EmulatedCluster {
             shm_root: PathBuf::from(format!("/dev/shm/{PREFIX}{run}")),
             daemons: Vec::new(),
             loss: Vec::new(),
+            torch: None,
             removed: false,
         };
         c.plan
@@ -427,6 +452,9 @@ impl EmulatedCluster {
         }
         if let Cc::Mltcp { base, .. } = &cc {
             c.start_mltcp(scn, bins, run, *base)?;
+        }
+        if crate::torch::has_torch_jobs(scn) {
+            c.torch = Some(TorchRun::prepare(&c, &format!("{PREFIX}{run}"))?);
         }
         Ok(c)
     }
@@ -841,6 +869,11 @@ impl EmulatedCluster {
         self.shm_root.join(host)
     }
 
+    /// Where the run's BPF datapath is pinned (mlcc and MLTCP).
+    pub fn pin_dir(&self) -> Option<&Path> {
+        self.pin_dir.as_deref()
+    }
+
     /// Stops the daemons (SIGTERM, then SIGKILL), deletes namespaces, pins and shm dirs.
     pub fn down(&mut self) {
         if self.removed {
@@ -874,6 +907,9 @@ impl EmulatedCluster {
         }
         self.loss.clear();
         self.plan.destroy();
+        if let Some(t) = &mut self.torch {
+            t.finish();
+        }
         if let Some(p) = &self.pin_dir {
             let _ = mlcc_bpf::unload_pinned(p);
             let _ = fs::remove_dir_all(p);
@@ -1117,6 +1153,9 @@ impl Faults {
     }
 }
 
+/// A job of the scenario and its place in it (which picks its ports).
+type Indexed = (usize, JobSpec);
+
 /// Runs every job of the scenario on an up cluster; `tick` is told (finished jobs, total).
 pub fn run_jobs(
     c: &mut EmulatedCluster,
@@ -1124,16 +1163,27 @@ pub fn run_jobs(
     bins: &Binaries,
     mut tick: impl FnMut(usize, usize, &str),
 ) -> Result<CcRun, RunError> {
-    let start = Instant::now();
-    let mut pending: Vec<(usize, JobSpec)> = scn.jobs.iter().cloned().enumerate().collect();
+    let (torch_jobs, mut pending): (Vec<Indexed>, Vec<Indexed>) = scn
+        .jobs
+        .iter()
+        .cloned()
+        .enumerate()
+        .partition(|(_, j)| j.kind == JobKind::TorchDdp);
     pending.reverse();
-    let mut running: Vec<RunningJob> = Vec::new();
+    let mut running = prelaunch(c, bins, scn, torch_jobs)?;
+    let start = Instant::now();
+    for j in &mut running {
+        j.arrived = start + j.spec.arrival;
+    }
+    let mut spawned: Vec<u32> = running
+        .iter()
+        .flat_map(|j| j.members.iter().map(|m| m.child.id()))
+        .collect();
     let mut results: Vec<JobResult> = Vec::new();
     let mut cross = CrossTraffic::start(c, scn)?;
     let mut samples: BTreeMap<String, Vec<(f64, f64, f64)>> = BTreeMap::new();
     let mut last_counters: BTreeMap<String, (f64, u64, u64)> = BTreeMap::new();
     let mut next_sample = start;
-    let mut spawned: Vec<u32> = Vec::new();
     let mut faults = Faults::new(scn);
     loop {
         if INTERRUPTED.load(Ordering::SeqCst) {
@@ -1149,7 +1199,7 @@ pub fn run_jobs(
             .is_some_and(|(_, j)| start + j.arrival <= now)
         {
             let (idx, spec) = pending.pop().expect("checked");
-            let j = launch(c, bins, idx, spec)?;
+            let j = launch(c, bins, scn, idx, spec)?;
             spawned.extend(j.members.iter().map(|m| m.child.id()));
             running.push(j);
         }
@@ -1246,15 +1296,66 @@ fn sample(
     }
 }
 
+/// Starts every member of job `spec` (the scenario's `idx`-th).
 fn launch(
     c: &EmulatedCluster,
     bins: &Binaries,
+    scn: &Scenario,
     idx: usize,
     spec: JobSpec,
 ) -> Result<RunningJob, RunError> {
-    let port = |member: usize| {
-        DATA_PORT_BASE + (idx as u16 % DATA_PORT_JOBS) * PORTS_PER_JOB + member as u16
+    let commands = match spec.kind {
+        JobKind::Trainer => trainer_commands(c, bins, idx, &spec)?,
+        JobKind::TorchDdp => torch_commands(c, bins, scn, idx, &spec)?,
     };
+    let mut members = Vec::new();
+    for (host, who, cmd) in commands {
+        members.push(spawn_member(c, &spec, host, &who, cmd)?);
+    }
+    Ok(RunningJob {
+        spec,
+        arrived: Instant::now(),
+        members,
+    })
+}
+
+/// Member `member` of the scenario's `idx`-th job listens on this port.
+fn data_port(idx: usize, member: usize) -> u16 {
+    DATA_PORT_BASE + (idx as u16 % DATA_PORT_JOBS) * PORTS_PER_JOB + member as u16
+}
+
+/// Each rank of a torch job: `python3 -m mlcc.torch.job`, rank 0 serving the rendezvous.
+fn torch_commands(
+    c: &EmulatedCluster,
+    bins: &Binaries,
+    scn: &Scenario,
+    idx: usize,
+    spec: &JobSpec,
+) -> Result<Vec<(String, String, Command)>, RunError> {
+    let torch = c
+        .torch
+        .as_ref()
+        .ok_or_else(|| RunError::Setup("torch job on a cluster not prepared for one".into()))?;
+    let first = c.plan.host(&spec.workers[0]).ok_or_else(|| {
+        RunError::Setup(format!("job {}: no host {}", spec.name, spec.workers[0]))
+    })?;
+    let master = format!("{}:{}", first.ip, data_port(idx, 0));
+    (0..spec.workers.len())
+        .map(|r| {
+            let cmd = torch.command(c, bins, scn, spec, r, &master)?;
+            Ok((spec.workers[r].clone(), format!("w{r}"), cmd))
+        })
+        .collect()
+}
+
+/// Each member of a trainer job: ring ranks, or PS servers and workers.
+fn trainer_commands(
+    c: &EmulatedCluster,
+    bins: &Binaries,
+    idx: usize,
+    spec: &JobSpec,
+) -> Result<Vec<(String, String, Command)>, RunError> {
+    let port = |member: usize| data_port(idx, member);
     let addr = |host: &str, member: usize| -> Result<String, RunError> {
         let h = c
             .plan
@@ -1365,26 +1466,61 @@ fn launch(
                 return Err(RunError::Setup("the run's BPF CC is not loaded".into()));
             }
         }
-        let name = format!("{}-{who}", spec.name);
-        let outp = c.dir.join("logs").join(format!("{name}.json"));
-        let errp = c.dir.join("logs").join(format!("{name}.log"));
-        cmd.stdin(Stdio::null())
-            .stdout(File::create(&outp).map_err(io_err(format!("creating {}", outp.display())))?)
-            .stderr(File::create(&errp).map_err(io_err(format!("creating {}", errp.display())))?);
-        let child = cmd.spawn().map_err(io_err(format!("starting {name}")))?;
-        out.push(Member {
-            name,
-            host: host.clone(),
-            child,
-            out: outp,
-            done: None,
-        });
+        out.push((host, who, cmd));
     }
-    Ok(RunningJob {
-        spec,
-        arrived: Instant::now(),
-        members: out,
+    Ok(out)
+}
+
+/// Starts one member, its report (stdout) and log (stderr) under the run's `logs/`.
+fn spawn_member(
+    c: &EmulatedCluster,
+    spec: &JobSpec,
+    host: String,
+    who: &str,
+    mut cmd: Command,
+) -> Result<Member, RunError> {
+    let name = format!("{}-{who}", spec.name);
+    let outp = c.dir.join("logs").join(format!("{name}.json"));
+    let errp = c.dir.join("logs").join(format!("{name}.log"));
+    cmd.stdin(Stdio::null())
+        .stdout(File::create(&outp).map_err(io_err(format!("creating {}", outp.display())))?)
+        .stderr(File::create(&errp).map_err(io_err(format!("creating {}", errp.display())))?);
+    let child = cmd.spawn().map_err(io_err(format!("starting {name}")))?;
+    Ok(Member {
+        name,
+        host,
+        child,
+        out: outp,
+        done: None,
     })
+}
+
+/// Launches every torch job now and starts the clock once all their ranks are set up
+/// ([`crate::torch`] says why they start early).
+fn prelaunch(
+    c: &EmulatedCluster,
+    bins: &Binaries,
+    scn: &Scenario,
+    jobs: Vec<Indexed>,
+) -> Result<Vec<RunningJob>, RunError> {
+    let Some(torch) = c.torch.as_ref().filter(|_| !jobs.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let mut running = Vec::new();
+    for (idx, spec) in jobs {
+        running.push(launch(c, bins, scn, idx, spec)?);
+    }
+    let ranks = running.iter().map(|j| j.members.len()).sum();
+    torch.start_clock(ranks, || {
+        running
+            .iter_mut()
+            .flat_map(|j| j.members.iter_mut())
+            .find_map(|m| match m.child.try_wait() {
+                Ok(Some(st)) => Some(format!("{} ({st}; see logs/{}.log)", m.name, m.name)),
+                _ => None,
+            })
+    })?;
+    Ok(running)
 }
 
 fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult {
@@ -1404,9 +1540,10 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
     let mut r = JobResult {
         job: j.spec.name.clone(),
         model: j.spec.model.clone(),
-        arch: match j.spec.arch {
-            Arch::Allreduce => "ring".into(),
-            Arch::Ps => "ps".into(),
+        arch: match (j.spec.kind, j.spec.arch) {
+            (JobKind::TorchDdp, _) => "ddp".into(),
+            (_, Arch::Allreduce) => "ring".into(),
+            (_, Arch::Ps) => "ps".into(),
         },
         arrival_s: j.arrived.duration_since(start).as_secs_f64(),
         iterations: j.spec.iterations,
@@ -1717,6 +1854,9 @@ pub fn run_scenario(
     out: &Path,
     mut tick: impl FnMut(usize, usize, &str),
 ) -> Result<Vec<CcRun>, RunError> {
+    if crate::torch::has_torch_jobs(scn) {
+        bins.torch.check()?;
+    }
     let mut runs = Vec::new();
     for cc in ccs {
         if let Cc::Isolated(k) = cc {

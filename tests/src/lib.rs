@@ -1,6 +1,7 @@
 //! The emulated cluster testbed (docs/design.md §14): network namespaces as hosts, bridges as
 //! switches, shaped veth links, real `mlcc-switchd` / `mlccd` processes with the real BPF
-//! datapath, and synthetic training jobs (`mlcc-trainer`) over real TCP.
+//! datapath, and training jobs over real TCP: synthetic ones (`mlcc-trainer`) and PyTorch DDP
+//! ones (`python3 -m mlcc.torch.job`, [`torch`]).
 
 pub mod cassini;
 pub mod cluster;
@@ -12,5 +13,6 @@ pub mod progress;
 pub mod rate_consistency;
 pub mod report;
 pub mod scenario;
+pub mod torch;
 pub mod trainer;
 pub mod wire;

@@ -844,3 +844,183 @@ fn every_link_gets_the_bucket_and_the_classes_its_scenario_asks_for() {
     }
     assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
 }
+
+/// Gloo's ring all-reduce (gloo/allreduce.cc, `ring`, as Debian's libgloo0 and PyTorch run it):
+/// payload bytes rank `rank` of `world` sends in one all-reduce of `elements` elements of `size`
+/// bytes. Written apart from python/mlcc/ring.py, which the hook uses, so that each checks the
+/// other.
+fn gloo_ring_sent(elements: u64, size: u64, world: u64, rank: u64) -> u64 {
+    if world < 2 || elements == 0 {
+        return 0;
+    }
+    let total = elements * size;
+    let max_segment = size * ((1u64 << 20) / size).max(1);
+    let segments = total.div_ceil(max_segment).max(2 * world).div_ceil(world) * world;
+    let per_rank = segments / world;
+    let segment = total.div_ceil(segments).div_ceil(size) * size;
+    let len = |i: u64| segment.min(total.saturating_sub((i % segments) * segment));
+    (0..segments - per_rank)
+        .map(|i| len((rank + 1) * per_rank + i) + len(rank * per_rank + i))
+        .sum()
+}
+
+#[test]
+fn gloo_ring_sent_matches_the_textbook_where_segments_divide() {
+    // 2 ranks, 8 MiB: 8 segments of 1 MiB, each rank sends 4 + 4 of them.
+    assert_eq!(gloo_ring_sent(2 << 20, 4, 2, 0), 8 << 20);
+    // 3 ranks, 6 MiB: 6 segments, each rank sends 4 (reduce-scatter) + 4 (all-gather).
+    assert_eq!(gloo_ring_sent(6 << 18, 4, 3, 1), 8 << 20);
+    // A short tail: 7 elements over 3 ranks (Gloo's segments of 4 bytes, two per rank).
+    let sent: Vec<u64> = (0..3).map(|r| gloo_ring_sent(7, 4, 3, r)).collect();
+    assert_eq!(sent, [40, 28, 44]);
+}
+
+/// A PyTorch DDP job (two ranks in two namespaces, Gloo over real TCP) under mlcc: its sockets
+/// run mlcc's CC through the run's cgroup, mlccd plans the job's ring flows from the progress
+/// files mlcc's comm hook writes, and each rank's file, read by mlccd's own reader, holds
+/// exactly the bytes Gloo's ring moves for the buckets DDP handed it, within Gloo's framing of
+/// what the sockets carried.
+#[test]
+fn a_torch_ddp_job_is_scheduled_and_its_progress_is_exact() {
+    const SCENARIO: &str = "torch-smoke";
+    if !is_root() {
+        eprintln!(
+            "skipped a_torch_ddp_job_is_scheduled_and_its_progress_is_exact: needs root \
+             (network namespaces, tc, BPF)"
+        );
+        return;
+    }
+    let torch = Command::new("/usr/bin/python3")
+        .args(["-c", "import torch"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        torch,
+        "PyTorch is missing: apt install python3-torch (scripts/setup.sh does)"
+    );
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    assert!(
+        leftovers().is_empty(),
+        "objects of an earlier run exist: {:?}",
+        leftovers()
+    );
+    // (host, flow) -> the highest rate mlccd enforced for it
+    let mut planned: std::collections::BTreeMap<(String, String), f64> = Default::default();
+    let (out, s) = run_sampling(SCENARIO, &["h1", "h2"], |h, c, rt| {
+        let answer = rt.block_on(async {
+            tokio::time::timeout(
+                std::time::Duration::from_millis(50),
+                c.list_flows(mlcc_proto::v1::ListFlowsRequest::default()),
+            )
+            .await
+        });
+        match answer {
+            Ok(Ok(r)) => {
+                for f in r.into_inner().flows {
+                    let e = planned.entry((h.to_string(), f.flow_id)).or_default();
+                    *e = e.max(f.enforced_rate_bytes_per_sec);
+                }
+                true
+            }
+            Ok(Err(_)) => false,
+            Err(_) => true,
+        }
+    });
+    let job = &s["runs"][0]["jobs"][0];
+    assert_eq!(job["ok"], true, "{}", job["error"]);
+    assert_eq!(job["arch"], "ddp");
+    let cc = job["socket_cc"].as_str().unwrap();
+    assert!(cc.starts_with("mlcc_tb"), "Gloo's sockets ran on {cc}");
+    let flows: Vec<_> = planned
+        .iter()
+        .filter(|((_, id), rate)| id.starts_with("ddp-s/") && id.ends_with("/ring") && **rate > 0.0)
+        .collect();
+    println!("mlccd's flows of the job, highest enforced rate: {flows:?}");
+    for (host, dst) in [("h1", "h2"), ("h2", "h1")] {
+        assert!(
+            flows
+                .iter()
+                .any(|((h, id), _)| h == host && id.contains(&format!("{host}>{dst}"))),
+            "mlccd on {host} planned no ring flow to {dst}: {planned:?}"
+        );
+    }
+
+    let logs = out.join(SCENARIO).join("rep1").join("mlcc").join("logs");
+    for rank in 0..2u64 {
+        let rep: serde_json::Value = serde_json::from_str(
+            std::fs::read_to_string(logs.join(format!("ddp-s-w{rank}.json")))
+                .unwrap()
+                .trim(),
+        )
+        .unwrap();
+        let t = &rep["torch"];
+        let buckets: Vec<Vec<(u64, u64)>> = serde_json::from_value(t["buckets"].clone()).unwrap();
+        assert_eq!(buckets.len(), 6, "one list of buckets per iteration");
+        assert!(
+            buckets[5].len() >= 3,
+            "0.5 MB buckets: several per step, got {:?}",
+            buckets[5]
+        );
+        let per_iter: Vec<u64> = buckets
+            .iter()
+            .map(|it| it.iter().map(|&(e, z)| gloo_ring_sent(e, z, 2, rank)).sum())
+            .collect();
+        // The file as the rank left it before closing, read by mlccd's reader.
+        let bytes = (0..t["progress_hex"].as_str().unwrap().len() / 2)
+            .map(|i| {
+                u8::from_str_radix(&t["progress_hex"].as_str().unwrap()[2 * i..2 * i + 2], 16)
+                    .unwrap()
+            })
+            .collect::<Vec<u8>>();
+        // Named as the writer named it (the reader checks the name against the header).
+        let pid = u32::from_le_bytes(bytes[104..108].try_into().unwrap());
+        let dir = out.join("progress");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("mlcc.ddp-s.worker.{rank}.{pid}"));
+        std::fs::write(&path, &bytes).unwrap();
+        let reader = mlcc_scheduler::progress::ProgressReader::open(&path).expect("mlccd reads it");
+        let h = reader.header();
+        let snap = reader.snapshot().unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            (
+                h.job_id.as_str(),
+                h.arch,
+                h.role,
+                u64::from(h.rank),
+                h.world_size,
+                h.model_bytes,
+                h.total_iterations
+            ),
+            (
+                "ddp-s",
+                Some(mlcc_core::job::Arch::Allreduce),
+                mlcc_core::job::Role::Worker,
+                rank,
+                2,
+                t["param_bytes"].as_u64().unwrap(),
+                6
+            )
+        );
+        assert_eq!(snap.iteration, 6);
+        assert_eq!(snap.bytes_sent, per_iter.iter().sum::<u64>());
+        assert_eq!(snap.last_iteration_bytes, per_iter[4]);
+        assert_eq!(snap.iteration_start_sent, per_iter[..5].iter().sum::<u64>());
+        // What the sockets carried: the ring's payload and Gloo's framing (a preamble of six
+        // 8-byte fields per segment sent, 64 allowed), the rendezvous store's and the final
+        // parameter check's few kilobytes.
+        // Two ranks send 2 (N - 1) / N of a bucket's segments: as many sends as segments.
+        let sends: u64 = buckets
+            .iter()
+            .flatten()
+            .map(|&(e, z)| (e * z).div_ceil(1 << 20).max(4).div_ceil(2) * 2)
+            .sum();
+        let tcp = t["tcp_bytes_sent"].as_u64().unwrap();
+        assert!(
+            tcp >= snap.bytes_sent && tcp <= snap.bytes_sent + sends * 64 + 64 * 1024,
+            "rank {rank}: TCP carried {tcp}, the ring {} ({sends} segments)",
+            snap.bytes_sent
+        );
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}
