@@ -2,11 +2,12 @@
 //! `python3 -m mlcc.torch.job` (the repository's `python/` package) in its host's namespace,
 //! all-reducing over Gloo's own TCP connections, its progress from mlcc's comm hook.
 //!
-//! Gloo's sockets are the library's, not ours, so the congestion control reaches them the way
-//! it reaches any unpatched library: under a kernel CC, as each host's default
-//! (`net.ipv4.tcp_congestion_control` of its namespace; the cross traffic names CUBIC itself);
-//! under mlcc, through the datapath's `sock_ops` program on a cgroup of the run that every rank
-//! joins before it runs (docs/design.md §12, "Selecting sockets").
+//! Gloo's sockets are the library's, not ours. Under mlcc the CC reaches them the way it reaches
+//! any unpatched library: through the datapath's `sock_ops` program on a cgroup of the run that
+//! every rank joins before it runs (docs/design.md §12, "Selecting sockets"). Under a kernel
+//! CC each rank puts its own sockets on it once Gloo has connected them (`--cc`), as the trainer
+//! does: a namespace's default may only be one of `net.ipv4.tcp_allowed_congestion_control`,
+//! a machine-wide list.
 //!
 //! Importing PyTorch and meeting the other ranks takes seconds on a loaded machine and is not
 //! what the CCs differ in: every torch job starts before the run's clock, and its ranks wait at
@@ -90,10 +91,7 @@ impl TorchRun {
     /// datapath's `sock_ops` on a cgroup of the run (`cgroup`, e.g. `mlcc-tb-1a2b3c`) for mlcc.
     pub fn prepare(c: &EmulatedCluster, cgroup: &str) -> Result<Self, RunError> {
         let cgroup = match &c.cc {
-            Cc::Kernel { cc, .. } | Cc::Isolated(cc) => {
-                set_default_cc(c, cc)?;
-                None
-            }
+            Cc::Kernel { .. } | Cc::Isolated(_) => None,
             Cc::Mlcc { .. } => Some(attach_selector(c, cgroup)?),
             Cc::Mltcp { .. } => {
                 return Err(RunError::Setup(
@@ -169,6 +167,9 @@ impl TorchRun {
             .env("GLOO_SOCKET_IFNAME", "eth0")
             .env("OMP_NUM_THREADS", t.threads.to_string())
             .env("PYTHONUNBUFFERED", "1");
+        if let Cc::Kernel { cc, .. } | Cc::Isolated(cc) = &c.cc {
+            cmd.args(["--cc", cc]);
+        }
         if c.cc.is_mlcc() {
             cmd.env("MLCC_JOB_ID", &spec.name)
                 .env("MLCC_JOB_ARCH", "allreduce")
@@ -222,23 +223,6 @@ impl TorchRun {
             let _ = cg.remove(Duration::from_secs(5));
         }
     }
-}
-
-/// `net.ipv4.tcp_congestion_control` in every host: what Gloo's sockets get.
-fn set_default_cc(c: &EmulatedCluster, cc: &str) -> Result<(), RunError> {
-    for h in &c.plan.hosts {
-        crate::net::in_netns(&h.ns, || {
-            fs::write("/proc/sys/net/ipv4/tcp_congestion_control", cc)
-        })
-        .and_then(|r| r)
-        .map_err(|e| {
-            RunError::Setup(format!(
-                "setting net.ipv4.tcp_congestion_control={cc} in {}: {e}",
-                h.name
-            ))
-        })?;
-    }
-    Ok(())
 }
 
 /// A cgroup for the run's torch ranks with the run's datapath `sock_ops` on it.

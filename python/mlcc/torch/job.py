@@ -78,6 +78,9 @@ def arguments(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    help="fp16: wrap PyTorch's fp16_compress_hook (half the bytes on the wire)")
     p.add_argument("--sample-ms", type=float, default=100.0,
                    help="how often to sample the sockets' acknowledged bytes (0: never)")
+    p.add_argument("--cc", help="put the job's TCP sockets on this congestion control once "
+                   "they are connected (as root any available one; without it, the host's "
+                   "default, or what a cgroup's sock_ops program sets)")
     p.add_argument("--ready-file", help="created once the job is set up (a launcher's barrier)")
     p.add_argument("--start-file", help="wait for this file, holding a Unix start time, and "
                    "begin training --arrival-s after that time")
@@ -143,6 +146,20 @@ def tcp_sent() -> int:
             pass
         s.close()
     return total
+
+
+def set_congestion_control(name: str) -> None:
+    """Puts every connected TCP socket of this process on `name`: Gloo connects its full mesh
+    while the process group is built, before any training traffic."""
+    socks = remote_tcp_sockets()
+    try:
+        for s in socks:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, name.encode())
+    except OSError as e:
+        raise SystemExit(f"mlcc.torch.job: TCP_CONGESTION={name}: {e}")
+    finally:
+        for s in socks:
+            s.close()
 
 
 def congestion_control(socks: List[socket.socket]) -> str:
@@ -220,6 +237,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     torch.manual_seed(1234)  # the same initial model on every rank (DDP broadcasts it anyway)
     dist.init_process_group(a.backend, init_method=f"tcp://{a.master}", rank=a.rank,
                             world_size=a.world, timeout=datetime.timedelta(seconds=a.timeout))
+    if a.cc:
+        set_congestion_control(a.cc)
     device = torch.device("cuda", 0) if a.backend == "nccl" else torch.device("cpu")
     w = width_for(a.model_bytes, a.layers)
     layers: List[torch.nn.Module] = []
