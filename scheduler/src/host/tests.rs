@@ -922,7 +922,11 @@ fn a_burst_that_starts_mid_slot_does_not_cut_the_achievable_rate() {
     let k = key(&out);
     // A socket sending has bytes on the wire; one whose library holds its data has none.
     let slot_with = |s: &mut HostScheduler, slot: u64, p: &ProcessObs, acked: u64| {
-        let in_flight = if p.snapshot.bytes_sent > acked { 64 * 1024 } else { 0 };
+        let in_flight = if p.snapshot.bytes_sent > acked {
+            64 * 1024
+        } else {
+            0
+        };
         let req = s.observe(
             Slot(slot),
             &Observation {
