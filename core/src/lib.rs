@@ -10,6 +10,7 @@ pub mod estimator;
 pub mod flow;
 pub mod host;
 pub mod job;
+pub mod learn;
 pub mod load_table;
 pub mod planner;
 pub mod routing;

@@ -1,0 +1,513 @@
+//! Learning a job's iterations from its sockets alone (docs/design.md §9, "No progress file"):
+//! data-parallel training sends a burst of nearly the same size every iteration, separated by
+//! compute, and the driver already counts every socket's bytes each slot. [`Learner`] takes a
+//! process's (or a cgroup's) cumulative byte count once per slot and, once the traffic has been
+//! periodic for a few iterations, says what a progress file would: the iteration, when it began,
+//! the bytes sent in it and the bytes an iteration moves ([`Learned`]). Below its confidence bar
+//! it says nothing, and the flows stay with the kernel's CC.
+//!
+//! How: the period is the lag at which the per-slot byte series (smoothed over three slots)
+//! matches itself (autocorrelation over a window, the shortest peak at least 0.6 of the best,
+//! so a job is not read at a multiple of its period); an iteration begins where a quiet slot gives way to an active one,
+//! at most once per 0.6 periods (a bucket's pause inside an iteration is not a new one); an
+//! estimate stands once `min_iterations` whole iterations in a row agree on their bytes within
+//! `byte_tolerance` and on their length within two slots or `period_tolerance`. It is withdrawn
+//! when the traffic stops for two periods, or an iteration runs far past its bytes and its
+//! length.
+
+use std::collections::VecDeque;
+
+use crate::slot::Slot;
+
+/// What the learner needs to call traffic periodic.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LearnerConfig {
+    /// Slots of history kept (and searched for a period).
+    pub window_slots: usize,
+    /// The shortest and longest periods considered, in slots.
+    pub min_period_slots: usize,
+    pub max_period_slots: usize,
+    /// Whole iterations in a row that must agree before an estimate stands.
+    pub min_iterations: usize,
+    /// How far an iteration's bytes may stray from the mean (a share of it).
+    pub byte_tolerance: f64,
+    /// How far an iteration's length may stray from the others' mean and the period (a share of
+    /// it; two slots always).
+    pub period_tolerance: f64,
+    /// The autocorrelation the period's lag must reach.
+    pub min_correlation: f64,
+    /// A slot is active when it moves at least this share of the window's busiest slot.
+    pub active_share: f64,
+}
+
+impl Default for LearnerConfig {
+    fn default() -> Self {
+        Self {
+            window_slots: 256,
+            min_period_slots: 2,
+            max_period_slots: 80,
+            min_iterations: 3,
+            byte_tolerance: 0.02,
+            period_tolerance: 0.10,
+            min_correlation: 0.6,
+            active_share: 0.1,
+        }
+    }
+}
+
+/// A confident estimate: what a progress file would have said.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Learned {
+    /// Iterations begun since the learner first saw the traffic (counting from 1).
+    pub iteration: u64,
+    /// The slot the current iteration began in.
+    pub iteration_start: Slot,
+    /// Bytes sent since it began.
+    pub sent_this_iteration: f64,
+    /// Bytes an iteration moves (the mean of the iterations that agreed).
+    pub bytes_per_iteration: f64,
+    /// Bytes the last whole iteration moved.
+    pub last_iteration_bytes: f64,
+    /// The period, in slots (mean length of the iterations that agreed).
+    pub period_slots: f64,
+    /// The autocorrelation at the period's lag, 0..1.
+    pub confidence: f64,
+}
+
+/// One process's (or cgroup's) learner. Feed it every slot with [`Learner::observe`].
+#[derive(Clone, Debug)]
+pub struct Learner {
+    cfg: LearnerConfig,
+    /// Bytes per slot, oldest first; `last` is the slot of the newest.
+    bytes: VecDeque<f64>,
+    last: Option<(Slot, u64)>,
+    /// Iteration starts seen (slots), and how many iterations were begun before the oldest.
+    onsets: VecDeque<Slot>,
+    begun: u64,
+    estimate: Option<Learned>,
+}
+
+impl Learner {
+    pub fn new(cfg: LearnerConfig) -> Self {
+        Self {
+            cfg,
+            bytes: VecDeque::new(),
+            last: None,
+            onsets: VecDeque::new(),
+            begun: 0,
+            estimate: None,
+        }
+    }
+
+    /// Takes the cumulative byte count `total` of the traffic at slot `slot`. Slots not
+    /// observed count as quiet up to the one observed; a count that went backwards (sockets
+    /// closed) counts as nothing moved.
+    pub fn observe(&mut self, slot: Slot, total: u64) {
+        let Some((prev_slot, prev_total)) = self.last else {
+            self.last = Some((slot, total));
+            return;
+        };
+        let Some(gap) = slot.since(prev_slot).filter(|&g| g > 0) else {
+            return;
+        };
+        for _ in 1..gap.min(self.cfg.window_slots as u64) {
+            self.push(0.0);
+        }
+        self.push(total.saturating_sub(prev_total) as f64);
+        self.last = Some((slot, total));
+        self.estimate = self.learn(slot);
+    }
+
+    /// The estimate, if the traffic has been periodic long enough.
+    pub fn estimate(&self) -> Option<&Learned> {
+        self.estimate.as_ref()
+    }
+
+    fn push(&mut self, b: f64) {
+        self.bytes.push_back(b.max(0.0));
+        while self.bytes.len() > self.cfg.window_slots {
+            self.bytes.pop_front();
+        }
+    }
+
+    /// The slot of the `i`-th entry of `bytes`.
+    fn slot_of(&self, now: Slot, i: usize) -> Slot {
+        Slot(now.0 - (self.bytes.len() - 1 - i) as u64)
+    }
+
+    fn learn(&mut self, now: Slot) -> Option<Learned> {
+        let (period, confidence) = self.period()?;
+        self.track_onsets(now, period);
+        let iterations = self.whole_iterations(now);
+        let agreed = self.agreeing(&iterations, period)?;
+        let &start = self.onsets.back()?;
+        let since = now.since(start)? as usize;
+        let sent: f64 = self.bytes.iter().rev().take(since + 1).sum();
+        let mean_bytes = agreed.iter().map(|w| w.1).sum::<f64>() / agreed.len() as f64;
+        let mean_len = agreed.iter().map(|w| w.0).sum::<f64>() / agreed.len() as f64;
+        if self.stalled(since, sent, mean_bytes, mean_len, self.threshold()) {
+            return None;
+        }
+        Some(Learned {
+            iteration: self.begun + self.onsets.len() as u64,
+            iteration_start: start,
+            sent_this_iteration: sent,
+            bytes_per_iteration: mean_bytes,
+            last_iteration_bytes: iterations.last().map_or(mean_bytes, |w| w.1),
+            period_slots: mean_len,
+            confidence,
+        })
+    }
+
+    /// The period (slots) and its autocorrelation, if one stands out.
+    fn period(&self) -> Option<(usize, f64)> {
+        // Smoothed over three slots, so a burst a slot early or late still lines up.
+        let raw: Vec<f64> = self.bytes.iter().copied().collect();
+        let x: Vec<f64> = (0..raw.len())
+            .map(|t| {
+                raw[t.saturating_sub(1)..(t + 2).min(raw.len())]
+                    .iter()
+                    .sum::<f64>()
+            })
+            .collect();
+        let n = x.len();
+        let longest = self
+            .cfg
+            .max_period_slots
+            .min(n / (self.cfg.min_iterations + 1));
+        if longest < self.cfg.min_period_slots {
+            return None;
+        }
+        let mean = x.iter().sum::<f64>() / n as f64;
+        let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64;
+        if var <= 0.0 {
+            return None;
+        }
+        let r = |lag: usize| {
+            let s: f64 = (0..n - lag)
+                .map(|t| (x[t] - mean) * (x[t + lag] - mean))
+                .sum();
+            s / ((n - lag) as f64 * var)
+        };
+        let rs: Vec<(usize, f64)> = (self.cfg.min_period_slots..=longest)
+            .map(|l| (l, r(l)))
+            .collect();
+        let best = rs.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
+        if best < self.cfg.min_correlation {
+            return None;
+        }
+        // The shortest peak nearly as good: a period's multiples match about as well, and a
+        // jitter that repeats every few iterations can make a multiple match a little better.
+        let bar = self.cfg.min_correlation.max(0.6 * best);
+        rs.into_iter()
+            .filter(|p| p.1 >= bar)
+            .find(|&(l, rl)| r(l - 1) < rl && r(l + 1) <= rl)
+    }
+
+    /// Adds the iteration starts in the window not seen yet: a quiet slot then an active one,
+    /// at least 0.6 periods after the last start.
+    fn track_onsets(&mut self, now: Slot, period: usize) {
+        let threshold = self.threshold();
+        let active = |b: f64| b >= threshold && b > 0.0;
+        let min_gap = ((period as f64) * 0.6).ceil() as u64;
+        for i in 1..self.bytes.len() {
+            let onset = active(self.bytes[i]) && !active(self.bytes[i - 1]);
+            if !onset {
+                continue;
+            }
+            let s = self.slot_of(now, i);
+            match self.onsets.back() {
+                Some(&last) if s.0 <= last.0 => continue,
+                Some(&last) if s.0 - last.0 < min_gap => continue,
+                _ => self.onsets.push_back(s),
+            }
+        }
+        let oldest = self.slot_of(now, 0);
+        while self.onsets.front().is_some_and(|s| s.0 < oldest.0) {
+            self.onsets.pop_front();
+            self.begun += 1;
+        }
+    }
+
+    /// (length in slots, bytes) of each whole iteration in the window, oldest first.
+    fn whole_iterations(&self, now: Slot) -> Vec<(f64, f64)> {
+        let starts: Vec<Slot> = self.onsets.iter().copied().collect();
+        starts
+            .windows(2)
+            .map(|w| {
+                let len = w[1].0 - w[0].0;
+                let from = self.index_of(now, w[0]);
+                let bytes = (from..from + len as usize)
+                    .filter_map(|i| self.bytes.get(i))
+                    .sum::<f64>();
+                (len as f64, bytes)
+            })
+            .collect()
+    }
+
+    fn index_of(&self, now: Slot, s: Slot) -> usize {
+        self.bytes.len() - 1 - (now.0 - s.0) as usize
+    }
+
+    /// The whole iterations, newest back, that agree with each other and the period: at least
+    /// the last `min_iterations` or none. Those before them count while they agree too (up to
+    /// the window), so the figures are means over as many iterations as the job has shown.
+    fn agreeing(&self, its: &[(f64, f64)], period: usize) -> Option<Vec<(f64, f64)>> {
+        let k = self.cfg.min_iterations;
+        let last = its.get(its.len().checked_sub(k)?..)?;
+        let mean = last.iter().map(|w| w.1).sum::<f64>() / k as f64;
+        let mean_len = last.iter().map(|w| w.0).sum::<f64>() / k as f64;
+        // Slots quantise both the burst and the compute: two slots of slack at least.
+        let slack = (self.cfg.period_tolerance * mean_len).max(2.0);
+        let len_ok = |l: f64| (l - mean_len).abs() <= slack;
+        let bytes_ok = |b: f64| mean > 0.0 && (b - mean).abs() <= self.cfg.byte_tolerance * mean;
+        let agrees = |&&(l, b): &&(f64, f64)| len_ok(l) && bytes_ok(b);
+        if (mean_len - period as f64).abs() > slack || !last.iter().all(|w| agrees(&w)) {
+            return None;
+        }
+        Some(its.iter().rev().take_while(agrees).copied().collect())
+    }
+
+    /// Bytes a slot must move to count as active.
+    fn threshold(&self) -> f64 {
+        self.cfg.active_share * self.bytes.iter().copied().fold(0.0, f64::max)
+    }
+
+    /// The traffic stopped (nothing active for two periods) or the current iteration ran well
+    /// past both its bytes and its length: no longer the job learned.
+    fn stalled(&self, since: usize, sent: f64, bytes: f64, len: f64, threshold: f64) -> bool {
+        let quiet = self
+            .bytes
+            .iter()
+            .rev()
+            .take_while(|&&b| b < threshold)
+            .count();
+        quiet as f64 > 2.0 * len
+            || (since as f64 > 1.5 * len && sent > (1.0 + 2.0 * self.cfg.byte_tolerance) * bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// xorshift64*: deterministic noise for the tests.
+    struct Noise(u64);
+    impl Noise {
+        fn next(&mut self) -> f64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+        }
+        /// Uniform in [a, b).
+        fn in_range(&mut self, a: f64, b: f64) -> f64 {
+            a + (b - a) * self.next()
+        }
+    }
+
+    const MB: f64 = 1e6;
+
+    /// A training job's per-slot bytes: each iteration `active` slots of communication
+    /// (`per_iteration` bytes in all) then `compute` quiet slots, both jittered, with a
+    /// little background noise.
+    fn ddp(
+        iterations: usize,
+        active: usize,
+        compute: usize,
+        per_iteration: f64,
+        seed: u64,
+    ) -> Vec<f64> {
+        let mut n = Noise(seed | 1);
+        let mut out = Vec::new();
+        for _ in 0..iterations {
+            let bytes = per_iteration * n.in_range(0.995, 1.005);
+            let a = active + (n.next() < 0.3) as usize;
+            for _ in 0..a {
+                out.push(bytes / a as f64);
+            }
+            let c = compute + (n.next() < 0.3) as usize;
+            for _ in 0..c {
+                out.push(n.in_range(0.0, 2000.0));
+            }
+        }
+        out
+    }
+
+    fn feed(l: &mut Learner, per_slot: &[f64]) -> Vec<Option<Learned>> {
+        let mut total = 0.0;
+        let mut seen = Vec::new();
+        for (i, b) in per_slot.iter().enumerate() {
+            total += b;
+            l.observe(Slot(1000 + i as u64), total as u64);
+            seen.push(l.estimate().cloned());
+        }
+        seen
+    }
+
+    #[test]
+    fn periodic_traffic_with_jitter_and_noise_is_learned_within_a_few_iterations() {
+        for seed in 1..=20 {
+            // torch-solo's shape: ~10 slots of 29 MB, 3 of compute.
+            let x = ddp(12, 10, 3, 29.0 * MB, seed);
+            let mut l = Learner::new(LearnerConfig::default());
+            let seen = feed(&mut l, &x);
+            let first = seen.iter().position(Option::is_some).expect("learned");
+            // After at most 3 whole iterations (plus the one in progress), i.e. 4 × 14 slots.
+            assert!(
+                first <= 4 * 14 + 2,
+                "seed {seed}: learned only at slot {first}"
+            );
+            let e = seen
+                .last()
+                .unwrap()
+                .clone()
+                .expect("still learned at the end");
+            assert!(
+                (e.bytes_per_iteration / (29.0 * MB) - 1.0).abs() <= 0.05,
+                "seed {seed}: {e:?}"
+            );
+            assert!((e.period_slots - 13.6).abs() <= 1.0, "seed {seed}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn an_iteration_with_a_pause_between_its_buckets_is_one_iteration() {
+        // Two buckets: 3 slots, a one-slot pause, 6 slots; then 4 slots of compute.
+        let mut x = Vec::new();
+        for _ in 0..10 {
+            x.extend([2.0 * MB; 3]);
+            x.push(0.0);
+            x.extend([4.0 * MB; 6]);
+            x.extend([0.0; 4]);
+        }
+        let mut l = Learner::new(LearnerConfig::default());
+        let e = feed(&mut l, &x).pop().unwrap().expect("learned");
+        assert!((e.period_slots - 14.0).abs() < 0.5, "{e:?}");
+        assert!(
+            (e.bytes_per_iteration - 30.0 * MB).abs() < 0.01 * MB,
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn aperiodic_traffic_never_crosses_the_bar() {
+        for seed in 1..=30 {
+            let mut n = Noise(seed);
+            // iperf3-like: flows of random size and length at random times, or bulk.
+            let mut x = Vec::new();
+            while x.len() < 600 {
+                let gap = n.in_range(0.0, 40.0) as usize;
+                x.extend(std::iter::repeat_n(0.0, gap));
+                let len = n.in_range(1.0, 60.0) as usize;
+                let rate = n.in_range(0.1, 3.6) * MB;
+                x.extend(std::iter::repeat_n(rate, len));
+            }
+            let mut l = Learner::new(LearnerConfig::default());
+            let learned = feed(&mut l, &x).iter().filter(|e| e.is_some()).count();
+            assert_eq!(learned, 0, "seed {seed}: learned random traffic");
+        }
+        // A bulk transfer at a steady rate has no period.
+        let mut l = Learner::new(LearnerConfig::default());
+        assert!(feed(&mut l, &[3.5 * MB; 400]).iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn a_job_that_stops_or_changes_its_batch_is_withdrawn_then_relearned() {
+        let mut x = ddp(8, 8, 4, 20.0 * MB, 7);
+        let learned_at = x.len();
+        x.extend([0.0; 40]);
+        let mut l = Learner::new(LearnerConfig::default());
+        let seen = feed(&mut l, &x);
+        assert!(seen[learned_at - 1].is_some());
+        assert!(seen.last().unwrap().is_none(), "stopped: withdrawn");
+
+        // Twice the bytes per iteration from iteration 9 on: withdrawn, then learned anew.
+        let mut x = ddp(8, 8, 4, 20.0 * MB, 8);
+        let change = x.len();
+        x.extend(ddp(10, 8, 4, 40.0 * MB, 9));
+        let mut l = Learner::new(LearnerConfig::default());
+        let seen = feed(&mut l, &x);
+        assert!(seen[change - 1].is_some());
+        assert!(
+            seen[change..change + 30].iter().any(Option::is_none),
+            "a changed job is not scheduled on the old guess"
+        );
+        let e = seen.last().unwrap().clone().expect("relearned");
+        assert!(
+            (e.bytes_per_iteration / (40.0 * MB) - 1.0).abs() <= 0.05,
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn the_estimate_reads_like_a_progress_file() {
+        let x = ddp(10, 6, 6, 12.0 * MB, 3);
+        let mut l = Learner::new(LearnerConfig::default());
+        let mut total = 0.0;
+        let mut last_iteration = 0;
+        for (i, b) in x.iter().enumerate() {
+            total += b;
+            l.observe(Slot(i as u64 + 1), total as u64);
+            if let Some(e) = l.estimate() {
+                assert!(e.iteration >= last_iteration, "iterations only move on");
+                last_iteration = e.iteration;
+                assert!(
+                    e.sent_this_iteration <= 1.1 * e.bytes_per_iteration,
+                    "{e:?}"
+                );
+                assert!(e.iteration_start.0 <= i as u64 + 1);
+            }
+        }
+        assert!(last_iteration >= 8, "{last_iteration}");
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            /// Any burst-then-compute shape of six slots or more, jittered: learned after at
+            /// most three whole iterations, bytes within 5 %, period within a slot. (Shorter
+            /// iterations are below what 30 ms slots resolve.)
+            #[test]
+            fn periodic_shapes_are_learned(
+                active in 2usize..12,
+                compute in 4usize..20,
+                mb in 1.0f64..200.0,
+                seed in any::<u64>(),
+            ) {
+                let x = ddp(10, active, compute, mb * MB, seed);
+                let mut l = Learner::new(LearnerConfig::default());
+                let seen = feed(&mut l, &x);
+                // The first burst has no quiet before it: three whole iterations after the
+                // first start seen is the end of the fourth, at most this long each.
+                let per = active + compute + 2;
+                let first = seen.iter().position(Option::is_some);
+                prop_assert!(first.is_some_and(|f| f <= 4 * per), "learned at {first:?}");
+                let e = seen.last().unwrap().clone();
+                prop_assert!(e.is_some(), "withdrawn at the end");
+                let e = e.unwrap();
+                prop_assert!((e.bytes_per_iteration / (mb * MB) - 1.0).abs() <= 0.05, "{e:?}");
+                let true_period = active as f64 + compute as f64 + 0.6;
+                prop_assert!((e.period_slots - true_period).abs() <= 1.0, "{e:?}");
+            }
+
+            /// Flows of random size, rate and spacing never cross the bar.
+            #[test]
+            fn random_flows_are_never_learned(seed in any::<u64>()) {
+                let mut n = Noise(seed | 1);
+                let mut x = Vec::new();
+                while x.len() < 500 {
+                    x.extend(std::iter::repeat_n(0.0, n.in_range(0.0, 30.0) as usize));
+                    let len = n.in_range(1.0, 40.0) as usize;
+                    x.extend(std::iter::repeat_n(n.in_range(0.1, 3.6) * MB, len));
+                }
+                let mut l = Learner::new(LearnerConfig::default());
+                prop_assert!(feed(&mut l, &x).iter().all(Option::is_none));
+            }
+        }
+    }
+}
