@@ -136,10 +136,20 @@ impl Learner {
     }
 
     fn learn(&mut self, now: Slot) -> Option<Learned> {
-        let (period, confidence) = self.period()?;
+        // Once an estimate stands, contention may stretch iterations and blur the period: it
+        // stands while the bytes agree.
+        let standing = self
+            .estimate
+            .as_ref()
+            .map(|e| (e.period_slots, e.confidence));
+        let (period, confidence) = match (self.period(), standing) {
+            (Some(p), _) => p,
+            (None, Some((len, c))) => (len.round() as usize, c),
+            (None, None) => return None,
+        };
         self.track_onsets(now, period);
         let iterations = self.whole_iterations(now);
-        let agreed = self.agreeing(&iterations, period)?;
+        let agreed = self.agreeing(&iterations, period, standing.map(|s| s.0))?;
         let &start = self.onsets.back()?;
         let since = now.since(start)? as usize;
         let sent: f64 = self.bytes.iter().rev().take(since + 1).sum();
@@ -252,17 +262,28 @@ impl Learner {
     /// The whole iterations, newest back, that agree with each other and the period: at least
     /// the last `min_iterations` or none. Those before them count while they agree too (up to
     /// the window), so the figures are means over as many iterations as the job has shown.
-    fn agreeing(&self, its: &[(f64, f64)], period: usize) -> Option<Vec<(f64, f64)>> {
+    /// With an estimate standing (`standing`: its period), an iteration's length need only be
+    /// within half to two and a half of it: sharing links stretches iterations, not their bytes.
+    fn agreeing(
+        &self,
+        its: &[(f64, f64)],
+        period: usize,
+        standing: Option<f64>,
+    ) -> Option<Vec<(f64, f64)>> {
         let k = self.cfg.min_iterations;
         let last = its.get(its.len().checked_sub(k)?..)?;
         let mean = last.iter().map(|w| w.1).sum::<f64>() / k as f64;
         let mean_len = last.iter().map(|w| w.0).sum::<f64>() / k as f64;
         // Slots quantise both the burst and the compute: two slots of slack at least.
         let slack = (self.cfg.period_tolerance * mean_len).max(2.0);
-        let len_ok = |l: f64| (l - mean_len).abs() <= slack;
+        let len_ok = |l: f64| match standing {
+            Some(p) => (0.5 * p..=2.5 * p).contains(&l),
+            None => (l - mean_len).abs() <= slack,
+        };
         let bytes_ok = |b: f64| mean > 0.0 && (b - mean).abs() <= self.cfg.byte_tolerance * mean;
         let agrees = |&&(l, b): &&(f64, f64)| len_ok(l) && bytes_ok(b);
-        if (mean_len - period as f64).abs() > slack || !last.iter().all(|w| agrees(&w)) {
+        let period_ok = standing.is_some() || (mean_len - period as f64).abs() <= slack;
+        if !period_ok || !last.iter().all(|w| agrees(&w)) {
             return None;
         }
         Some(its.iter().rev().take_while(agrees).copied().collect())
@@ -438,6 +459,21 @@ mod tests {
             (e.bytes_per_iteration / (40.0 * MB) - 1.0).abs() <= 0.05,
             "{e:?}"
         );
+    }
+
+    #[test]
+    fn sharing_links_stretches_iterations_without_withdrawing_the_estimate() {
+        // Learned alone (8 slots of comm), then the same bytes over 16 slots, a competitor
+        // sharing the link, then alone again.
+        let mut x = ddp(6, 8, 4, 16.0 * MB, 11);
+        let learned_at = x.len();
+        x.extend(ddp(4, 16, 4, 16.0 * MB, 12));
+        x.extend(ddp(4, 8, 4, 16.0 * MB, 13));
+        let mut l = Learner::new(LearnerConfig::default());
+        let seen = feed(&mut l, &x);
+        assert!(seen[learned_at - 1].is_some());
+        let lost = seen[learned_at..].iter().filter(|e| e.is_none()).count();
+        assert_eq!(lost, 0, "withdrawn while the bytes per iteration held");
     }
 
     #[test]
