@@ -193,6 +193,26 @@ impl pb::admin_server::Admin for AdminService {
                 e.members.push(m);
             }
         }
+        for l in &self.0.status().learned {
+            let e = jobs.entry(l.job_id.clone()).or_insert_with(|| pb::Job {
+                job_id: l.job_id.clone(),
+                architecture: pb::Architecture::Allreduce as i32,
+                ..Default::default()
+            });
+            // Below the bar the process is the kernel CC's: say so rather than hide it.
+            e.source = l
+                .confidence
+                .map_or("learning".into(), |c| format!("learned:{c:.2}"));
+            e.iteration = e.iteration.max(l.iteration.unwrap_or(0));
+            let m = pb::JobMember {
+                host: me.clone(),
+                role: role_to_pb(mlcc_core::job::Role::Worker),
+                rank: 0,
+            };
+            if !e.members.contains(&m) {
+                e.members.push(m);
+            }
+        }
         Ok(Response::new(pb::ListJobsReply {
             jobs: jobs.into_values().collect(),
         }))

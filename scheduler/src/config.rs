@@ -242,6 +242,11 @@ pub struct DaemonArgs {
     /// [default: the device holding this host's address in the topology].
     #[arg(long = "fill-dev", value_name = "DEV")]
     pub fill_devs: Vec<String>,
+    /// Learn the iterations of processes on the CC that have no progress file from their
+    /// sockets' bytes, and schedule those learned with confidence (on|off) [default: on]:
+    /// docs/design.md §9. A progress file, when one appears, wins.
+    #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
+    pub learn: Option<bool>,
     /// Starting point of the per-host policy: mlccd (every rule on; the default) or paper
     /// (the paper as published: Alg. 1 and Alg. 2 alone, all-others feedback, iteration-start
     /// rank; give every mlcc-switchd feedback_mode = "all-others" too, or --feedback-mode
@@ -308,6 +313,7 @@ struct FileConfig {
     fill_classes: Option<u8>,
     #[serde(default)]
     fill_devs: Vec<String>,
+    learn: Option<bool>,
     policy: Option<String>,
     #[serde(default)]
     rules: BTreeMap<String, bool>,
@@ -351,6 +357,8 @@ pub struct Config {
     /// Devices on whose egress fill bytes are marked (empty: the one holding this host's
     /// topology address).
     pub fill_devs: Vec<String>,
+    /// Learn the iterations of processes with no progress file.
+    pub learn: bool,
     /// mTLS files; `None`: plaintext.
     pub tls: Option<TlsFiles>,
 }
@@ -507,6 +515,7 @@ impl DaemonArgs {
             } else {
                 self.fill_devs.clone()
             },
+            learn: self.learn.or(file.learn).unwrap_or(true),
             tls: self.tls.resolve(&TlsArgs {
                 tls_cert: file.tls_cert,
                 tls_key: file.tls_key,
@@ -608,6 +617,36 @@ mod tests {
         assert_eq!(c.peer_port, 7000);
         assert_eq!(c.peers.len(), 2);
         assert_eq!(c.datapath, DatapathKind::DryRun);
+    }
+
+    #[test]
+    fn learning_is_on_unless_the_file_or_a_flag_turns_it_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("mlccd.toml");
+        let args = |file: &str, flag: Option<bool>| {
+            std::fs::write(&p, format!("host = \"h1\"\ntopology = \"t.toml\"\n{file}")).unwrap();
+            DaemonArgs {
+                config: Some(p.clone()),
+                learn: flag,
+                ..Default::default()
+            }
+            .resolve()
+            .unwrap()
+            .learn
+        };
+        assert!(args("", None));
+        assert!(!args("learn = false\n", None));
+        assert!(args("learn = false\n", Some(true)));
+        assert!(!args("", Some(false)));
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            a: DaemonArgs,
+        }
+        use clap::Parser;
+        assert!(Cli::try_parse_from(["mlccd", "--learn", "maybe"]).is_err());
+        let off = Cli::try_parse_from(["mlccd", "--learn", "off"]).unwrap();
+        assert_eq!(off.a.learn, Some(false));
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod config;
 pub mod daemon;
 pub mod datapath;
 pub mod host;
+pub mod learned;
 pub mod metrics;
 pub mod mltcp;
 pub mod monitor;

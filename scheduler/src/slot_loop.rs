@@ -21,11 +21,13 @@ use crate::config::Config;
 use crate::daemon::{Channels, Outcome, call, clock_offset, outcome_name, peer_address};
 use crate::datapath::{DatapathPort, RateOrder, SocketKey, SocketStats};
 use crate::host::{FeedbackAnswers, FeedbackRequests, Observation, ProcessObs, SlotPlan};
+use crate::learned::LearnedProcesses;
 use crate::metrics::{ModeLabels, RpcLabels, TargetLabels};
 use crate::monitor::ProgressDir;
 use crate::session::{Session, SessionFailure, Sessions};
 use crate::sockets::SocketSource;
 use crate::state::{HISTORY_SLOTS, Shared, SlotRecord, now_ns};
+use mlcc_core::learn::LearnerConfig;
 use pb::session_reply::Reply as SessionReply;
 use pb::session_request::Request as SessionRequest;
 
@@ -41,6 +43,8 @@ pub(crate) struct SlotLoop {
     datapath: DatapathPort,
     sockets: Box<dyn SocketSource>,
     progress: ProgressDir,
+    /// `None` with --learn off.
+    learned: Option<LearnedProcesses>,
     channels: Channels,
     sessions: Sessions,
     last_slot: Option<Slot>,
@@ -100,6 +104,13 @@ impl SlotLoop {
     ) -> Self {
         SlotLoop {
             progress: ProgressDir::with_policy(cfg.shm_dir.clone(), cfg.progress.clone()),
+            learned: cfg.learn.then(|| {
+                LearnedProcesses::new(
+                    LearnerConfig::default(),
+                    &cfg.host,
+                    cfg.policy.slots.tau_ns(),
+                )
+            }),
             cfg,
             topo,
             shared,
@@ -225,9 +236,11 @@ impl SlotLoop {
     fn observe(&mut self, slot: Slot, w: &mut Work) -> FeedbackRequests {
         self.poll_progress_dir();
         self.sockets.next_slot();
-        let processes = self.read_processes();
+        let mut processes = self.read_processes();
         let stats = self.read_stats();
+        let learned = self.learn(slot, &processes, stats.as_deref());
         self.shared.status().local_processes = processes.iter().map(|p| p.header.clone()).collect();
+        processes.extend(learned);
         let t = Instant::now();
         let req = self
             .shared
@@ -235,6 +248,24 @@ impl SlotLoop {
             .observe(slot, &Observation { processes, stats });
         w.decide += t.elapsed();
         req
+    }
+
+    /// The processes with no progress file learned with confidence, as if they had one.
+    fn learn(
+        &mut self,
+        slot: Slot,
+        known: &[ProcessObs],
+        stats: Option<&[(SocketKey, SocketStats)]>,
+    ) -> Vec<ProcessObs> {
+        let Some(learned) = self.learned.as_mut() else {
+            return Vec::new();
+        };
+        let me = self.topo.node_by_name(&self.cfg.host);
+        let topo = &self.topo;
+        let mine = |a: &std::net::SocketAddr| me.is_some() && topo.host_by_ip(a.ip()) == me;
+        let out = learned.step(slot, known, stats, &mine, self.sockets.as_ref());
+        self.shared.status().learned = learned.status();
+        out
     }
 
     fn poll_progress_dir(&mut self) {

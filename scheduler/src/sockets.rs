@@ -42,6 +42,8 @@ pub struct TcpConn {
 /// Lists a process's established TCP connections.
 pub trait SocketSource: Send {
     fn connections(&self, pid: u32) -> std::io::Result<Vec<TcpConn>>;
+    /// The processes there are, to find those with no progress file.
+    fn pids(&self) -> std::io::Result<Vec<u32>>;
     /// A new slot begins: what was read in the last one may be stale. Processes not asked
     /// about in the slot that ended are forgotten.
     fn next_slot(&self) {}
@@ -253,6 +255,12 @@ pub fn connections_of(inodes: &HashSet<u64>, rows: &[TcpRow]) -> Vec<TcpConn> {
 }
 
 impl SocketSource for ProcSockets {
+    fn pids(&self) -> std::io::Result<Vec<u32>> {
+        Ok(std::fs::read_dir(&self.root)?
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect())
+    }
+
     fn connections(&self, pid: u32) -> std::io::Result<Vec<TcpConn>> {
         use std::os::unix::fs::MetadataExt;
         let proc = self.root.join(pid.to_string());
@@ -380,6 +388,11 @@ impl StaticSockets {
 }
 
 impl SocketSource for StaticSockets {
+    fn pids(&self) -> std::io::Result<Vec<u32>> {
+        let by_pid = self.by_pid.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(by_pid.keys().copied().collect())
+    }
+
     fn connections(&self, pid: u32) -> std::io::Result<Vec<TcpConn>> {
         Ok(self
             .by_pid

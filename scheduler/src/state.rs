@@ -63,6 +63,8 @@ pub struct LoopStatus {
     /// The headers of this slot's readable progress files: the local members of each job,
     /// listed by `ListJobs` even before (or without) any flow.
     pub local_processes: Vec<crate::progress::ProgressHeader>,
+    /// The processes with no progress file being learned, with their confidence.
+    pub learned: Vec<crate::learned::LearnedStatus>,
     /// The last [`HISTORY_SLOTS`] slots: what the switches answered and what was published, so
     /// an overbooked link can be traced to a degraded slot, a race, or a fault.
     pub history: VecDeque<SlotRecord>,

@@ -395,6 +395,7 @@ async fn three_schedulers_share_a_switch_and_degrade_without_it() {
                 ..Default::default()
             },
             fill_devs: Vec::new(),
+            learn: false,
             tls: None,
         };
         let running = daemon::start(
@@ -678,6 +679,7 @@ async fn a_slowed_predecessor_slows_its_successor() {
             clock_offset_ns: 0,
             progress: Default::default(),
             fill_devs: Vec::new(),
+            learn: false,
             tls: None,
         };
         let running = daemon::start(

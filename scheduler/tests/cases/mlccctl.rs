@@ -66,6 +66,7 @@ async fn mlccctl_drives_every_admin_call() {
         clock_offset_ns: 0,
         progress: Default::default(),
         fill_devs: Vec::new(),
+        learn: false,
         tls: None,
     };
     let admin = daemon::bind_admin(&sock).unwrap();

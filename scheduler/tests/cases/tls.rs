@@ -225,6 +225,7 @@ async fn mlccd_peer_service_requires_a_cluster_certificate() {
         clock_offset_ns: 0,
         progress: Default::default(),
         fill_devs: Vec::new(),
+        learn: false,
         tls: Some(h1),
     };
     let running = daemon::start(

@@ -1,0 +1,428 @@
+//! Processes on the CC with no progress file: core's [`Learner`] reads their iterations from
+//! their sockets' bytes, and a confident estimate stands in for the progress file they lack
+//! (docs/design.md §9, "No progress file"). This module only says where the bytes come from:
+//! which process owns which of the datapath's sockets, and what a progress file would have
+//! held. Whether the traffic is periodic, and what it moves per iteration, is core's.
+//!
+//! A learned process is a job of its own (`learned-<host>-<pid>`, an all-reduce of world size
+//! unknown): nothing ties it to its peers on other hosts, so the per-job rules that need the
+//! whole job (Alg. 2's dependencies across hosts) do not apply to it. A progress file, when one
+//! appears for the process, wins.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+
+use mlcc_core::Slot;
+use mlcc_core::job::{Arch, Role};
+use mlcc_core::learn::{Learned, Learner, LearnerConfig};
+
+use crate::datapath::{SocketKey, SocketStats};
+use crate::host::ProcessObs;
+use crate::progress::{ProgressHeader, ProgressSnapshot};
+use crate::sockets::{SocketSource, TcpConn};
+
+/// Slots between looks for new processes (≈1 s at τ = 30 ms): a job's first iterations are
+/// learned from its counters whenever it is found, so finding it late costs nothing but slots.
+pub const SCAN_SLOTS: u64 = 32;
+
+/// Scans between two looks at a process that owned none of the sockets sought (≈16 s): a
+/// host's other processes are not walked every second, while one that connects late is still
+/// found.
+pub const RECHECK_SCANS: u64 = 16;
+
+/// The learned processes of one host.
+pub struct LearnedProcesses {
+    cfg: LearnerConfig,
+    host: String,
+    tau_ns: u64,
+    next_scan: u64,
+    scans: u64,
+    procs: BTreeMap<u32, Tracked>,
+    /// Processes looked at that owned none of the sockets sought, and the scan they were.
+    passed: HashMap<u32, u64>,
+}
+
+struct Tracked {
+    learner: Learner,
+    conns: Vec<TcpConn>,
+    /// Each socket's `bytes_acked` when last read, and the bytes acked over all of them since
+    /// the process was found (a socket closing takes nothing back).
+    acked: HashMap<SocketKey, u64>,
+    total: u64,
+}
+
+/// What a learned process looks like to an operator (`mlccctl jobs`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct LearnedStatus {
+    pub pid: u32,
+    pub job_id: String,
+    /// `None` while below the confidence bar: the process is left to the kernel's CC.
+    pub confidence: Option<f64>,
+    pub period_ms: Option<f64>,
+    pub bytes_per_iteration: Option<f64>,
+    pub iteration: Option<u64>,
+}
+
+impl LearnedProcesses {
+    pub fn new(cfg: LearnerConfig, host: &str, tau_ns: u64) -> Self {
+        Self {
+            cfg,
+            host: host.to_string(),
+            tau_ns: tau_ns.max(1),
+            next_scan: 0,
+            scans: 0,
+            procs: BTreeMap::new(),
+            passed: HashMap::new(),
+        }
+    }
+
+    /// One slot: finds processes owning datapath sockets no progress file accounts for, feeds
+    /// each one's bytes to its learner, and returns the observations of those learned.
+    /// `known` are the processes with progress files; `mine` says which local addresses are
+    /// this host's.
+    pub fn step(
+        &mut self,
+        slot: Slot,
+        known: &[ProcessObs],
+        stats: Option<&[(SocketKey, SocketStats)]>,
+        mine: &dyn Fn(&SocketAddr) -> bool,
+        sockets: &dyn SocketSource,
+    ) -> Vec<ProcessObs> {
+        let Some(stats) = stats else {
+            return Vec::new();
+        };
+        let known_pids: HashSet<u32> = known.iter().map(|p| p.header.pid).collect();
+        self.procs.retain(|pid, _| !known_pids.contains(pid));
+        self.refresh_connections(sockets);
+        if slot.0 >= self.next_scan {
+            self.next_scan = slot.0 + SCAN_SLOTS;
+            self.scan(known, &known_pids, stats, mine, sockets);
+        }
+        self.feed(slot, stats);
+        self.observations()
+    }
+
+    /// Each learned or learning process, for operators.
+    pub fn status(&self) -> Vec<LearnedStatus> {
+        let ms = self.tau_ns as f64 / 1e6;
+        self.procs
+            .iter()
+            .map(|(&pid, t)| {
+                let e = t.learner.estimate();
+                LearnedStatus {
+                    pid,
+                    job_id: self.job_id(pid),
+                    confidence: e.map(|e| e.confidence),
+                    period_ms: e.map(|e| e.period_slots * ms),
+                    bytes_per_iteration: e.map(|e| e.bytes_per_iteration),
+                    iteration: e.map(|e| e.iteration),
+                }
+            })
+            .collect()
+    }
+
+    fn job_id(&self, pid: u32) -> String {
+        format!("learned-{}-{pid}", self.host)
+    }
+
+    /// Drops the processes gone (their connections cannot be listed) and keeps the others'
+    /// connections current.
+    fn refresh_connections(&mut self, sockets: &dyn SocketSource) {
+        self.procs.retain(|&pid, t| match sockets.connections(pid) {
+            Ok(c) => {
+                t.conns = c;
+                true
+            }
+            Err(_) => false,
+        });
+    }
+
+    /// Starts learning every process that owns one of this host's datapath sockets no progress
+    /// file or learned process accounts for.
+    fn scan(
+        &mut self,
+        known: &[ProcessObs],
+        known_pids: &HashSet<u32>,
+        stats: &[(SocketKey, SocketStats)],
+        mine: &dyn Fn(&SocketAddr) -> bool,
+        sockets: &dyn SocketSource,
+    ) {
+        let owned: HashSet<(SocketAddr, SocketAddr)> = known
+            .iter()
+            .flat_map(|p| p.conns.iter())
+            .chain(self.procs.values().flat_map(|t| t.conns.iter()))
+            .map(|c| tuple(c.local, c.remote))
+            .collect();
+        let unowned: HashSet<(SocketAddr, SocketAddr)> = stats
+            .iter()
+            .map(|(k, _)| (k.src, k.dst))
+            .filter(|t| mine(&t.0) && !owned.contains(t))
+            .collect();
+        if unowned.is_empty() {
+            return;
+        }
+        let Ok(pids) = sockets.pids() else {
+            return;
+        };
+        self.scans += 1;
+        let scan = self.scans;
+        let live: HashSet<u32> = pids.iter().copied().collect();
+        self.passed.retain(|pid, _| live.contains(pid));
+        for pid in pids {
+            let recent = self
+                .passed
+                .get(&pid)
+                .is_some_and(|&at| scan - at < RECHECK_SCANS);
+            if known_pids.contains(&pid) || self.procs.contains_key(&pid) || recent {
+                continue;
+            }
+            let Ok(conns) = sockets.connections(pid) else {
+                continue;
+            };
+            if !conns
+                .iter()
+                .any(|c| unowned.contains(&tuple(c.local, c.remote)))
+            {
+                self.passed.insert(pid, scan);
+            } else {
+                tracing::info!(
+                    pid,
+                    "learning the iterations of a process with no progress file"
+                );
+                self.procs.insert(
+                    pid,
+                    Tracked {
+                        learner: Learner::new(self.cfg.clone()),
+                        conns,
+                        acked: HashMap::new(),
+                        total: 0,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Adds each process's bytes acked since last slot and shows its learner the total.
+    fn feed(&mut self, slot: Slot, stats: &[(SocketKey, SocketStats)]) {
+        let mut by_tuple: HashMap<(SocketAddr, SocketAddr), Vec<(SocketKey, u64)>> = HashMap::new();
+        for (k, s) in stats {
+            by_tuple
+                .entry((k.src, k.dst))
+                .or_default()
+                .push((*k, s.bytes_acked));
+        }
+        let ms = self.tau_ns as f64 / 1e6;
+        for (&pid, t) in self.procs.iter_mut() {
+            let mut seen = HashMap::new();
+            for c in &t.conns {
+                for &(key, acked) in by_tuple
+                    .get(&tuple(c.local, c.remote))
+                    .into_iter()
+                    .flatten()
+                {
+                    let before = t.acked.get(&key).copied().unwrap_or(acked);
+                    t.total = t.total.saturating_add(acked.saturating_sub(before));
+                    seen.insert(key, acked);
+                }
+            }
+            t.acked = seen;
+            let was = t.learner.estimate().is_some();
+            t.learner.observe(slot, t.total);
+            log_change(pid, was, t.learner.estimate(), ms);
+        }
+    }
+
+    /// What a progress file would say for each process learned.
+    fn observations(&self) -> Vec<ProcessObs> {
+        self.procs
+            .iter()
+            .filter_map(|(&pid, t)| {
+                let e = t.learner.estimate()?;
+                Some(ProcessObs {
+                    header: self.header(pid, e),
+                    snapshot: self.snapshot(t.total, e),
+                    conns: t.conns.clone(),
+                })
+            })
+            .collect()
+    }
+
+    fn header(&self, pid: u32, e: &Learned) -> ProgressHeader {
+        ProgressHeader {
+            job_id: self.job_id(pid),
+            arch: Some(Arch::Allreduce),
+            role: Role::Worker,
+            rank: 0,
+            // Unknown: no ring slack and no model-based guess, only the bytes seen.
+            world_size: 0,
+            model_bytes: e.bytes_per_iteration as u64,
+            pid,
+            start_time_ns: 0,
+            cc_name: "mlcc".to_string(),
+            total_iterations: 0,
+        }
+    }
+
+    fn snapshot(&self, total: u64, e: &Learned) -> ProgressSnapshot {
+        let sent = (e.sent_this_iteration as u64).min(total);
+        ProgressSnapshot {
+            bytes_sent: total,
+            bytes_received: 0,
+            iteration: e.iteration,
+            iteration_start_ns: e.iteration_start.0 * self.tau_ns,
+            iteration_start_sent: total - sent,
+            last_iteration_bytes: e.last_iteration_bytes as u64,
+            last_update_ns: 0,
+        }
+    }
+}
+
+/// Says when a process crosses the bar, either way: the figures an operator checks the
+/// learner by (the testbed's per-job table of learned against true bytes reads these lines).
+fn log_change(pid: u32, was: bool, now: Option<&Learned>, slot_ms: f64) {
+    match (was, now) {
+        (false, Some(e)) => tracing::info!(
+            pid,
+            iteration = e.iteration,
+            bytes_per_iteration = e.bytes_per_iteration as u64,
+            period_ms = e.period_slots * slot_ms,
+            confidence = e.confidence,
+            "learned a process's iterations; scheduling it"
+        ),
+        (true, None) => {
+            tracing::info!(pid, "no longer periodic; leaving it to the kernel's CC")
+        }
+        _ => {}
+    }
+}
+
+fn tuple(local: SocketAddr, remote: SocketAddr) -> (SocketAddr, SocketAddr) {
+    let canon = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
+    (canon(local), canon(remote))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sockets::StaticSockets;
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    fn conn(local: &str, remote: &str) -> TcpConn {
+        TcpConn {
+            local: addr(local),
+            remote: addr(remote),
+            accepted: false,
+        }
+    }
+
+    fn stats(c: &TcpConn, acked: u64) -> (SocketKey, SocketStats) {
+        let key = SocketKey::new(7, c.local, c.remote);
+        let s = SocketStats {
+            bytes_acked: acked,
+            bytes_sent: acked,
+            ..Default::default()
+        };
+        (key, s)
+    }
+
+    fn mine(a: &SocketAddr) -> bool {
+        a.ip().to_string() == "10.0.0.1"
+    }
+
+    fn with_file(pid: u32, c: TcpConn) -> ProcessObs {
+        ProcessObs {
+            header: ProgressHeader {
+                job_id: format!("job-{pid}"),
+                arch: Some(Arch::Allreduce),
+                role: Role::Worker,
+                rank: 0,
+                world_size: 2,
+                model_bytes: 1,
+                pid,
+                start_time_ns: 0,
+                cc_name: "mlcc".into(),
+                total_iterations: 0,
+            },
+            snapshot: ProgressSnapshot::default(),
+            conns: vec![c],
+        }
+    }
+
+    /// Runs `slots` slots of a host with a periodic job (pid 10: 8 slots of 2 MB, 4 quiet),
+    /// a bulk transfer (pid 20) and a process with a progress file (pid 30), and returns the
+    /// last slot's learned observations and statuses.
+    fn run(slots: u64, with_progress_file: bool) -> (Vec<ProcessObs>, Vec<LearnedStatus>) {
+        let sockets = StaticSockets::default();
+        let (job, bulk, known) = (
+            conn("10.0.0.1:4000", "10.0.0.2:5000"),
+            conn("10.0.0.1:4001", "10.0.0.3:5201"),
+            conn("10.0.0.1:4002", "10.0.0.2:6000"),
+        );
+        sockets.set(10, vec![job]);
+        sockets.set(20, vec![bulk]);
+        sockets.set(30, vec![known]);
+        let mut l = LearnedProcesses::new(LearnerConfig::default(), "h1", 30_000_000);
+        let (mut job_total, mut out) = (0u64, Vec::new());
+        for s in 0..slots {
+            if s % 12 < 8 {
+                job_total += 2_000_000;
+            }
+            let st = vec![
+                stats(&job, job_total),
+                stats(&bulk, s * 3_000_000),
+                stats(&known, s * 1_000),
+            ];
+            let mut known_procs = vec![with_file(30, known)];
+            if with_progress_file {
+                known_procs.push(with_file(10, job));
+            }
+            out = l.step(Slot(1000 + s), &known_procs, Some(&st), &mine, &sockets);
+        }
+        (out, l.status())
+    }
+
+    #[test]
+    fn a_periodic_process_is_learned_and_reads_like_a_progress_file() {
+        let (out, status) = run(80, false);
+        assert_eq!(out.len(), 1, "{out:?}");
+        let p = &out[0];
+        assert_eq!(p.header.job_id, "learned-h1-10");
+        assert_eq!(p.header.pid, 10);
+        assert_eq!(p.header.arch, Some(Arch::Allreduce));
+        assert_eq!(p.conns.len(), 1);
+        // 8 slots of 2 MB an iteration.
+        assert_eq!(p.snapshot.last_iteration_bytes, 16_000_000);
+        assert!(p.snapshot.iteration >= 4, "{:?}", p.snapshot);
+        assert!(p.snapshot.sent_this_iteration() <= 16_000_000);
+        // The bulk transfer is followed, never learned; the known process is not followed.
+        let by_pid: BTreeMap<u32, &LearnedStatus> = status.iter().map(|s| (s.pid, s)).collect();
+        assert!(by_pid[&10].confidence.is_some_and(|c| c > 0.6));
+        assert!((by_pid[&10].period_ms.unwrap() - 360.0).abs() < 30.0);
+        assert_eq!(by_pid[&20].confidence, None);
+        assert!(!by_pid.contains_key(&30), "{status:?}");
+    }
+
+    #[test]
+    fn a_progress_file_wins() {
+        let (out, status) = run(80, true);
+        assert!(out.iter().all(|p| p.header.pid != 10), "{out:?}");
+        assert!(status.iter().all(|s| s.pid != 10), "{status:?}");
+    }
+
+    #[test]
+    fn a_closed_socket_takes_nothing_back_and_no_datapath_learns_nothing() {
+        let sockets = StaticSockets::default();
+        let c = conn("10.0.0.1:4000", "10.0.0.2:5000");
+        sockets.set(10, vec![c]);
+        let mut l = LearnedProcesses::new(LearnerConfig::default(), "h1", 30_000_000);
+        assert!(l.step(Slot(1), &[], None, &mine, &sockets).is_empty());
+        l.step(Slot(2), &[], Some(&[stats(&c, 5_000_000)]), &mine, &sockets);
+        l.step(Slot(3), &[], Some(&[stats(&c, 9_000_000)]), &mine, &sockets);
+        // The socket is gone from the datapath: the total stays where it was.
+        l.step(Slot(4), &[], Some(&[]), &mine, &sockets);
+        assert_eq!(l.procs[&10].total, 4_000_000);
+    }
+}
