@@ -7,18 +7,20 @@
 //! peers' progress from the previous slot's exchange (one slot stale, as the daemon sees it).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use mlcc_core::Slot;
 use mlcc_core::flow::FlowRole;
 use mlcc_core::host::{Enforce, PolicyConfig};
-use mlcc_core::topology::{LinkId, Topology};
+use mlcc_core::learn::{Learned as LearnedEstimate, Learner, LearnerConfig};
+use mlcc_core::topology::{LinkId, NodeId, Topology};
 use mlcc_harness::control_plane::{Active, ControlPlane, Order, Recorded, Training};
 
 pub use mlcc_harness::control_plane::Visibility;
 
 use super::{Context, Policy, View};
 use crate::physics;
-use crate::state::Phase;
+use crate::state::{Job, Phase};
 
 pub struct Mlcc {
     cluster: ControlPlane,
@@ -29,6 +31,76 @@ pub struct Mlcc {
     replies_began: HashMap<(u32, u32), (u32, u64)>,
     /// This slot's orders, in the order of the active flows.
     orders: Vec<Order>,
+    /// `Some` with `progress=off`: each job's progress learned from its bytes alone.
+    learning: Option<Learning>,
+}
+
+/// Progress as core's learner reads it from the bytes each job sends from each host, as mlccd
+/// reads a process with no progress file ([`mlcc_core::learn`]): one learner per (job,
+/// sending host), fed every slot whatever the job is doing.
+#[derive(Default)]
+struct Learning {
+    procs: HashMap<(u32, NodeId), Learned>,
+}
+
+struct Learned {
+    learner: Learner,
+    /// The process's job as mlccd names a learned one.
+    job: Arc<str>,
+    total: f64,
+    /// Per flow: bytes sent in its iteration when last seen, and bytes sent in all.
+    flows: HashMap<u32, (f64, f64)>,
+}
+
+impl Learning {
+    /// Adds what every flow sent since last slot to its process and shows each learner.
+    fn observe(&mut self, slot: u64, jobs: &[Job]) {
+        for (ji, j) in jobs.iter().enumerate() {
+            if j.start_slot.is_none() || matches!(j.phase, Phase::Queued | Phase::Done) {
+                continue;
+            }
+            for (fi, f) in j.flows.iter().enumerate() {
+                let p = self
+                    .procs
+                    .entry((ji as u32, f.src))
+                    .or_insert_with(|| Learned {
+                        learner: Learner::new(LearnerConfig::default()),
+                        job: format!("learned-{}-{}", j.name, f.src.0).into(),
+                        total: 0.0,
+                        flows: HashMap::new(),
+                    });
+                let (sent, total) = p.flows.entry(fi as u32).or_insert((0.0, 0.0));
+                // A flow's count starts again with each iteration's communication: the rest of
+                // the last one (if the slot that ended it was not seen), then this one's.
+                let moved = if f.sent >= *sent {
+                    f.sent - *sent
+                } else {
+                    (f.bytes - *sent).max(0.0) + f.sent
+                };
+                *sent = f.sent;
+                *total += moved;
+                p.total += moved;
+            }
+        }
+        for p in self.procs.values_mut() {
+            p.learner.observe(Slot(slot), p.total as u64);
+        }
+    }
+
+    /// The progress of flow `fi` of job `ji` from `src` as its learner estimates it: the
+    /// learned job, iteration, start, the flow's bytes per iteration and sent in this one
+    /// (the process's, split by what each flow carried); `None` below the bar.
+    fn of(&self, ji: u32, fi: u32, src: NodeId) -> Option<(Arc<str>, &LearnedEstimate, f64)> {
+        let p = self.procs.get(&(ji, src))?;
+        let e = p.learner.estimate()?;
+        let carried = p.flows.get(&fi).map_or(0.0, |f| f.1);
+        let share = if p.total > 0.0 {
+            carried / p.total
+        } else {
+            0.0
+        };
+        Some((p.job.clone(), e, share))
+    }
 }
 
 /// The rate a flow sends at under `e`: its paced rate, or, released to kernel TCP (unpaced),
@@ -56,6 +128,17 @@ impl Mlcc {
             },
             replies_began: HashMap::new(),
             orders: Vec::new(),
+            learning: None,
+        }
+    }
+
+    /// Progress learned from each job's bytes alone (`progress=off`), as mlccd learns a
+    /// process with no progress file: a flow whose process is below the learner's bar is
+    /// left to kernel TCP.
+    pub fn with_learned_progress(self) -> Self {
+        Mlcc {
+            learning: Some(Learning::default()),
+            ..self
         }
     }
 
@@ -66,6 +149,39 @@ impl Mlcc {
 
     pub fn recorded(&self) -> &[Recorded] {
         self.cluster.recorded()
+    }
+
+    /// What active flow `i`'s host knows of it: its progress file, or what its learner
+    /// estimates (`None` below the bar).
+    fn observe_as_known(&mut self, view: &View<'_>, i: usize) -> Option<Active> {
+        let Some(l) = &self.learning else {
+            return Some(self.observe(view, i));
+        };
+        let r = view.active[i];
+        let f = view.flow(r);
+        let (job, e, share) = l.of(r.job, r.flow, f.src)?;
+        Some(
+            Training {
+                id: &f.id,
+                job: &job,
+                role: f.role,
+                src: f.src,
+                dst: f.dst,
+                path: &f.path,
+                iteration: e.iteration as u32,
+                iterations: 0,
+                comm_since: e.iteration_start.0,
+                model_bytes: e.bytes_per_iteration,
+                bytes: share * e.last_iteration_bytes,
+                sent: (share * e.sent_this_iteration).min(share * e.last_iteration_bytes),
+                // Nothing says the world size, nor what the application holds.
+                slack: 0.0,
+                held: 0.0,
+                last_achieved: f.last_achieved,
+                upstream: Vec::new(),
+            }
+            .active(),
+        )
     }
 
     /// What active flow `i`'s host observes of it this slot, before the network's answers.
@@ -127,10 +243,22 @@ impl Mlcc {
 
 impl Policy for Mlcc {
     fn rates(&mut self, view: &View<'_>, out: &mut [f64]) {
-        let actives = (0..view.active.len())
-            .map(|i| self.observe(view, i))
-            .collect();
-        self.orders = self.cluster.step(Slot(view.slot), actives);
+        if let Some(l) = self.learning.as_mut() {
+            l.observe(view.slot, view.jobs);
+        }
+        let (which, actives): (Vec<usize>, Vec<Active>) = (0..view.active.len())
+            .filter_map(|i| Some((i, self.observe_as_known(view, i)?)))
+            .unzip();
+        let orders = self.cluster.step(Slot(view.slot), actives);
+        // What the policy does not know is kernel TCP's.
+        let released = Order {
+            enforce: Enforce::Release,
+            fill: None,
+        };
+        self.orders = vec![released; view.active.len()];
+        for (i, o) in which.into_iter().zip(orders) {
+            self.orders[i] = o;
+        }
         for (i, o) in self.orders.iter().enumerate() {
             out[i] = offered_rate(o.enforce, view.topo, &view.flow(view.active[i]).path);
         }

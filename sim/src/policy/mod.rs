@@ -142,7 +142,9 @@ pub struct Context<'a> {
 #[derive(Clone, Copy)]
 enum Build {
     Fixed(fn(&Context<'_>) -> Box<dyn Policy>),
-    Mlcc(PolicyConfig, Visibility),
+    /// The policy, the clock model, and whether progress is learned from bytes alone
+    /// (`progress=off`) rather than read as a progress file gives it.
+    Mlcc(PolicyConfig, Visibility, bool),
 }
 
 pub struct Entry {
@@ -155,7 +157,10 @@ impl Entry {
     pub fn build(&self, c: &Context<'_>) -> Box<dyn Policy> {
         match self.build {
             Build::Fixed(f) => f(c),
-            Build::Mlcc(cfg, vis) => Box::new(mlcc::Mlcc::new(c, cfg, vis)),
+            Build::Mlcc(cfg, vis, false) => Box::new(mlcc::Mlcc::new(c, cfg, vis)),
+            Build::Mlcc(cfg, vis, true) => {
+                Box::new(mlcc::Mlcc::new(c, cfg, vis).with_learned_progress())
+            }
         }
     }
 
@@ -163,7 +168,7 @@ impl Entry {
     pub fn mlcc_config(&self, slots: SlotConfig) -> Option<(PolicyConfig, Visibility)> {
         match self.build {
             Build::Fixed(_) => None,
-            Build::Mlcc(cfg, vis) => Some((PolicyConfig { slots, ..cfg }, vis)),
+            Build::Mlcc(cfg, vis, _) => Some((PolicyConfig { slots, ..cfg }, vis)),
         }
     }
 }
@@ -185,7 +190,7 @@ fn mlcc_entry(
     Entry {
         name: name.into(),
         about: about.into(),
-        build: Build::Mlcc(cfg, vis),
+        build: Build::Mlcc(cfg, vis, false),
     }
 }
 
@@ -331,8 +336,9 @@ pub fn registry() -> Vec<Entry> {
 /// of its [`PolicyConfig`] (`mlcc/eta=0/split-uplink=off/rank=remaining-bytes`), so an
 /// experiment needs no registry line. Keys: `eta`, `rank`, `mode` (`precedence` |
 /// `all-others`), `fill` (`off` | `excess` | `unbooked` | `scavenge`), `fill-classes` (1..=7),
-/// `peer-stale-slots`, `idle-backlog` (bytes) and every rule of [`PolicyConfig::RULES`]
-/// (`on` | `off`).
+/// `peer-stale-slots`, `idle-backlog` (bytes), every rule of [`PolicyConfig::RULES`]
+/// (`on` | `off`), and `progress=off`: each job's progress learned from its bytes alone, as
+/// mlccd learns a process with no progress file.
 pub fn by_name(name: &str) -> Option<Entry> {
     parse(name).ok()
 }
@@ -354,7 +360,7 @@ pub fn parse(name: &str) -> Result<Entry, String> {
         .find(|e| e.name == base)
         .ok_or_else(|| format!("unknown policy {base:?}"))?;
     for kv in parts {
-        let Build::Mlcc(cfg, vis) = entry.build else {
+        let Build::Mlcc(cfg, vis, learned) = entry.build else {
             return Err(format!(
                 "{base} is not an mlcc variant: it takes no overrides"
             ));
@@ -362,6 +368,15 @@ pub fn parse(name: &str) -> Result<Entry, String> {
         let (k, v) = kv
             .split_once('=')
             .ok_or_else(|| format!("override {kv:?} is not key=value"))?;
+        if k == "progress" {
+            let learned = match v {
+                "on" => false,
+                "off" => true,
+                _ => return Err(format!("progress={v:?}: say on or off")),
+            };
+            entry.build = Build::Mlcc(cfg, vis, learned);
+            continue;
+        }
         let cfg = match k {
             "eta" => PolicyConfig {
                 eta: non_negative(k, v)?,
@@ -417,7 +432,7 @@ pub fn parse(name: &str) -> Result<Entry, String> {
                 })?
             }
         };
-        entry.build = Build::Mlcc(cfg, vis);
+        entry.build = Build::Mlcc(cfg, vis, learned);
     }
     entry.name = name.to_string();
     Ok(entry)
