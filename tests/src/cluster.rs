@@ -116,13 +116,16 @@ pub enum Cc {
     /// (`eta`, `rank`, `mode`, `policy`, and any rule `NAME=on|off`), so one sitting can compare
     /// policies on real TCP; `args` are those options as mlccd flags. `rto_floor=DURATION` (or
     /// `kernel`) sets the datapath's RTO floor instead; `tau=DURATION` and `horizon=K` the
-    /// slots of mlccd and the switch emulators instead of the scenario's.
+    /// slots of mlccd and the switch emulators instead of the scenario's. `progress=off`
+    /// starts the jobs without progress files (their sockets still on the CC), so mlccd
+    /// schedules what it learns from their bytes alone; `learn=off` turns mlccd's learner off.
     Mlcc {
         name: String,
         args: Vec<String>,
         rto_floor: mlcc_bpf::RtoFloor,
         tau: Option<Duration>,
         horizon: Option<u32>,
+        progress: bool,
     },
     /// MLTCP (`mlcc_bpf::mltcp`), the peer baseline: its BPF CC over `base` registered once
     /// for the run, the trainers' sockets on it through their progress files, and an
@@ -161,7 +164,7 @@ impl Cc {
             "mlcc" => {
                 let mut args = Vec::new();
                 let mut rto_floor = mlcc_bpf::RtoFloor::default();
-                let (mut tau, mut horizon) = (None, None);
+                let (mut tau, mut horizon, mut progress) = (None, None, true);
                 for kv in parts {
                     let (k, v) = key_value(kv)?;
                     match k {
@@ -176,7 +179,14 @@ impl Cc {
                                 format!("{s:?}: horizon: {v:?} is not a number of slots")
                             })?)
                         }
-                        "eta" | "policy" | "fill" | "fill-classes" => {
+                        "progress" => {
+                            progress = match v {
+                                "on" => true,
+                                "off" => false,
+                                _ => return Err(format!("{s:?}: progress: say on or off")),
+                            }
+                        }
+                        "eta" | "policy" | "fill" | "fill-classes" | "learn" => {
                             args.extend([format!("--{k}"), v.to_string()])
                         }
                         "mode" => args.extend(["--feedback-mode".to_string(), v.to_string()]),
@@ -194,6 +204,7 @@ impl Cc {
                     rto_floor,
                     tau,
                     horizon,
+                    progress,
                 })
             }
             "cassini" => match parts.next() {
@@ -1450,6 +1461,15 @@ fn trainer_commands(
             ])
             .args(["--compute", &format!("{}us", spec.compute.as_micros())]);
         match (&c.cc, &c.mlcc_name) {
+            (
+                Cc::Mlcc {
+                    progress: false, ..
+                },
+                Some(name),
+            ) => {
+                // No progress file: mlccd learns the job from its sockets.
+                cmd.args(["--cc", name]);
+            }
             (Cc::Mlcc { .. } | Cc::Mltcp { .. }, Some(name)) => {
                 cmd.env("MLCC_JOB_ID", &spec.name)
                     .env("MLCC_JOB_ARCH", arch)
@@ -2051,8 +2071,17 @@ mod tests {
                 rto_floor: mlcc_bpf::RtoFloor::default(),
                 tau: None,
                 horizon: None,
+                progress: true,
             }
         );
+        match Cc::parse("mlcc/progress=off/learn=off") {
+            Ok(Cc::Mlcc { progress, args, .. }) => {
+                assert!(!progress);
+                assert_eq!(args, ["--learn", "off"]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Cc::parse("mlcc/progress=maybe").is_err());
         match Cc::parse("mlcc/tau=30ms/horizon=20") {
             Ok(Cc::Mlcc { tau, horizon, .. }) => {
                 assert_eq!((tau, horizon), (Some(Duration::from_millis(30)), Some(20)));

@@ -170,7 +170,14 @@ impl TorchRun {
         if let Cc::Kernel { cc, .. } | Cc::Isolated(cc) = &c.cc {
             cmd.args(["--cc", cc]);
         }
-        if c.cc.is_mlcc() {
+        let progress_off = matches!(
+            c.cc,
+            Cc::Mlcc {
+                progress: false,
+                ..
+            }
+        );
+        if c.cc.is_mlcc() && !progress_off {
             cmd.env("MLCC_JOB_ID", &spec.name)
                 .env("MLCC_JOB_ARCH", "allreduce")
                 .env("MLCC_TOTAL_ITERATIONS", spec.iterations.to_string())
