@@ -40,6 +40,9 @@ pub struct LearnedProcesses {
     procs: BTreeMap<u32, Tracked>,
     /// Processes looked at that owned none of the sockets sought, and the scan they were.
     passed: HashMap<u32, u64>,
+    /// The sockets sought at the last scan: a socket not among them may belong to a process
+    /// passed over before it connected, so every process is looked at again.
+    sought: HashSet<(SocketAddr, SocketAddr)>,
 }
 
 struct Tracked {
@@ -73,6 +76,7 @@ impl LearnedProcesses {
             scans: 0,
             procs: BTreeMap::new(),
             passed: HashMap::new(),
+            sought: HashSet::new(),
         }
     }
 
@@ -166,6 +170,10 @@ impl LearnedProcesses {
         };
         self.scans += 1;
         let scan = self.scans;
+        if !unowned.is_subset(&self.sought) {
+            self.passed.clear();
+        }
+        self.sought = unowned.clone();
         let live: HashSet<u32> = pids.iter().copied().collect();
         self.passed.retain(|pid, _| live.contains(pid));
         for pid in pids {
@@ -403,6 +411,27 @@ mod tests {
         assert!((by_pid[&10].period_ms.unwrap() - 360.0).abs() < 30.0);
         assert_eq!(by_pid[&20].confidence, None);
         assert!(!by_pid.contains_key(&30), "{status:?}");
+    }
+
+    #[test]
+    fn a_process_passed_over_before_it_connected_is_found_when_its_socket_appears() {
+        let sockets = StaticSockets::default();
+        let other = conn("10.0.0.1:4100", "10.0.0.3:5201");
+        let late = conn("10.0.0.1:4000", "10.0.0.2:5000");
+        sockets.set(10, vec![]);
+        sockets.set(99, vec![]);
+        let mut l = LearnedProcesses::new(LearnerConfig::default(), "h1", 30_000_000);
+        // A socket nobody here owns (another namespace's): pid 10, not connected yet, is
+        // looked at and passed over.
+        l.step(Slot(0), &[], Some(&[stats(&other, 1)]), &mine, &sockets);
+        assert!(l.procs.is_empty());
+        sockets.set(10, vec![late]);
+        let both = [stats(&other, 1), stats(&late, 1)];
+        l.step(Slot(SCAN_SLOTS), &[], Some(&both), &mine, &sockets);
+        assert!(
+            l.procs.contains_key(&10),
+            "found at the next scan, not {RECHECK_SCANS} later"
+        );
     }
 
     #[test]
