@@ -147,7 +147,8 @@ impl Learner {
             (None, Some((len, c))) => (len.round() as usize, c),
             (None, None) => return None,
         };
-        self.track_onsets(now, period);
+        let threshold = self.threshold();
+        self.track_onsets(now, period, threshold);
         let iterations = self.whole_iterations(now);
         let agreed = self.agreeing(&iterations, period, standing.map(|s| s.0))?;
         let &start = self.onsets.back()?;
@@ -155,7 +156,7 @@ impl Learner {
         let sent: f64 = self.bytes.iter().rev().take(since + 1).sum();
         let mean_bytes = agreed.iter().map(|w| w.1).sum::<f64>() / agreed.len() as f64;
         let mean_len = agreed.iter().map(|w| w.0).sum::<f64>() / agreed.len() as f64;
-        if self.stalled(since, sent, mean_bytes, mean_len, self.threshold()) {
+        if self.stalled(since, sent, mean_bytes, mean_len, threshold) {
             return None;
         }
         Some(Learned {
@@ -172,20 +173,20 @@ impl Learner {
     /// The period (slots) and its autocorrelation, if one stands out.
     fn period(&self) -> Option<(usize, f64)> {
         // Smoothed over three slots, so a burst a slot early or late still lines up.
-        let raw: Vec<f64> = self.bytes.iter().copied().collect();
-        let x: Vec<f64> = (0..raw.len())
+        let n = self.bytes.len();
+        let x: Vec<f64> = (0..n)
             .map(|t| {
-                raw[t.saturating_sub(1)..(t + 2).min(raw.len())]
-                    .iter()
-                    .sum::<f64>()
+                (t.saturating_sub(1)..(t + 2).min(n))
+                    .map(|i| self.bytes[i])
+                    .sum()
             })
             .collect();
-        let n = x.len();
         let longest = self
             .cfg
             .max_period_slots
             .min(n / (self.cfg.min_iterations + 1));
-        if longest < self.cfg.min_period_slots {
+        let lo = self.cfg.min_period_slots.max(1);
+        if longest < lo {
             return None;
         }
         let mean = x.iter().sum::<f64>() / n as f64;
@@ -199,25 +200,26 @@ impl Learner {
                 .sum();
             s / ((n - lag) as f64 * var)
         };
-        let rs: Vec<(usize, f64)> = (self.cfg.min_period_slots..=longest)
-            .map(|l| (l, r(l)))
-            .collect();
-        let best = rs.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
+        // `rs[i]` is the correlation at lag `lo - 1 + i`: the candidates and one lag either side.
+        let rs: Vec<f64> = (lo - 1..=longest + 1).map(r).collect();
+        let best = rs[1..rs.len() - 1]
+            .iter()
+            .copied()
+            .fold(f64::NEG_INFINITY, f64::max);
         if best < self.cfg.min_correlation {
             return None;
         }
         // The shortest peak nearly as good: a period's multiples match about as well, and a
         // jitter that repeats every few iterations can make a multiple match a little better.
         let bar = self.cfg.min_correlation.max(0.6 * best);
-        rs.into_iter()
-            .filter(|p| p.1 >= bar)
-            .find(|&(l, rl)| r(l - 1) < rl && r(l + 1) <= rl)
+        (1..rs.len() - 1)
+            .find(|&i| rs[i] >= bar && rs[i - 1] < rs[i] && rs[i + 1] <= rs[i])
+            .map(|i| (lo - 1 + i, rs[i]))
     }
 
     /// Adds the iteration starts in the window not seen yet: a quiet slot then an active one,
     /// at least 0.6 periods after the last start.
-    fn track_onsets(&mut self, now: Slot, period: usize) {
-        let threshold = self.threshold();
+    fn track_onsets(&mut self, now: Slot, period: usize, threshold: f64) {
         let active = |b: f64| b >= threshold && b > 0.0;
         let min_gap = ((period as f64) * 0.6).ceil() as u64;
         for i in 1..self.bytes.len() {

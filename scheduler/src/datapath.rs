@@ -27,13 +27,18 @@ pub struct SocketKey {
 
 impl SocketKey {
     pub fn new(netns_cookie: u64, src: SocketAddr, dst: SocketAddr) -> Self {
-        let canon = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
         SocketKey {
             netns_cookie,
-            src: canon(src),
-            dst: canon(dst),
+            src: canonical(src),
+            dst: canonical(dst),
         }
     }
+}
+
+/// `a` with an IPv4-mapped IPv6 address as IPv4, as [`SocketKey`] stores it, so that a
+/// connection /proc lists matches the datapath's socket by 4-tuple.
+pub fn canonical(a: SocketAddr) -> SocketAddr {
+    SocketAddr::new(a.ip().to_canonical(), a.port())
 }
 
 impl std::fmt::Display for SocketKey {

@@ -16,7 +16,7 @@ use mlcc_core::Slot;
 use mlcc_core::job::{Arch, Role};
 use mlcc_core::learn::{Learned, Learner, LearnerConfig};
 
-use crate::datapath::{SocketKey, SocketStats};
+use crate::datapath::{SocketKey, SocketStats, canonical};
 use crate::host::ProcessObs;
 use crate::progress::{ProgressHeader, ProgressSnapshot};
 use crate::sockets::{SocketSource, TcpConn};
@@ -212,6 +212,9 @@ impl LearnedProcesses {
 
     /// Adds each process's bytes acked since last slot and shows its learner the total.
     fn feed(&mut self, slot: Slot, stats: &[(SocketKey, SocketStats)]) {
+        if self.procs.is_empty() {
+            return;
+        }
         let mut by_tuple: HashMap<(SocketAddr, SocketAddr), Vec<(SocketKey, u64)>> = HashMap::new();
         for (k, s) in stats {
             by_tuple
@@ -305,8 +308,7 @@ fn log_change(pid: u32, was: bool, now: Option<&Learned>, slot_ms: f64) {
 }
 
 fn tuple(local: SocketAddr, remote: SocketAddr) -> (SocketAddr, SocketAddr) {
-    let canon = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
-    (canon(local), canon(remote))
+    (canonical(local), canonical(remote))
 }
 
 #[cfg(test)]

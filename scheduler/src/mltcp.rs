@@ -18,6 +18,7 @@ use mlcc_bpf::SocketKey;
 use mlcc_bpf::mltcp::RatioOrder;
 use mlcc_core::job::{Arch, Role};
 
+use crate::datapath::canonical;
 use crate::progress::{ProgressHeader, ProgressSnapshot};
 use crate::sockets::TcpConn;
 
@@ -57,7 +58,6 @@ pub struct ProcessView {
 /// The ratio of every connection of `processes` that is on the CC (`on_cc`: the CC's socket
 /// keys; /proc gives no network-namespace cookie, so connections match by 4-tuple).
 pub fn orders(processes: &[ProcessView], on_cc: &[SocketKey], ttl: Duration) -> Vec<RatioOrder> {
-    let canon = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
     let mut by_tuple: HashMap<(SocketAddr, SocketAddr), Vec<SocketKey>> = HashMap::new();
     for k in on_cc {
         by_tuple.entry((k.src(), k.dst())).or_default().push(*k);
@@ -69,7 +69,7 @@ pub fn orders(processes: &[ProcessView], on_cc: &[SocketKey], ttl: Duration) -> 
         };
         for c in &p.conns {
             for key in by_tuple
-                .get(&(canon(c.local), canon(c.remote)))
+                .get(&(canonical(c.local), canonical(c.remote)))
                 .into_iter()
                 .flatten()
             {

@@ -21,7 +21,7 @@ use crate::config::Config;
 use crate::daemon::{Channels, Outcome, call, clock_offset, outcome_name, peer_address};
 use crate::datapath::{DatapathPort, RateOrder, SocketKey, SocketStats};
 use crate::host::{FeedbackAnswers, FeedbackRequests, Observation, ProcessObs, SlotPlan};
-use crate::learned::LearnedProcesses;
+use crate::learned::{LearnedProcesses, LearnedStatus};
 use crate::metrics::{ModeLabels, RpcLabels, TargetLabels};
 use crate::monitor::ProgressDir;
 use crate::session::{Session, SessionFailure, Sessions};
@@ -238,8 +238,12 @@ impl SlotLoop {
         self.sockets.next_slot();
         let mut processes = self.read_processes();
         let stats = self.read_stats();
-        let learned = self.learn(slot, &processes, stats.as_deref());
-        self.shared.status().local_processes = processes.iter().map(|p| p.header.clone()).collect();
+        let (learned, learning) = self.learn(slot, &processes, stats.as_deref());
+        {
+            let mut status = self.shared.status();
+            status.local_processes = processes.iter().map(|p| p.header.clone()).collect();
+            status.learned = learning;
+        }
         processes.extend(learned);
         let t = Instant::now();
         let req = self
@@ -250,22 +254,22 @@ impl SlotLoop {
         req
     }
 
-    /// The processes with no progress file learned with confidence, as if they had one.
+    /// The processes with no progress file learned with confidence, as if they had one, and
+    /// every process followed, for operators.
     fn learn(
         &mut self,
         slot: Slot,
         known: &[ProcessObs],
         stats: Option<&[(SocketKey, SocketStats)]>,
-    ) -> Vec<ProcessObs> {
+    ) -> (Vec<ProcessObs>, Vec<LearnedStatus>) {
         let Some(learned) = self.learned.as_mut() else {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
         let me = self.topo.node_by_name(&self.cfg.host);
         let topo = &self.topo;
         let mine = |a: &std::net::SocketAddr| me.is_some() && topo.host_by_ip(a.ip()) == me;
         let out = learned.step(slot, known, stats, &mine, self.sockets.as_ref());
-        self.shared.status().learned = learned.status();
-        out
+        (out, learned.status())
     }
 
     fn poll_progress_dir(&mut self) {

@@ -291,9 +291,9 @@ impl Cc {
     }
 
     /// Trainers write progress files and take their CC from them (mlcc and MLTCP, whose BPF
-    /// CCs are registered per run under a unique name).
+    /// CCs are registered per run under a unique name), but for `mlcc/progress=off`.
     pub fn uses_progress_files(&self) -> bool {
-        matches!(self, Cc::Mlcc { .. } | Cc::Mltcp { .. })
+        matches!(self, Cc::Mlcc { progress: true, .. } | Cc::Mltcp { .. })
     }
 }
 
@@ -1461,12 +1461,7 @@ fn trainer_commands(
             ])
             .args(["--compute", &format!("{}us", spec.compute.as_micros())]);
         match (&c.cc, &c.mlcc_name) {
-            (
-                Cc::Mlcc {
-                    progress: false, ..
-                },
-                Some(name),
-            ) => {
+            (Cc::Mlcc { .. }, Some(name)) if !c.cc.uses_progress_files() => {
                 // No progress file: mlccd learns the job from its sockets.
                 cmd.args(["--cc", name]);
             }
@@ -2115,6 +2110,11 @@ mod tests {
         }
         assert_eq!(Cc::parse("mltcp/cubic").unwrap().file_name(), "mltcp+cubic");
         assert!(Cc::parse("mlcc").unwrap().uses_progress_files());
+        assert!(
+            !Cc::parse("mlcc/progress=off")
+                .unwrap()
+                .uses_progress_files()
+        );
         assert!(!Cc::parse("cubic").unwrap().uses_progress_files());
         for bad in [
             "mlcc/eta",

@@ -170,14 +170,7 @@ impl TorchRun {
         if let Cc::Kernel { cc, .. } | Cc::Isolated(cc) = &c.cc {
             cmd.args(["--cc", cc]);
         }
-        let progress_off = matches!(
-            c.cc,
-            Cc::Mlcc {
-                progress: false,
-                ..
-            }
-        );
-        if c.cc.is_mlcc() && !progress_off {
+        if c.cc.is_mlcc() && c.cc.uses_progress_files() {
             cmd.env("MLCC_JOB_ID", &spec.name)
                 .env("MLCC_JOB_ARCH", "allreduce")
                 .env("MLCC_TOTAL_ITERATIONS", spec.iterations.to_string())

@@ -315,17 +315,12 @@ fn two_hosts_achieved_rates_follow_the_plan_and_the_bytes_arrive_intact() {
     > = Default::default();
     let mut polls = 0u32;
     let (out, s) = run_sampling(SCENARIO, &["h1", "h2"], |h, c, rt| {
-        let answer = rt.block_on(async {
-            tokio::time::timeout(
-                std::time::Duration::from_millis(50),
-                c.list_flows(mlcc_proto::v1::ListFlowsRequest::default()),
-            )
-            .await
-        });
-        match answer {
-            Ok(Ok(r)) => {
+        match within_poll(
+            rt,
+            c.list_flows(mlcc_proto::v1::ListFlowsRequest::default()),
+        ) {
+            Ok(Some(r)) => {
                 polls += 1;
-                let r = r.into_inner();
                 for f in r.flows {
                     seen.entry((h.to_string(), f.flow_id.clone()))
                         .or_default()
@@ -339,8 +334,8 @@ fn two_hosts_achieved_rates_follow_the_plan_and_the_bytes_arrive_intact() {
                 }
                 true
             }
-            Ok(Err(_)) => false,
-            Err(_) => true,
+            Ok(None) => true,
+            Err(_) => false,
         }
     });
 
@@ -466,6 +461,22 @@ fn assert_one_job_intact_on_mlcc(s: &serde_json::Value) {
 
 type AdminClient = mlcc_proto::v1::admin_client::AdminClient<tonic::transport::Channel>;
 
+/// One Admin call of a [`run_sampling`] poll, given 50 ms: `Ok(Some(reply))`, `Ok(None)` when
+/// it was late (the poll goes on), `Err` when the daemon failed it (the poll returns false).
+fn within_poll<T>(
+    rt: &tokio::runtime::Runtime,
+    call: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+) -> Result<Option<T>, tonic::Status> {
+    // The timer is made inside the runtime: it needs its reactor.
+    let answer = rt
+        .block_on(async { tokio::time::timeout(std::time::Duration::from_millis(50), call).await });
+    match answer {
+        Ok(Ok(r)) => Ok(Some(r.into_inner())),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Ok(None),
+    }
+}
+
 /// Runs `mlcc-testbed run --scenario <scenario> --cc mlcc` and, while it runs, calls `poll`
 /// every ~15 ms for each host whose mlccd Admin socket answers; `poll` returns false when the
 /// call failed (the client is dropped and connected again next round). Asserts the run
@@ -575,16 +586,8 @@ fn killed_daemons_and_a_link_flap_lose_no_bytes_and_degrade_and_recover() {
             .as_secs_f64()
     };
     let (out, s) = run_sampling(SCENARIO, &["h1", "h2"], |h, c, rt| {
-        let answer = rt.block_on(async {
-            tokio::time::timeout(
-                std::time::Duration::from_millis(50),
-                c.status(mlcc_proto::v1::StatusRequest::default()),
-            )
-            .await
-        });
-        match answer {
-            Ok(Ok(r)) => {
-                let r = r.into_inner();
+        match within_poll(rt, c.status(mlcc_proto::v1::StatusRequest::default())) {
+            Ok(Some(r)) => {
                 let seen = Seen {
                     switch_degraded: r
                         .degraded
@@ -601,8 +604,8 @@ fn killed_daemons_and_a_link_flap_lose_no_bytes_and_degrade_and_recover() {
                 }
                 true
             }
-            Ok(Err(_)) => false,
-            Err(_) => true,
+            Ok(None) => true,
+            Err(_) => false,
         }
     });
     assert_one_job_intact_on_mlcc(&s);
@@ -907,23 +910,19 @@ fn a_torch_ddp_job_is_scheduled_and_its_progress_is_exact() {
     // (host, flow) -> the highest rate mlccd enforced for it
     let mut planned: std::collections::BTreeMap<(String, String), f64> = Default::default();
     let (out, s) = run_sampling(SCENARIO, &["h1", "h2"], |h, c, rt| {
-        let answer = rt.block_on(async {
-            tokio::time::timeout(
-                std::time::Duration::from_millis(50),
-                c.list_flows(mlcc_proto::v1::ListFlowsRequest::default()),
-            )
-            .await
-        });
-        match answer {
-            Ok(Ok(r)) => {
-                for f in r.into_inner().flows {
+        match within_poll(
+            rt,
+            c.list_flows(mlcc_proto::v1::ListFlowsRequest::default()),
+        ) {
+            Ok(Some(r)) => {
+                for f in r.flows {
                     let e = planned.entry((h.to_string(), f.flow_id)).or_default();
                     *e = e.max(f.enforced_rate_bytes_per_sec);
                 }
                 true
             }
-            Ok(Err(_)) => false,
-            Err(_) => true,
+            Ok(None) => true,
+            Err(_) => false,
         }
     });
     let job = &s["runs"][0]["jobs"][0];

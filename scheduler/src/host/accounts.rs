@@ -14,7 +14,7 @@ use super::fabric::Fabric;
 use super::flow_state::{Counters, FlowSpec, FlowState, SocketCounters};
 use super::split::shares;
 use super::{HostConfig, Observation, ProcessObs, Source};
-use crate::datapath::{SocketKey, SocketStats};
+use crate::datapath::{SocketKey, SocketStats, canonical};
 use crate::progress::ProgressHeader;
 use crate::sockets::TcpConn;
 
@@ -431,7 +431,6 @@ fn group_connections(
     role: FlowRole,
     sockets: &Sockets,
 ) -> (Groups, String) {
-    let canon = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
     let mut groups = Groups::new();
     let (mut unknown, mut local, mut inbound, mut sched) = (0, 0, 0, 0);
     let to_ps_scheduler =
@@ -455,7 +454,9 @@ fn group_connections(
             local += 1;
             continue;
         }
-        let keys = sockets.by_tuple.get(&(canon(c.local), canon(c.remote)));
+        let keys = sockets
+            .by_tuple
+            .get(&(canonical(c.local), canonical(c.remote)));
         if c.accepted && (zmq_van || (role == FlowRole::Ring && !sends_data(keys, sockets))) {
             inbound += 1;
             continue;
