@@ -167,15 +167,6 @@ impl PrecedenceKey {
     pub fn new(rank: Rank, flow: FlowId) -> Self {
         PrecedenceKey { rank, flow }
     }
-
-    /// A key below every real key of rank `rank` (no valid id is empty), for range queries
-    /// over one rank's flows.
-    pub(crate) fn first_of(rank: Rank) -> Self {
-        PrecedenceKey {
-            rank,
-            flow: FlowId(Arc::from("")),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -7,9 +7,9 @@
 //!
 //! Per link the table keeps the sum of all entries per slot and the sum per publisher, so the
 //! `all-others` feedback for a flow is O(K) however many entries the link holds. For
-//! `precedence` feedback it also keeps one sum per iteration-start slot: entries of older
-//! iterations are added a bucket at a time, and only the asking flow's own bucket is walked
-//! entry by entry (entries are stored in key order, inline, for that walk).
+//! `precedence` feedback and `committed` it also keeps the entries in an order tree with sums
+//! over every subtree ([`order`]): what every flow ranked before (or after) the asker booked is
+//! O(K log n), however many flows share the link or one rank.
 //!
 //! Advancing the table is O(1): each link catches up to the table's slot (history, window
 //! shift, expiry) when it is next written or read, or when its owner sweeps it
@@ -20,10 +20,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use crate::flow::{FlowId, PrecedenceKey, Rank};
+use crate::flow::{FlowId, PrecedenceKey};
 use crate::slot::Slot;
 use crate::topology::LinkId;
 use crate::units::BytesPerSec;
+
+mod order;
+use order::OrderTree;
 
 /// Which other flows' bookings a flow sees as feedback.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -158,8 +161,8 @@ struct LinkLoad {
     /// Σ of all entries for slots `window_start..window_start + 2K`.
     total: Vec<f64>,
     by_publisher: HashMap<String, Publisher>,
-    /// Σ of the entries of each rank.
-    by_rank: BTreeMap<Rank, Sums>,
+    /// The entries again, with sums over every prefix of the precedence order.
+    order: OrderTree,
     /// Booked load of the last W slots that passed, oldest first.
     history: VecDeque<f64>,
 }
@@ -174,7 +177,7 @@ impl LinkLoad {
             index: HashMap::new(),
             total: vec![0.0; window],
             by_publisher: HashMap::new(),
-            by_rank: BTreeMap::new(),
+            order: OrderTree::new(window / 2),
             history: VecDeque::with_capacity(HISTORY_SLOTS),
         }
     }
@@ -196,24 +199,14 @@ impl LinkLoad {
                 }),
         };
         accumulate(&mut p.sums.sum, window_start, e, sign);
-        let b = self
-            .by_rank
-            .entry(e.key.rank)
-            .or_insert_with(|| Sums::new(window));
-        accumulate(&mut b.sum, window_start, e, sign);
         if sign > 0.0 {
             p.sums.count += 1;
             p.keys.insert(e.key.clone());
-            b.count += 1;
         } else {
             p.sums.count -= 1;
             p.keys.remove(&e.key);
             if p.sums.count == 0 {
                 self.by_publisher.remove(&e.publisher);
-            }
-            b.count -= 1;
-            if b.count == 0 {
-                self.by_rank.remove(&e.key.rank);
             }
         }
     }
@@ -226,6 +219,7 @@ impl LinkLoad {
     fn insert(&mut self, window_start: Slot, e: Entry) {
         self.expiry_floor = self.expiry_floor.min(e.refreshed.0 + self.horizon());
         self.account(window_start, &e, 1.0);
+        self.order.insert(e.key.clone(), e.first_slot, &e.rates);
         self.index.insert(e.key.flow.clone(), e.key.clone());
         self.entries.insert(e.key.clone(), e);
     }
@@ -234,6 +228,7 @@ impl LinkLoad {
         let key = self.index.remove(flow)?;
         let e = self.entries.remove(&key)?;
         self.account(window_start, &e, -1.0);
+        self.order.remove(&e.key);
         Some(e)
     }
 
@@ -241,8 +236,8 @@ impl LinkLoad {
     /// Rewrites the entry where it is instead of removing and reinserting it, which would
     /// rebalance two trees, rehash the flow twice and reallocate its publisher and rates. The
     /// sums end up bit-identical to remove + insert: the entry is subtracted and added in the
-    /// same order, and a publisher or iteration bucket that held only this entry restarts from
-    /// zero, as the removal would have dropped it. Returns false (nothing changed) otherwise.
+    /// same order, and a publisher that held only this entry restarts from zero, as the removal
+    /// would have dropped it. Returns false (nothing changed) otherwise.
     fn replace_in_place(&mut self, window_start: Slot, u: &Update<'_>) -> bool {
         let Some(key) = self.index.get(u.flow) else {
             return false;
@@ -256,19 +251,14 @@ impl LinkLoad {
         if e.publisher != u.publisher {
             return false;
         }
-        let (Some(p), Some(b)) = (
-            self.by_publisher.get_mut(&e.publisher),
-            self.by_rank.get_mut(&e.key.rank),
-        ) else {
+        let Some(p) = self.by_publisher.get_mut(&e.publisher) else {
             return false;
         };
         accumulate(&mut self.total, window_start, e, -1.0);
-        for sums in [&mut p.sums, b] {
-            if sums.count == 1 {
-                sums.sum.fill(0.0);
-            } else {
-                accumulate(&mut sums.sum, window_start, e, -1.0);
-            }
+        if p.sums.count == 1 {
+            p.sums.sum.fill(0.0);
+        } else {
+            accumulate(&mut p.sums.sum, window_start, e, -1.0);
         }
         e.first_slot = u.first_slot;
         e.rates.clear();
@@ -276,7 +266,7 @@ impl LinkLoad {
         e.refreshed = window_start;
         accumulate(&mut self.total, window_start, e, 1.0);
         accumulate(&mut p.sums.sum, window_start, e, 1.0);
-        accumulate(&mut b.sum, window_start, e, 1.0);
+        self.order.replace(&e.key, e.first_slot, &e.rates);
         true
     }
 
@@ -298,9 +288,6 @@ impl LinkLoad {
         slide(&mut self.total, by);
         for p in self.by_publisher.values_mut() {
             slide(&mut p.sums.sum, by);
-        }
-        for b in self.by_rank.values_mut() {
-            slide(&mut b.sum, by);
         }
     }
 
@@ -377,7 +364,7 @@ impl LinkLoad {
         let window = self.total.len();
         self.total = vec![0.0; window];
         self.by_publisher.clear();
-        self.by_rank.clear();
+        // The order tree's sums are exact: it has no drift to shed.
         let entries = std::mem::take(&mut self.entries);
         for e in entries.values() {
             self.account(window_start, e, 1.0);
@@ -596,16 +583,41 @@ impl LoadTable {
     /// committed for `slot` in `slot` itself — entries whose plan starts there, i.e. published in
     /// that slot by hosts that planned before the asker. They are sending at it now and can only
     /// yield from the next slot on: a flow that plans slot n around them does not overbook it
-    /// (`host::PolicyConfig::committed_now`). Walks the lower-ranked entries of the link.
+    /// (`host::PolicyConfig::committed_now`). O(log n) in the link's entries, plus the asking
+    /// host's own entries on the link.
     pub fn committed(&self, link: LinkId, q: &Query<'_>, slot: Slot) -> Result<f64, TableError> {
         use std::ops::Bound::{Excluded, Unbounded};
         let l = self.link(link)?;
+        // Entries a link holds start within 2K slots of its own slot; no other slot has any.
+        let k = self.horizon as u64;
+        if slot.0 + 2 * k <= l.now.0 || slot.0 >= l.now.0 + 2 * k {
+            return Ok(0.0);
+        }
         let excluded = |e: &Entry| q.exclude_publisher == Some(e.publisher.as_str());
-        Ok(l.entries
-            .range((Excluded(q.key), Unbounded))
-            .filter(|(_, e)| e.first_slot == slot && e.key.flow != *q.flow && !excluded(e))
-            .map(|(_, e)| rate_at(e, slot).max(0.0))
-            .sum())
+        let mut sum = l.order.first_after(q.key, slot);
+        // Take out what the asker must not count: its host's entries, its own flow's under
+        // another key, and entries that lapsed on a link not yet caught up.
+        if let Some(p) = q.exclude_publisher.and_then(|p| l.by_publisher.get(p)) {
+            for key in p.keys.range((Excluded(q.key), Unbounded)) {
+                let e = &l.entries[key];
+                if e.first_slot == slot {
+                    sum -= rate_at(e, slot);
+                }
+            }
+        }
+        if let Some(e) = l.get(q.flow)
+            && e.key > *q.key
+            && e.first_slot == slot
+            && !excluded(e)
+        {
+            sum -= rate_at(e, slot);
+        }
+        for e in self.expired(l) {
+            if e.key > *q.key && e.key.flow != *q.flow && !excluded(e) && e.first_slot == slot {
+                sum -= rate_at(e, slot);
+            }
+        }
+        Ok(sum.max(0.0))
     }
 
     /// Load on `link` for slots `from..from + out.len()` that `q`'s flow must plan around:
@@ -619,7 +631,21 @@ impl LoadTable {
         from: Slot,
         out: &mut [f64],
     ) -> Result<(), TableError> {
+        self.feedback_visits(link, q, mode, from, out).map(|_| ())
+    }
+
+    /// [`Self::feedback`], returning how many nodes of the link's order tree it visited: the
+    /// work that could grow with the flows on the link, for tests that hold it logarithmic.
+    pub fn feedback_visits(
+        &self,
+        link: LinkId,
+        q: &Query<'_>,
+        mode: FeedbackMode,
+        from: Slot,
+        out: &mut [f64],
+    ) -> Result<usize, TableError> {
         let l = self.link(link)?;
+        let mut visited = 0;
         // The sums are on the link's window, which may start before the table's slot; slots
         // beyond that window have nothing booked (no entry reaches past it).
         let now = l.now;
@@ -662,14 +688,11 @@ impl LoadTable {
                 }
             }
             FeedbackMode::Precedence => {
-                // Older iterations a bucket at a time, then the asking flow's own bucket.
-                for (_, b) in l.by_rank.range(..q.key.rank) {
-                    add_sums(out, &b.sum, 1.0);
-                }
-                let bucket_start = PrecedenceKey::first_of(q.key.rank);
-                for (_, e) in l.entries.range(&bucket_start..q.key) {
-                    add_entry(out, e, 1.0);
-                }
+                // Everything ranked before the asker, as O(log n) subtree sums.
+                let window = (now.0, now.0 + l.total.len() as u64);
+                visited +=
+                    l.order
+                        .add_before(q.key, from, |s| (window.0..window.1).contains(&s), out);
                 // Then take out what this flow must not see among those.
                 if let Some(p) = q.exclude_publisher.and_then(|p| l.by_publisher.get(p)) {
                     for k in p.keys.range(..q.key) {
@@ -686,7 +709,7 @@ impl LoadTable {
         if mode == FeedbackMode::AllOthers {
             out.iter_mut().for_each(|x| *x = x.max(0.0));
         }
-        Ok(())
+        Ok(visited)
     }
 
     /// Total booked load on `link` in absolute slot `slot`.
@@ -800,19 +823,10 @@ impl LoadTable {
                     l.total, fresh.total
                 ));
             }
-            if fresh.by_rank.len() != l.by_rank.len()
-                || fresh
-                    .by_rank
-                    .iter()
-                    .zip(&l.by_rank)
-                    .any(|((s1, a), (s2, b))| {
-                        s1 != s2 || a.count != b.count || !same(&a.sum, &b.sum)
-                    })
-            {
-                return Err(format!(
-                    "link {id}: iteration-start sums disagree with entries"
-                ));
+            if l.order.len() != l.entries.len() {
+                return Err(format!("link {id}: order tree and entries disagree"));
             }
+            l.order.check().map_err(|e| format!("link {id}: {e}"))?;
             if fresh.by_publisher.len() != l.by_publisher.len()
                 || fresh.by_publisher.iter().any(|(p, a)| {
                     l.by_publisher.get(p).is_none_or(|b| {
@@ -832,6 +846,7 @@ impl LoadTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::flow::Rank;
 
     fn fid(s: &str) -> FlowId {
         FlowId::new(s).unwrap()
@@ -939,6 +954,61 @@ mod tests {
         // Same iteration start: the id breaks the tie ("b" < "c").
         assert_eq!(fb(&t, "c", 2, None, p), vec![10.0, 40.0, 30.0, 0.0]);
         assert_eq!(fb(&t, "c", 2, Some("h1"), p), vec![0.0, 30.0, 30.0, 0.0]);
+    }
+
+    /// Precedence feedback walks one path of the link's order tree, not the flows ranked
+    /// before the asker: with every flow in one rank (the worst case for a walk of the rank's
+    /// bucket) the nodes it visits grow with log n, and `committed` agrees with a brute sum.
+    #[test]
+    fn feedback_cost_is_logarithmic_in_the_flows_sharing_a_rank() {
+        let worst_visits = |n: usize| {
+            let mut t = LoadTable::new(4, Slot(100), [(LinkId(0), BytesPerSec(1e9))]);
+            for i in 0..n {
+                put(
+                    &mut t,
+                    &format!("job/h{i}>h0/agg"),
+                    &format!("h{i}"),
+                    7,
+                    100,
+                    &[1.0; 4],
+                );
+            }
+            let mut worst = 0;
+            for i in (0..n).step_by((n / 64).max(1)) {
+                let f = fid(&format!("job/h{i}>h0/agg"));
+                let key = PrecedenceKey::new(Rank(7), f.clone());
+                let q = Query {
+                    flow: &f,
+                    key: &key,
+                    exclude_publisher: Some("nobody"),
+                };
+                let mut out = vec![0.0; 4];
+                let v = t
+                    .feedback_visits(LinkId(0), &q, FeedbackMode::Precedence, Slot(100), &mut out)
+                    .unwrap();
+                let before = t
+                    .entries(LinkId(0))
+                    .unwrap()
+                    .iter()
+                    .take_while(|(_, e)| e.key < key)
+                    .count();
+                assert_eq!(out, vec![before as f64; 4]);
+                assert_eq!(
+                    t.committed(LinkId(0), &q, Slot(100)).unwrap(),
+                    (n - before - 1) as f64
+                );
+                worst = worst.max(v);
+            }
+            t.check_invariants().unwrap();
+            worst
+        };
+        let (small, large) = (worst_visits(64), worst_visits(8192));
+        // A walk of the bucket would visit up to 8192 entries, 128 times the small case.
+        assert!(large <= 4 * 13, "{large} nodes visited among 8192 flows");
+        assert!(
+            large <= 4 * small,
+            "{small} nodes for 64 flows, {large} for 8192"
+        );
     }
 
     #[test]
