@@ -26,7 +26,13 @@ use crate::topology::LinkId;
 use crate::units::BytesPerSec;
 
 mod order;
-use order::OrderTree;
+use order::{CHUNK, OrderTree, fixed, float};
+
+/// A link holding this many entries keeps them in an [`OrderTree`] as well; one holding fewer
+/// than [`TREE_UNTIL`] drops it. Below that a walk of the sorted entries is cheaper than the
+/// tree's larger nodes, and its sums are the same to the bit (both are exact).
+const TREE_FROM: usize = 64;
+const TREE_UNTIL: usize = 32;
 
 /// Which other flows' bookings a flow sees as feedback.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -161,8 +167,9 @@ struct LinkLoad {
     /// Σ of all entries for slots `window_start..window_start + 2K`.
     total: Vec<f64>,
     by_publisher: HashMap<String, Publisher>,
-    /// The entries again, with sums over every prefix of the precedence order.
-    order: OrderTree,
+    /// The entries again, with sums over every prefix of the precedence order, while the link
+    /// holds many (see [`TREE_FROM`]).
+    order: Option<OrderTree>,
     /// Booked load of the last W slots that passed, oldest first.
     history: VecDeque<f64>,
 }
@@ -177,7 +184,7 @@ impl LinkLoad {
             index: HashMap::new(),
             total: vec![0.0; window],
             by_publisher: HashMap::new(),
-            order: OrderTree::new(window / 2),
+            order: None,
             history: VecDeque::with_capacity(HISTORY_SLOTS),
         }
     }
@@ -219,16 +226,30 @@ impl LinkLoad {
     fn insert(&mut self, window_start: Slot, e: Entry) {
         self.expiry_floor = self.expiry_floor.min(e.refreshed.0 + self.horizon());
         self.account(window_start, &e, 1.0);
-        self.order.insert(e.key.clone(), e.first_slot, &e.rates);
+        if let Some(t) = &mut self.order {
+            t.insert(e.key.clone(), e.first_slot, &e.rates);
+        }
         self.index.insert(e.key.flow.clone(), e.key.clone());
         self.entries.insert(e.key.clone(), e);
+        if self.order.is_none() && self.entries.len() >= TREE_FROM {
+            let mut t = OrderTree::new(self.horizon() as usize);
+            for e in self.entries.values() {
+                t.insert(e.key.clone(), e.first_slot, &e.rates);
+            }
+            self.order = Some(t);
+        }
     }
 
     fn remove(&mut self, window_start: Slot, flow: &FlowId) -> Option<Entry> {
         let key = self.index.remove(flow)?;
         let e = self.entries.remove(&key)?;
         self.account(window_start, &e, -1.0);
-        self.order.remove(&e.key);
+        if let Some(t) = &mut self.order {
+            t.remove(&e.key);
+        }
+        if self.entries.len() < TREE_UNTIL {
+            self.order = None;
+        }
         Some(e)
     }
 
@@ -266,8 +287,54 @@ impl LinkLoad {
         e.refreshed = window_start;
         accumulate(&mut self.total, window_start, e, 1.0);
         accumulate(&mut p.sums.sum, window_start, e, 1.0);
-        self.order.replace(&e.key, e.first_slot, &e.rates);
+        if let Some(t) = &mut self.order {
+            t.replace(&e.key, e.first_slot, &e.rates);
+        }
         true
+    }
+
+    /// Adds to `out[i]` what every entry ranked before `key` booked for slot `from + i`, for
+    /// the slots in the link's window; returns the entries or tree nodes visited. Exact, from
+    /// the tree or a walk alike.
+    fn add_before(&self, key: &PrecedenceKey, from: Slot, out: &mut [f64]) -> usize {
+        let (lo, hi) = (self.now.0, self.now.0 + self.total.len() as u64);
+        let valid = |s: u64| (lo..hi).contains(&s);
+        if let Some(t) = &self.order {
+            return t.add_before(key, from, valid, out);
+        }
+        let mut visited = 0;
+        for (c, chunk) in out.chunks_mut(CHUNK).enumerate() {
+            let start = from.0 + (c * CHUNK) as u64;
+            let mut sum = [0i128; CHUNK];
+            for (_, e) in self.entries.range(..key) {
+                visited += 1;
+                for (i, r) in e.rates.iter().enumerate() {
+                    let s = e.first_slot.0 + i as u64;
+                    if valid(s) && (start..start + chunk.len() as u64).contains(&s) {
+                        sum[(s - start) as usize] += fixed(*r);
+                    }
+                }
+            }
+            for (cell, s) in chunk.iter_mut().zip(sum) {
+                *cell += float(s);
+            }
+        }
+        visited
+    }
+
+    /// The first rates of the entries ranked after `key` whose plans start in `slot`; exact.
+    fn first_after(&self, key: &PrecedenceKey, slot: Slot) -> f64 {
+        use std::ops::Bound::{Excluded, Unbounded};
+        if let Some(t) = &self.order {
+            return t.first_after(key, slot);
+        }
+        let sum: i128 = self
+            .entries
+            .range((Excluded(key), Unbounded))
+            .filter(|(_, e)| e.first_slot == slot)
+            .map(|(_, e)| fixed(rate_at(e, slot)))
+            .sum();
+        float(sum)
     }
 
     fn get(&self, flow: &FlowId) -> Option<&Entry> {
@@ -594,7 +661,7 @@ impl LoadTable {
             return Ok(0.0);
         }
         let excluded = |e: &Entry| q.exclude_publisher == Some(e.publisher.as_str());
-        let mut sum = l.order.first_after(q.key, slot);
+        let mut sum = l.first_after(q.key, slot);
         // Take out what the asker must not count: its host's entries, its own flow's under
         // another key, and entries that lapsed on a link not yet caught up.
         if let Some(p) = q.exclude_publisher.and_then(|p| l.by_publisher.get(p)) {
@@ -688,11 +755,8 @@ impl LoadTable {
                 }
             }
             FeedbackMode::Precedence => {
-                // Everything ranked before the asker, as O(log n) subtree sums.
-                let window = (now.0, now.0 + l.total.len() as u64);
-                visited +=
-                    l.order
-                        .add_before(q.key, from, |s| (window.0..window.1).contains(&s), out);
+                // Everything ranked before the asker: O(log n) subtree sums on a busy link.
+                visited += l.add_before(q.key, from, out);
                 // Then take out what this flow must not see among those.
                 if let Some(p) = q.exclude_publisher.and_then(|p| l.by_publisher.get(p)) {
                     for k in p.keys.range(..q.key) {
@@ -823,10 +887,19 @@ impl LoadTable {
                     l.total, fresh.total
                 ));
             }
-            if l.order.len() != l.entries.len() {
-                return Err(format!("link {id}: order tree and entries disagree"));
+            if let Some(t) = &l.order {
+                if t.len() != l.entries.len() {
+                    return Err(format!("link {id}: order tree and entries disagree"));
+                }
+                t.check().map_err(|e| format!("link {id}: {e}"))?;
             }
-            l.order.check().map_err(|e| format!("link {id}: {e}"))?;
+            // Between the two marks either is right (hysteresis); outside them only one is.
+            let n = l.entries.len();
+            if (n >= TREE_FROM && l.order.is_none()) || (n < TREE_UNTIL && l.order.is_some()) {
+                return Err(format!(
+                    "link {id}: order tree kept wrongly for {n} entries"
+                ));
+            }
             if fresh.by_publisher.len() != l.by_publisher.len()
                 || fresh.by_publisher.iter().any(|(p, a)| {
                     l.by_publisher.get(p).is_none_or(|b| {
@@ -1009,6 +1082,50 @@ mod tests {
             large <= 4 * small,
             "{small} nodes for 64 flows, {large} for 8192"
         );
+    }
+
+    /// A busy link answers from its order tree, a quiet one by walking its entries: the two
+    /// agree to the bit, so which one a link uses never shows in a decision.
+    #[test]
+    fn the_order_tree_and_the_walk_agree_to_the_bit() {
+        let mut t = LoadTable::new(4, Slot(100), [(LinkId(0), BytesPerSec(1e9))]);
+        for i in 0..100u64 {
+            let rates: Vec<f64> = (0..4)
+                .map(|j| 1e6 / 3.0 * ((i * 7 + j) % 5) as f64)
+                .collect();
+            let first = 99 + i % 3;
+            put(
+                &mut t,
+                &format!("f{i}"),
+                &format!("h{}", i % 9),
+                i % 4,
+                first,
+                &rates,
+            );
+        }
+        let answers = |t: &LoadTable| {
+            let mut v = Vec::new();
+            for i in (0..100).step_by(7) {
+                let f = fid(&format!("f{i}"));
+                let key = PrecedenceKey::new(Rank(i % 4), f.clone());
+                let q = Query {
+                    flow: &f,
+                    key: &key,
+                    exclude_publisher: Some("h2"),
+                };
+                let mut out = vec![0.0; 4];
+                t.feedback(LinkId(0), &q, FeedbackMode::Precedence, Slot(100), &mut out)
+                    .unwrap();
+                v.extend(out.iter().map(|x| x.to_bits()));
+                v.push(t.committed(LinkId(0), &q, Slot(100)).unwrap().to_bits());
+            }
+            v
+        };
+        assert!(t.links[&LinkId(0)].order.is_some());
+        t.check_invariants().unwrap();
+        let from_tree = answers(&t);
+        t.links.get_mut(&LinkId(0)).unwrap().order = None;
+        assert_eq!(answers(&t), from_tree);
     }
 
     #[test]

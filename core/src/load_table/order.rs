@@ -25,16 +25,16 @@ const SCALE: f64 = (1u64 << 32) as f64;
 
 /// A rate in fixed point. Rates are checked finite, non-negative and bounded before they reach
 /// the table; `as` saturates anything else rather than wrapping.
-fn fixed(rate: f64) -> i128 {
+pub(super) fn fixed(rate: f64) -> i128 {
     (rate * SCALE).round() as i128
 }
 
-fn float(sum: i128) -> f64 {
+pub(super) fn float(sum: i128) -> f64 {
     sum as f64 / SCALE
 }
 
 /// Cells of a query's answer summed at once on the stack.
-const CHUNK: usize = 32;
+pub(super) const CHUNK: usize = 32;
 
 #[derive(Clone, Debug)]
 struct Node {
