@@ -102,7 +102,25 @@ pub struct BenchArgs {
     pub tick_arrivals: bool,
     #[arg(long, default_value = "h")]
     pub host_prefix: String,
+    /// Spread the flows over only the first N of the switch's links (round robin), so that
+    /// each carries hosts × flows / N of them: a core switch's busy downlinks. Default: all.
+    #[arg(long, value_name = "N")]
+    pub links: Option<usize>,
+    /// The flows' precedence ranks: `same` puts every flow in one rank (the worst case for a
+    /// table that walks a rank), `per-job` gives each job of 8 hosts its own.
+    #[arg(long, value_enum, default_value_t = Ranks::Same)]
+    pub ranks: Ranks,
 }
+
+/// How the generator ranks its flows (see [`BenchArgs::ranks`]).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ranks {
+    Same,
+    PerJob,
+}
+
+/// Hosts per job in the `per-job` rank profile.
+const HOSTS_PER_JOB: usize = 8;
 
 #[derive(Default)]
 struct Stats {
@@ -115,12 +133,42 @@ struct Stats {
     overruns: u64,
     /// Replies that came after their message had timed out (session mode).
     late_replies: u64,
+    /// Messages the switch answered DEADLINE_EXCEEDED: it read them after their deadline and
+    /// shed them unapplied.
+    shed: u64,
+    /// Messages with no reply within the host's timeout.
+    timed_out: u64,
     /// Summed over all host-slots: fetch request, fetch reply, update request, update reply.
     bytes: [u64; 4],
     host_slots: u64,
 }
 
 impl Stats {
+    /// Sorts a failed unary call: DEADLINE_EXCEEDED is a timeout (the client's, or the
+    /// server's two-slot limit), anything else (load shedding, a refusal) is counted as shed.
+    fn count_status(&mut self, s: &Status) {
+        if s.code() == tonic::Code::DeadlineExceeded {
+            self.timed_out += 1;
+        } else {
+            self.shed += 1;
+        }
+    }
+
+    /// Sorts a session message answered with an error: DEADLINE_EXCEEDED means the switch
+    /// read it too late and shed it.
+    fn count_error_reply(&mut self, e: Option<&pb::SessionError>) {
+        if e.is_some_and(|e| e.code == tonic::Code::DeadlineExceeded as i32) {
+            self.shed += 1;
+        }
+    }
+
+    /// Sorts a session message that got no reply at all.
+    fn count_lost(&mut self, e: &str) {
+        if e.starts_with("no reply") {
+            self.timed_out += 1;
+        }
+    }
+
     /// Room for every sample of one host up front: growing 1000 hosts' vectors in the same
     /// slot is an allocation burst inside the measurement.
     fn with_capacity(slots: u64) -> Self {
@@ -141,6 +189,8 @@ impl Stats {
         self.rejected += o.rejected;
         self.overruns += o.overruns;
         self.late_replies += o.late_replies;
+        self.shed += o.shed;
+        self.timed_out += o.timed_out;
         for (a, b) in self.bytes.iter_mut().zip(o.bytes) {
             *a += b;
         }
@@ -178,6 +228,8 @@ struct Host {
     name: String,
     /// (flow id, link, capacity)
     flows: Vec<(String, String, f64)>,
+    /// The rank of every flow of this host.
+    rank: u64,
     phase: Duration,
     /// Where the pacer thread says "start this slot's calls now"; `None`: the runtime's timer.
     go: Option<mpsc::UnboundedReceiver<()>>,
@@ -282,12 +334,7 @@ fn sleep_until_ns(target_ns: u64) -> tokio::time::Sleep {
 }
 
 async fn run_host(mut client: SwitchClient<Channel>, mut host: Host, span: Span) -> Stats {
-    let Span {
-        slots,
-        start,
-        timeout,
-        ..
-    } = span;
+    let Span { slots, timeout, .. } = span;
     let mut rec = Recorder::new(&span);
     let k = slots.horizon();
     for s in 0..span.total() {
@@ -302,7 +349,7 @@ async fn run_host(mut client: SwitchClient<Channel>, mut host: Host, span: Span)
                 .map(|(f, l, _)| pb::FeedbackQuery {
                     flow_id: f.clone(),
                     links: vec![l.clone()],
-                    rank: start.0,
+                    rank: host.rank,
                     committed: false,
                 })
                 .collect(),
@@ -318,6 +365,7 @@ async fn run_host(mut client: SwitchClient<Channel>, mut host: Host, span: Span)
             }
             Err(e) => {
                 st.fetch_errors += 1;
+                st.count_status(&e);
                 tracing::debug!("fetch_feedback: {e}");
             }
         }
@@ -335,7 +383,7 @@ async fn run_host(mut client: SwitchClient<Channel>, mut host: Host, span: Span)
                     rates_bytes_per_sec: (0..k)
                         .map(|t| cap / 4.0 * ((s as usize + j + t) % 4) as f64)
                         .collect(),
-                    rank: start.0,
+                    rank: host.rank,
                     done: false,
                 })
                 .collect(),
@@ -354,6 +402,7 @@ async fn run_host(mut client: SwitchClient<Channel>, mut host: Host, span: Span)
             }
             Err(e) => {
                 st.update_errors += 1;
+                st.count_status(&e);
                 tracing::debug!("update_schedule: {e}");
             }
         }
@@ -451,7 +500,7 @@ struct Prebuilt {
 }
 
 impl Prebuilt {
-    fn new(host: &Host, start: Slot, k: usize) -> Self {
+    fn new(host: &Host, k: usize) -> Self {
         let fetch = pb::FetchFeedbackRequest {
             host: host.name.clone(),
             slot: 0,
@@ -461,7 +510,7 @@ impl Prebuilt {
                 .map(|(f, l, _)| pb::FeedbackQuery {
                     flow_id: f.clone(),
                     links: vec![l.clone()],
-                    rank: start.0,
+                    rank: host.rank,
                     committed: false,
                 })
                 .collect(),
@@ -477,7 +526,7 @@ impl Prebuilt {
                     links: vec![l.clone()],
                     first_slot: 0,
                     rates_bytes_per_sec: vec![0.0; k],
-                    rank: start.0,
+                    rank: host.rank,
                     done: false,
                 })
                 .collect(),
@@ -590,15 +639,10 @@ async fn run_session_host(
     mut host: Host,
     span: Span,
 ) -> (Stats, Option<Session>) {
-    let Span {
-        slots,
-        start,
-        timeout,
-        ..
-    } = span;
+    let Span { slots, timeout, .. } = span;
     let mut rec = Recorder::new(&span);
     let caps: Vec<f64> = host.flows.iter().map(|f| f.2).collect();
-    let mut pre = Prebuilt::new(&host, start, slots.horizon());
+    let mut pre = Prebuilt::new(&host, slots.horizon());
     let mut seq = 0u64;
     for s in 0..span.total() {
         let st = rec.slot(s);
@@ -639,10 +683,12 @@ async fn run_session_host(
             }
             Ok((_, r)) => {
                 st.fetch_errors += 1;
+                st.count_error_reply(r.error.as_ref());
                 tracing::debug!("fetch_feedback: {:?}", r.error);
             }
             Err(e) => {
                 st.fetch_errors += 1;
+                st.count_lost(&e);
                 tracing::debug!("fetch_feedback: {e}");
             }
         }
@@ -665,10 +711,12 @@ async fn run_session_host(
             }
             Ok((_, r)) => {
                 st.update_errors += 1;
+                st.count_error_reply(r.error.as_ref());
                 tracing::debug!("update_schedule: {:?}", r.error);
             }
             Err(e) => {
                 st.update_errors += 1;
+                st.count_lost(&e);
                 tracing::debug!("update_schedule: {e}");
                 // A session that ended is reopened next slot; a timeout keeps it (the late
                 // reply is skipped).
@@ -707,6 +755,14 @@ fn loadavg() -> Option<f64> {
         .next()?
         .parse()
         .ok()
+}
+
+/// A generator using this share of its core or more is what limits the offered load.
+const GENERATOR_LIMIT_SHARE: f64 = 0.9;
+
+/// The share of one core a process used over `elapsed` seconds.
+fn cpu_share(before: Option<f64>, after: Option<f64>, elapsed: f64) -> Option<f64> {
+    Some((after? - before?) / elapsed.max(1e-9))
 }
 
 fn cpu_json(before: Option<f64>, after: Option<f64>, elapsed: f64) -> Value {
@@ -788,11 +844,12 @@ pub async fn run(args: &BenchArgs) -> Result<Value, String> {
     };
     let mut tasks = Vec::with_capacity(args.hosts);
     let mut pacer = Vec::new();
+    let links = &d.links[..args.links.unwrap_or(d.links.len()).clamp(1, d.links.len())];
     for i in 0..args.hosts {
         let name = format!("{}{}", args.host_prefix, i + 1);
         let flows = (0..args.flows)
             .map(|j| {
-                let l = &d.links[(i * args.flows + j) % d.links.len()];
+                let l = &links[(i * args.flows + j) % links.len()];
                 (
                     format!("bench/{name}>{}/f{j}", l.link),
                     l.link.clone(),
@@ -812,9 +869,14 @@ pub async fn run(args: &BenchArgs) -> Result<Value, String> {
             pacer.push((phase, tx));
             Some(rx)
         };
+        let rank = match args.ranks {
+            Ranks::Same => span.start.0,
+            Ranks::PerJob => span.start.0 + (i / HOSTS_PER_JOB) as u64,
+        };
         let host = Host {
             name,
             flows,
+            rank,
             phase,
             go,
         };
@@ -862,6 +924,18 @@ pub async fn run(args: &BenchArgs) -> Result<Value, String> {
         st.merge(stats);
     }
     let per = |b: u64| (b as f64 / st.host_slots.max(1) as f64).round() as u64;
+    let offered_items = st.host_slots * args.flows as u64;
+    let not_applied = offered_items.saturating_sub(st.accepted);
+    let generator_cpu = cpu_share(self_before, self_after, elapsed);
+    // A generator near a full core cannot offer more: the figure is then its limit, not the
+    // switch's.
+    let limit = if generator_cpu.is_some_and(|c| c >= GENERATOR_LIMIT_SHARE) {
+        "generator"
+    } else if not_applied > 0 || st.overruns > 0 {
+        "switch"
+    } else {
+        "none"
+    };
     let bytes: Vec<u64> = st.bytes.iter().map(|&b| per(b)).collect();
     let bytes_note = match args.mode {
         Mode::Session => {
@@ -896,8 +970,17 @@ pub async fn run(args: &BenchArgs) -> Result<Value, String> {
         "flow_updates_per_sec": (st.accepted as f64 / elapsed.max(1e-9)).round(),
         "accepted_items": st.accepted,
         "rejected_items": st.rejected,
+        "refused": {
+            "note": "flow-updates offered in the measured slots and not applied (an item \
+                     rejected, an update shed by the switch, timed out or lost), and why",
+            "flow_updates": not_applied,
+            "fraction": (not_applied as f64 / offered_items.max(1) as f64 * 1e4).round() / 1e4,
+            "shed_messages": st.shed,
+            "timed_out_messages": st.timed_out,
+            "late_replies": st.late_replies,
+        },
+        "limit": limit,
         "slot_overruns": st.overruns,
-        "late_replies": st.late_replies,
         "rpc": {
             "fetch_feedback": latency(&mut st.fetch_us, st.fetch_errors),
             "update_schedule": latency(&mut st.update_us, st.update_errors),

@@ -2,8 +2,10 @@
 //! served over gRPC (docs/design.md §6, §10).
 //!
 //! `emulator` is the sans-IO state machine around `mlcc_core`'s load table; `grpc`, `server`
-//! and `metrics` are the thin async shell; `bench` is the load generator.
+//! and `metrics` are the thin async shell; `bench` is the load generator and `baseline` the
+//! bare transport it is compared with.
 
+pub mod baseline;
 pub mod bench;
 pub mod config;
 pub mod emulator;

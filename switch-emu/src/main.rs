@@ -46,6 +46,11 @@ struct Cli {
 enum Command {
     /// Load generator: drives a running mlcc-switchd with N simulated hosts and prints JSON.
     Bench(BenchArgs),
+    /// The transport alone, for benchmarks: serves mlcc.v1.Switch with the same settings but
+    /// answers every request empty, touching no table (scripts/bench-switchd.sh compares the
+    /// switch's CPU with it). Takes the serving flags; only --listen, --topology, --switch,
+    /// --tau and --horizon matter.
+    BenchBaseline(ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -86,6 +91,23 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Some(Command::BenchBaseline(args)) => {
+            let config = match args.resolve() {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("mlcc-switchd bench-baseline: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            mlcc_daemon::init_logs(config.log_format);
+            match serve_baseline(config) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!("{e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         None => {
             let config = match cli.serve.resolve() {
                 Ok(c) => c,
@@ -106,20 +128,59 @@ fn main() -> ExitCode {
     }
 }
 
-fn serve(config: Config) -> Result<(), String> {
+/// The configured switch's emulator, at the clock's slot.
+fn emulator(config: &Config) -> Result<Emulator, String> {
     let topo = Topology::load(&config.topology).map_err(|e| e.to_string())?;
-    let clock = Arc::new(SystemClock);
     let now = config
         .slots
         .slot_at(mlcc_switch_emu::Clock::now_ns(&SystemClock));
-    let emu = Emulator::new(
+    Emulator::new(
         &topo,
         &config.switch,
         config.slots,
         config.feedback_mode,
         now,
     )
-    .map_err(|e| format!("{}: {e}", config.topology.display()))?;
+    .map_err(|e| format!("{}: {e}", config.topology.display()))
+}
+
+/// The runtime `--worker-threads` asks for. One worker: a current-thread runtime saves the
+/// work-stealing scheduler's cross-thread wake-ups, which is what a switch pinned to one core
+/// wants.
+fn runtime(config: &Config) -> Result<tokio::runtime::Runtime, String> {
+    let mut rt = match config.worker_threads {
+        Some(0 | 1) => tokio::runtime::Builder::new_current_thread(),
+        Some(n) => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n);
+            b
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
+    rt.enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
+fn serve_baseline(config: Config) -> Result<(), String> {
+    let emu = emulator(&config)?;
+    let now = emu.table().now();
+    let baseline = mlcc_switch_emu::baseline::Baseline::new(&emu, now);
+    drop(emu);
+    runtime(&config)?.block_on(async move {
+        tokio::select! {
+            r = mlcc_switch_emu::baseline::serve(baseline, config.listen) => r,
+            s = shutdown_signal() => {
+                tracing::info!("{s}: shutting down");
+                Ok(())
+            }
+        }
+    })
+}
+
+fn serve(config: Config) -> Result<(), String> {
+    let clock = Arc::new(SystemClock);
+    let emu = emulator(&config)?;
     let tls = config
         .tls
         .as_ref()
@@ -135,22 +196,7 @@ fn serve(config: Config) -> Result<(), String> {
         mtls = tls.is_some(),
         "load table ready"
     );
-    // One worker: a current-thread runtime saves the work-stealing scheduler's cross-thread
-    // wake-ups, which is what a switch pinned to one core wants.
-    let mut rt = match config.worker_threads {
-        Some(0 | 1) => tokio::runtime::Builder::new_current_thread(),
-        Some(n) => {
-            let mut b = tokio::runtime::Builder::new_multi_thread();
-            b.worker_threads(n);
-            b
-        }
-        None => tokio::runtime::Builder::new_multi_thread(),
-    };
-    rt.enable_all();
-    let rt = rt
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    rt.block_on(async move {
+    runtime(&config)?.block_on(async move {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;

@@ -94,6 +94,13 @@ fn serves_benches_and_stops_on_sigterm() {
             "{report}"
         );
         assert_eq!(report["rejected_items"], 0, "{report}");
+        // Whatever was not applied is counted as refused, with the reason.
+        assert_eq!(
+            n(&report["refused"]["flow_updates"]) + n(&report["accepted_items"]),
+            4 * 3 * 3,
+            "{report}"
+        );
+        assert!(report["limit"].is_string(), "{report}");
         assert!(report["bytes_per_slot_per_host"]["total"].as_u64().unwrap() > 0);
         assert!(report["cpu"]["server"]["cpu_secs"].is_number(), "{report}");
         assert!(
@@ -123,6 +130,71 @@ fn serves_benches_and_stops_on_sigterm() {
     assert!(status.success(), "{status}");
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     assert!(rest.iter().any(|l| l.contains("SIGTERM")), "{rest:?}");
+    let _ = std::fs::remove_file(topo);
+}
+
+/// `bench-baseline` serves the same service with no table: the generator drives it like the
+/// switch, and every update it sends is answered as applied.
+#[test]
+fn the_transport_baseline_answers_every_message() {
+    let topo = topology_file();
+    let child = Command::new(BIN)
+        .args([
+            "bench-baseline",
+            "--listen",
+            "127.0.0.1:0",
+            "--switch",
+            "sw1",
+        ])
+        .args(["--tau", "20ms", "--horizon", "4", "--log-format", "json"])
+        .arg("--topology")
+        .arg(&topo)
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let mut lines = BufReader::new(child.0.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("baseline exited before serving")
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON log line");
+        if let Some(a) = v["fields"]["addr"].as_str() {
+            assert!(
+                v["fields"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("baseline")
+            );
+            break a.to_string();
+        }
+    };
+    let out = Command::new(BIN)
+        .args(["bench", "--target", &addr, "--hosts", "4", "--flows", "3"])
+        .args(["--slots", "3", "--warmup-slots", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    let update = &report["rpc"]["update_schedule"];
+    assert_eq!(
+        n(&update["count"]) + n(&update["errors"]),
+        4 * 3,
+        "{report}"
+    );
+    assert_eq!(
+        n(&report["accepted_items"]),
+        3 * n(&update["count"]),
+        "{report}"
+    );
+    assert_eq!(report["switch"], "sw1", "{report}");
     let _ = std::fs::remove_file(topo);
 }
 
