@@ -28,11 +28,38 @@ use crate::units::BytesPerSec;
 mod order;
 use order::{CHUNK, OrderTree, fixed, float};
 
-/// A link holding this many entries keeps them in an [`OrderTree`] as well; one holding fewer
-/// than [`TREE_UNTIL`] drops it. Below that a walk of the sorted entries is cheaper than the
-/// tree's larger nodes, and its sums are the same to the bit (both are exact).
+/// A link holding this many entries, that is asked for precedence feedback, keeps them in an
+/// [`OrderTree`] as well from its next write on; one holding fewer than [`TREE_UNTIL`] drops it.
+/// Below that a walk of the sorted entries is cheaper than the tree's larger nodes, and its sums
+/// are the same to the bit (both are exact). A link nobody asks (mlccd's own uplink table, which
+/// it only writes) never pays for a tree.
 const TREE_FROM: usize = 64;
 const TREE_UNTIL: usize = 32;
+
+/// Set by a read that walked a busy link for want of a tree: the next write builds one. Atomic
+/// because reads take `&self`.
+#[derive(Debug, Default)]
+struct Wanted(std::sync::atomic::AtomicBool);
+
+impl Wanted {
+    fn set(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn get(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Clone for Wanted {
+    fn clone(&self) -> Self {
+        let w = Wanted::default();
+        if self.get() {
+            w.set();
+        }
+        w
+    }
+}
 
 /// Which other flows' bookings a flow sees as feedback.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -168,8 +195,9 @@ struct LinkLoad {
     total: Vec<f64>,
     by_publisher: HashMap<String, Publisher>,
     /// The entries again, with sums over every prefix of the precedence order, while the link
-    /// holds many (see [`TREE_FROM`]).
+    /// holds many and is asked (see [`TREE_FROM`]).
     order: Option<OrderTree>,
+    tree_wanted: Wanted,
     /// Booked load of the last W slots that passed, oldest first.
     history: VecDeque<f64>,
 }
@@ -185,6 +213,7 @@ impl LinkLoad {
             total: vec![0.0; window],
             by_publisher: HashMap::new(),
             order: None,
+            tree_wanted: Wanted::default(),
             history: VecDeque::with_capacity(HISTORY_SLOTS),
         }
     }
@@ -231,13 +260,18 @@ impl LinkLoad {
         }
         self.index.insert(e.key.flow.clone(), e.key.clone());
         self.entries.insert(e.key.clone(), e);
-        if self.order.is_none() && self.entries.len() >= TREE_FROM {
-            let mut t = OrderTree::new(self.horizon() as usize);
-            for e in self.entries.values() {
-                t.insert(e.key.clone(), e.first_slot, &e.rates);
-            }
-            self.order = Some(t);
+    }
+
+    /// Builds the order tree if a read wanted one and the link is still busy.
+    fn build_wanted_tree(&mut self) {
+        if self.order.is_some() || self.entries.len() < TREE_FROM || !self.tree_wanted.get() {
+            return;
         }
+        let mut t = OrderTree::new(self.horizon() as usize);
+        for e in self.entries.values() {
+            t.insert(e.key.clone(), e.first_slot, &e.rates);
+        }
+        self.order = Some(t);
     }
 
     fn remove(&mut self, window_start: Slot, flow: &FlowId) -> Option<Entry> {
@@ -249,6 +283,7 @@ impl LinkLoad {
         }
         if self.entries.len() < TREE_UNTIL {
             self.order = None;
+            self.tree_wanted = Wanted::default();
         }
         Some(e)
     }
@@ -302,6 +337,9 @@ impl LinkLoad {
         if let Some(t) = &self.order {
             return t.add_before(key, from, valid, out);
         }
+        if self.entries.len() >= TREE_FROM {
+            self.tree_wanted.set();
+        }
         let mut visited = 0;
         for (c, chunk) in out.chunks_mut(CHUNK).enumerate() {
             let start = from.0 + (c * CHUNK) as u64;
@@ -327,6 +365,9 @@ impl LinkLoad {
         use std::ops::Bound::{Excluded, Unbounded};
         if let Some(t) = &self.order {
             return t.first_after(key, slot);
+        }
+        if self.entries.len() >= TREE_FROM {
+            self.tree_wanted.set();
         }
         let sum: i128 = self
             .entries
@@ -614,6 +655,7 @@ impl LoadTable {
         self.validate(link, u)?;
         let window_start = self.now;
         let l = self.link_mut(link)?;
+        l.build_wanted_tree();
         if !u.done && l.replace_in_place(window_start, u) {
             return Ok(());
         }
@@ -895,7 +937,7 @@ impl LoadTable {
             }
             // Between the two marks either is right (hysteresis); outside them only one is.
             let n = l.entries.len();
-            if (n >= TREE_FROM && l.order.is_none()) || (n < TREE_UNTIL && l.order.is_some()) {
+            if n < TREE_UNTIL && l.order.is_some() {
                 return Err(format!(
                     "link {id}: order tree kept wrongly for {n} entries"
                 ));
@@ -1046,6 +1088,10 @@ mod tests {
                     &[1.0; 4],
                 );
             }
+            // A busy link's first precedence read walks it and asks for a tree, which its next
+            // write builds.
+            let _ = fb(&t, "job/h0>h0/agg", 7, None, FeedbackMode::Precedence);
+            put(&mut t, "job/h0>h0/agg", "h0", 7, 100, &[1.0; 4]);
             let mut worst = 0;
             for i in (0..n).step_by((n / 64).max(1)) {
                 let f = fid(&format!("job/h{i}>h0/agg"));
@@ -1121,9 +1167,21 @@ mod tests {
             }
             v
         };
-        assert!(t.links[&LinkId(0)].order.is_some());
+        assert!(
+            t.links[&LinkId(0)].order.is_none(),
+            "no tree before a read wants one"
+        );
+        let walked = answers(&t);
+        put(&mut t, "f0", "h0", 0, 99, &[0.0; 4]);
+        assert!(
+            t.links[&LinkId(0)].order.is_some(),
+            "a read asked for a tree"
+        );
+        let f0: Vec<f64> = (0..4).map(|j| 1e6 / 3.0 * (j % 5) as f64).collect();
+        put(&mut t, "f0", "h0", 0, 99, &f0);
         t.check_invariants().unwrap();
         let from_tree = answers(&t);
+        assert_eq!(from_tree, walked);
         t.links.get_mut(&LinkId(0)).unwrap().order = None;
         assert_eq!(answers(&t), from_tree);
     }
