@@ -16,10 +16,13 @@
 //! flow's bytes in the slot stay what its slot order gives it, so the load tables and a driver
 //! that paces only per slot (the simulator's fluid physics) are unaffected.
 
+use std::collections::HashMap;
+
 use super::config::PolicyConfig;
 use super::local::Local;
 use super::out::Enforce;
 use crate::planner::{FlowDecision, FlowInput, LinkFeedback};
+use crate::topology::LinkId;
 
 /// Share of the path group's orders its mates keep, between them, while the ending flows go
 /// first: 5 % of a 1 Gbit/s link is 6 MB/s, a burst of 2 segments every half millisecond, so a
@@ -90,17 +93,21 @@ pub(super) fn of_flows(
 /// The hand-overs of one host's flows this slot, one per member (`None`: the slot order alone).
 fn plan(members: &[Member<'_>], tau: f64) -> Vec<Option<Handover>> {
     let mut out = vec![None; members.len()];
-    let same_links = |a: &[LinkFeedback], b: &[LinkFeedback]| {
-        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.link == y.link)
-    };
+    // Groups of flows on the same links, in order of first appearance; found by a map of the
+    // links, not a scan of the groups (quadratic in a host's flows, each on its own path).
     let mut groups: Vec<(&[LinkFeedback], Vec<usize>)> = Vec::new();
+    let mut group_of: HashMap<Vec<LinkId>, usize> = HashMap::new();
     for (i, m) in members.iter().enumerate() {
         if m.rate.is_none_or(|r| r <= 0.0) || m.path.is_empty() {
             continue;
         }
-        match groups.iter_mut().find(|(p, _)| same_links(p, m.path)) {
-            Some((_, g)) => g.push(i),
-            None => groups.push((m.path, vec![i])),
+        let links: Vec<LinkId> = m.path.iter().map(|l| l.link).collect();
+        match group_of.get(&links) {
+            Some(&g) => groups[g].1.push(i),
+            None => {
+                group_of.insert(links, groups.len());
+                groups.push((m.path, vec![i]));
+            }
         }
     }
     for (path, g) in groups {

@@ -26,21 +26,28 @@ pub(super) struct Accounts {
     pub gone: Vec<FlowState>,
     /// Per process, why its connections group as they do (for operators).
     pub notes: BTreeMap<String, String>,
-    pub admin_jobs: BTreeMap<String, Job>,
+    pub admin_jobs: BTreeMap<String, AdminJob>,
+}
+
+/// A job added by hand, with its flow groups worked out once (they follow from the job alone;
+/// recomputing them every slot was a tenth of a busy host's slot).
+pub(super) struct AdminJob {
+    pub job: Job,
+    pub groups: Vec<FlowGroup>,
 }
 
 /// The datapath's sockets this slot: by 4-tuple (/proc does not give the netns cookie, the
 /// datapath does), and their counters.
 struct Sockets {
-    by_tuple: HashMap<(SocketAddr, SocketAddr), Vec<SocketKey>>,
+    by_tuple: HashMap<(SocketAddr, SocketAddr), Vec<SocketKey>, foldhash::fast::RandomState>,
     counters: Counters,
 }
 
 impl Sockets {
     fn of(stats: Option<&[(SocketKey, SocketStats)]>) -> Self {
         let mut s = Sockets {
-            by_tuple: HashMap::new(),
-            counters: HashMap::new(),
+            by_tuple: HashMap::default(),
+            counters: Counters::default(),
         };
         for (k, st) in stats.unwrap_or_default() {
             s.by_tuple.entry((k.src, k.dst)).or_default().push(*k);
@@ -199,7 +206,7 @@ impl Accounts {
         let who = format!("{}.{:?}.{}.{}", h.job_id, h.role, h.rank, h.pid);
         let arch = h
             .arch
-            .or_else(|| self.admin_jobs.get(&h.job_id).map(|j| j.arch));
+            .or_else(|| self.admin_jobs.get(&h.job_id).map(|j| j.job.arch));
         let role = match role_of(arch, h.role) {
             Ok(r) => r,
             Err(why) => {
@@ -340,15 +347,12 @@ impl Accounts {
             .collect();
         let mut groups = Vec::new();
         for job in self.admin_jobs.values() {
-            let Ok(gs) = job.flow_groups() else {
-                continue;
-            };
-            for g in gs {
+            for g in &job.groups {
                 if g.src == me
                     && !contribs.contains_key(&g.id)
                     && let Some(dst) = fabric.topo().node_by_name(&g.dst)
                 {
-                    groups.push((g, dst));
+                    groups.push((g.clone(), dst));
                 }
             }
         }

@@ -14,10 +14,10 @@ use serde::Serialize;
 
 use super::Source;
 use super::split::{iteration_baseline, shares};
-use crate::datapath::{SocketKey, SocketStats};
+use crate::datapath::{SocketKey, SocketMap, SocketStats};
 
 /// Each socket's datapath counters this slot.
-pub(super) type Counters = HashMap<SocketKey, SocketCounters>;
+pub(super) type Counters = SocketMap<SocketCounters>;
 
 /// Bookkeeping of one local flow group across slots.
 #[derive(Clone, Debug, Serialize)]
@@ -91,9 +91,9 @@ pub struct FlowState {
 #[derive(Clone, Debug, Default)]
 struct SocketCounts {
     /// Each socket's retransmit counter when last seen.
-    retransmits: HashMap<SocketKey, u32>,
+    retransmits: SocketMap<u32>,
     /// Each socket's acked count where this iteration's bytes begin.
-    baseline: HashMap<SocketKey, u64>,
+    baseline: SocketMap<u64>,
     /// What each socket carried in the iteration before this one, from its raw acked counts
     /// where the two began (at the first, all it carried since first seen): what the process's
     /// bytes are split over its groups by. Raw counts, never the re-anchored `baseline`: a split
@@ -102,9 +102,9 @@ struct SocketCounts {
     /// `paper-small-no-cross`, a ResNet50 worker's pushes). The last iteration, not all since
     /// the socket opened: what a connection carried once (DDP's initial broadcast from rank 0
     /// over every pair) kept a share of every later iteration for a group that no longer sends.
-    split_basis: HashMap<SocketKey, u64>,
+    split_basis: SocketMap<u64>,
     /// Each socket's raw acked count where this iteration began (or where it was first seen).
-    acked_at_start: HashMap<SocketKey, u64>,
+    acked_at_start: SocketMap<u64>,
     /// The sockets' acked bytes in all, last slot.
     acked: Option<u64>,
     /// The progress file's enqueued bytes (this iteration, this flow's share) last slot.
@@ -342,7 +342,7 @@ impl FlowState {
             let base = iteration_baseline(b, a, last, now_enqueued);
             self.counts.baseline.insert(*k, base);
         }
-        let starts: HashMap<SocketKey, u64> = spec
+        let starts: SocketMap<u64> = spec
             .sockets
             .iter()
             .filter_map(|k| Some((*k, acked(k)?)))

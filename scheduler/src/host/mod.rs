@@ -213,12 +213,12 @@ impl HostScheduler {
     }
 
     pub fn admin_jobs(&self) -> impl Iterator<Item = &Job> {
-        self.accounts.admin_jobs.values()
+        self.accounts.admin_jobs.values().map(|j| &j.job)
     }
 
     /// `mlccctl job add`: a job whose library cannot write progress files. Validated now.
     pub fn add_job(&mut self, job: Job) -> Result<(), HostError> {
-        job.flow_groups().map_err(|e| HostError::BadJob {
+        let groups = job.flow_groups().map_err(|e| HostError::BadJob {
             job: job.id.clone(),
             reason: e.to_string(),
         })?;
@@ -230,7 +230,9 @@ impl HostScheduler {
                 });
             }
         }
-        self.accounts.admin_jobs.insert(job.id.clone(), job);
+        self.accounts
+            .admin_jobs
+            .insert(job.id.clone(), accounts::AdminJob { job, groups });
         Ok(())
     }
 
