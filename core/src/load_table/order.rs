@@ -58,6 +58,8 @@ pub(super) struct OrderTree {
     free: Vec<u32>,
     root: u32,
     mask: u64,
+    /// Scratch for [`Self::replace`], kept so that a replacement allocates nothing.
+    delta: Vec<(usize, i128)>,
 }
 
 /// A deterministic priority from the key's flow id (FNV-1a, then a finalizer so that ids that
@@ -83,6 +85,7 @@ impl OrderTree {
             free: Vec::new(),
             root: NIL,
             mask: ring - 1,
+            delta: Vec::new(),
         }
     }
 
@@ -290,29 +293,42 @@ impl OrderTree {
         let Some(n) = self.find(key) else {
             return;
         };
-        self.add_on_path(n, -1);
+        // The change per ring cell, old plan out and new plan in, applied to every node from
+        // the root down to the entry's in one walk.
+        let mut delta = std::mem::take(&mut self.delta);
+        delta.clear();
         let node = &mut self.nodes[n as usize];
+        let cell = |s: u64| (s & self.mask) as usize;
+        for (i, r) in node.rates.iter().enumerate() {
+            delta.push((cell(node.first_slot + i as u64), -r));
+        }
+        let old_first = node.rates.first().map(|r| (cell(node.first_slot), -r));
         node.first_slot = first_slot.0;
         node.rates.clear();
         node.rates.extend(rates.iter().map(|&r| fixed(r)));
-        self.add_on_path(n, 1);
-    }
-
-    /// Adds `sign ×` node `n`'s own contribution to every node from the root down to it.
-    fn add_on_path(&mut self, n: u32, sign: i128) {
+        for (i, r) in node.rates.iter().enumerate() {
+            delta.push((cell(node.first_slot + i as u64), *r));
+        }
+        let new_first = node.rates.first().map(|r| (cell(node.first_slot), *r));
         let mut at = self.root;
         while at != NIL {
-            self.add_own(at, n, sign);
-            if at == n {
-                return;
+            let node = &mut self.nodes[at as usize];
+            for &(c, d) in &delta {
+                node.load[c] += d;
             }
-            let (node, key) = (&self.nodes[at as usize], &self.nodes[n as usize].key);
+            for &(c, d) in old_first.iter().chain(&new_first) {
+                node.first[c] += d;
+            }
+            if at == n {
+                break;
+            }
             at = if *key < node.key {
                 node.left
             } else {
                 node.right
             };
         }
+        self.delta = delta;
     }
 
     /// Adds to `out[i]` the booked load in slot `from + i` of every entry whose key sorts
