@@ -33,8 +33,8 @@ use order::{CHUNK, OrderTree, fixed, float};
 /// Below that a walk of the sorted entries is cheaper than the tree's larger nodes, and its sums
 /// are the same to the bit (both are exact). A link nobody asks (mlccd's own uplink table, which
 /// it only writes) never pays for a tree.
-const TREE_FROM: usize = 64;
-const TREE_UNTIL: usize = 32;
+const TREE_FROM: usize = 256;
+const TREE_UNTIL: usize = 128;
 
 /// Set by a read that walked a busy link for want of a tree: the next write builds one. Atomic
 /// because reads take `&self`.
@@ -106,6 +106,9 @@ pub struct Entry {
     pub key: PrecedenceKey,
     /// Slot of the last update; the entry expires K slots later.
     pub refreshed: Slot,
+    /// `rates` in fixed point, for the exact sums (converted once, when written).
+    #[serde(skip)]
+    fixed: Vec<i128>,
 }
 
 /// What a scheduler publishes for one flow on one link.
@@ -256,7 +259,7 @@ impl LinkLoad {
         self.expiry_floor = self.expiry_floor.min(e.refreshed.0 + self.horizon());
         self.account(window_start, &e, 1.0);
         if let Some(t) = &mut self.order {
-            t.insert(e.key.clone(), e.first_slot, &e.rates);
+            t.insert(e.key.clone(), e.first_slot, &e.fixed);
         }
         self.index.insert(e.key.flow.clone(), e.key.clone());
         self.entries.insert(e.key.clone(), e);
@@ -269,7 +272,7 @@ impl LinkLoad {
         }
         let mut t = OrderTree::new(self.horizon() as usize);
         for e in self.entries.values() {
-            t.insert(e.key.clone(), e.first_slot, &e.rates);
+            t.insert(e.key.clone(), e.first_slot, &e.fixed);
         }
         self.order = Some(t);
     }
@@ -319,11 +322,13 @@ impl LinkLoad {
         e.first_slot = u.first_slot;
         e.rates.clear();
         e.rates.extend_from_slice(u.rates);
+        e.fixed.clear();
+        e.fixed.extend(u.rates.iter().map(|&r| fixed(r)));
         e.refreshed = window_start;
         accumulate(&mut self.total, window_start, e, 1.0);
         accumulate(&mut p.sums.sum, window_start, e, 1.0);
         if let Some(t) = &mut self.order {
-            t.replace(&e.key, e.first_slot, &e.rates);
+            t.replace(&e.key, e.first_slot, &e.fixed);
         }
         true
     }
@@ -346,10 +351,10 @@ impl LinkLoad {
             let mut sum = [0i128; CHUNK];
             for (_, e) in self.entries.range(..key) {
                 visited += 1;
-                for (i, r) in e.rates.iter().enumerate() {
+                for (i, r) in e.fixed.iter().enumerate() {
                     let s = e.first_slot.0 + i as u64;
                     if valid(s) && (start..start + chunk.len() as u64).contains(&s) {
-                        sum[(s - start) as usize] += fixed(*r);
+                        sum[(s - start) as usize] += r;
                     }
                 }
             }
@@ -373,7 +378,7 @@ impl LinkLoad {
             .entries
             .range((Excluded(key), Unbounded))
             .filter(|(_, e)| e.first_slot == slot)
-            .map(|(_, e)| fixed(rate_at(e, slot)))
+            .map(|(_, e)| e.fixed.first().copied().unwrap_or(0))
             .sum();
         float(sum)
     }
@@ -667,6 +672,7 @@ impl LoadTable {
                     publisher: u.publisher.to_string(),
                     first_slot: u.first_slot,
                     rates: u.rates.to_vec(),
+                    fixed: u.rates.iter().map(|&r| fixed(r)).collect(),
                     key: u.key.clone(),
                     refreshed: window_start,
                 },
@@ -1121,12 +1127,12 @@ mod tests {
             t.check_invariants().unwrap();
             worst
         };
-        let (small, large) = (worst_visits(64), worst_visits(8192));
-        // A walk of the bucket would visit up to 8192 entries, 128 times the small case.
+        let (small, large) = (worst_visits(512), worst_visits(8192));
+        // A walk of the bucket would visit up to 8192 entries, 16 times the small case.
         assert!(large <= 4 * 13, "{large} nodes visited among 8192 flows");
         assert!(
             large <= 4 * small,
-            "{small} nodes for 64 flows, {large} for 8192"
+            "{small} nodes for 512 flows, {large} for 8192"
         );
     }
 
@@ -1135,7 +1141,7 @@ mod tests {
     #[test]
     fn the_order_tree_and_the_walk_agree_to_the_bit() {
         let mut t = LoadTable::new(4, Slot(100), [(LinkId(0), BytesPerSec(1e9))]);
-        for i in 0..100u64 {
+        for i in 0..(TREE_FROM as u64 + 44) {
             let rates: Vec<f64> = (0..4)
                 .map(|j| 1e6 / 3.0 * ((i * 7 + j) % 5) as f64)
                 .collect();
@@ -1151,7 +1157,7 @@ mod tests {
         }
         let answers = |t: &LoadTable| {
             let mut v = Vec::new();
-            for i in (0..100).step_by(7) {
+            for i in (0..TREE_FROM as u64 + 44).step_by(7) {
                 let f = fid(&format!("f{i}"));
                 let key = PrecedenceKey::new(Rank(i % 4), f.clone());
                 let q = Query {

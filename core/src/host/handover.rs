@@ -90,26 +90,52 @@ pub(super) fn of_flows(
     plan(&members, cfg.slots.tau_secs())
 }
 
-/// The hand-overs of one host's flows this slot, one per member (`None`: the slot order alone).
-fn plan(members: &[Member<'_>], tau: f64) -> Vec<Option<Handover>> {
-    let mut out = vec![None; members.len()];
-    // Groups of flows on the same links, in order of first appearance; found by a map of the
-    // links, not a scan of the groups (quadratic in a host's flows, each on its own path).
-    let mut groups: Vec<(&[LinkFeedback], Vec<usize>)> = Vec::new();
+/// Path groups a host scans before it looks them up in a map (see [`plan`]).
+const SCAN_GROUPS: usize = 16;
+
+/// The members that send (a positive rate on a known path), grouped by the links of their
+/// paths, groups in order of first appearance. A host with few flows scans its groups; past
+/// [`SCAN_GROUPS`] of them a map of the links finds each (the scan is quadratic in a host's
+/// flows when each is on its own path).
+fn path_groups<'a>(members: &[Member<'a>]) -> Vec<(&'a [LinkFeedback], Vec<usize>)> {
+    let same_links = |a: &[LinkFeedback], b: &[LinkFeedback]| {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.link == y.link)
+    };
+    let mut groups: Vec<(&'a [LinkFeedback], Vec<usize>)> = Vec::new();
     let mut group_of: HashMap<Vec<LinkId>, usize> = HashMap::new();
     for (i, m) in members.iter().enumerate() {
         if m.rate.is_none_or(|r| r <= 0.0) || m.path.is_empty() {
             continue;
         }
-        let links: Vec<LinkId> = m.path.iter().map(|l| l.link).collect();
-        match group_of.get(&links) {
-            Some(&g) => groups[g].1.push(i),
+        let found = if groups.len() <= SCAN_GROUPS {
+            groups.iter().position(|(p, _)| same_links(p, m.path))
+        } else {
+            if group_of.is_empty() {
+                for (g, (p, _)) in groups.iter().enumerate() {
+                    group_of.insert(p.iter().map(|l| l.link).collect(), g);
+                }
+            }
+            group_of
+                .get(&m.path.iter().map(|l| l.link).collect::<Vec<_>>())
+                .copied()
+        };
+        match found {
+            Some(g) => groups[g].1.push(i),
             None => {
-                group_of.insert(links, groups.len());
+                if !group_of.is_empty() {
+                    group_of.insert(m.path.iter().map(|l| l.link).collect(), groups.len());
+                }
                 groups.push((m.path, vec![i]));
             }
         }
     }
+    groups
+}
+
+/// The hand-overs of one host's flows this slot, one per member (`None`: the slot order alone).
+fn plan(members: &[Member<'_>], tau: f64) -> Vec<Option<Handover>> {
+    let mut out = vec![None; members.len()];
+    let groups = path_groups(members);
     for (path, g) in groups {
         let rate = |i: usize| members[i].rate.unwrap_or(0.0);
         let (ending, mates): (Vec<usize>, Vec<usize>) =
@@ -187,6 +213,35 @@ mod tests {
                 load: Vec::new(),
             })
             .collect()
+    }
+
+    /// Past the scanned groups, the map finds the same groups in the same order: 40 paths,
+    /// every fourth flow back on the first path or on the one before it.
+    #[test]
+    fn many_paths_group_as_a_scan_would() {
+        let paths: Vec<Vec<LinkFeedback>> = (0..40).map(|i| path(&[0, i])).collect();
+        let mut order = Vec::new();
+        for i in 0..40usize {
+            order.push(i);
+            if i % 4 == 3 {
+                order.push(if i % 8 == 3 { 0 } else { i - 1 });
+            }
+        }
+        let members: Vec<Member<'_>> = order
+            .iter()
+            .map(|&p| member(&paths[p], 1e6, false, 1e6))
+            .collect();
+        let got = path_groups(&members);
+        let mut want: Vec<(u32, Vec<usize>)> = Vec::new();
+        for (i, &p) in order.iter().enumerate() {
+            match want.iter_mut().find(|(q, _)| *q == p as u32) {
+                Some((_, g)) => g.push(i),
+                None => want.push((p as u32, vec![i])),
+            }
+        }
+        assert!(want.len() > SCAN_GROUPS);
+        let got: Vec<(u32, Vec<usize>)> = got.into_iter().map(|(p, g)| (p[1].link.0, g)).collect();
+        assert_eq!(got, want);
     }
 
     /// Bytes a flow sends in the slot at its hand-over orders.

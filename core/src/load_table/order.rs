@@ -138,7 +138,7 @@ impl OrderTree {
 
     /// A node for a new entry; a freed node's buffers are reused, so a link whose flows come
     /// and go allocates nothing once it has held as many as it holds now.
-    fn alloc(&mut self, key: PrecedenceKey, first_slot: Slot, rates: &[f64]) -> u32 {
+    fn alloc(&mut self, key: PrecedenceKey, first_slot: Slot, rates: &[i128]) -> u32 {
         let prio = priority(&key);
         let n = match self.free.pop() {
             Some(n) => {
@@ -169,7 +169,7 @@ impl OrderTree {
         };
         let node = &mut self.nodes[n as usize];
         node.first_slot = first_slot.0;
-        node.rates.extend(rates.iter().map(|&r| fixed(r)));
+        node.rates.extend_from_slice(rates);
         self.add_own(n, n, 1);
         n
     }
@@ -188,8 +188,8 @@ impl OrderTree {
         c
     }
 
-    /// Inserts an entry whose key is not in the tree.
-    pub(super) fn insert(&mut self, key: PrecedenceKey, first_slot: Slot, rates: &[f64]) {
+    /// Inserts an entry whose key is not in the tree; `rates` in fixed point ([`fixed`]).
+    pub(super) fn insert(&mut self, key: PrecedenceKey, first_slot: Slot, rates: &[i128]) {
         let n = self.alloc(key, first_slot, rates);
         self.root = self.insert_at(self.root, n);
     }
@@ -289,7 +289,7 @@ impl OrderTree {
 
     /// Replaces the rates of the entry with `key` (present) in place: the sums on its path
     /// take the difference, nothing is rebalanced.
-    pub(super) fn replace(&mut self, key: &PrecedenceKey, first_slot: Slot, rates: &[f64]) {
+    pub(super) fn replace(&mut self, key: &PrecedenceKey, first_slot: Slot, rates: &[i128]) {
         let Some(n) = self.find(key) else {
             return;
         };
@@ -305,7 +305,7 @@ impl OrderTree {
         let old_first = node.rates.first().map(|r| (cell(node.first_slot), -r));
         node.first_slot = first_slot.0;
         node.rates.clear();
-        node.rates.extend(rates.iter().map(|&r| fixed(r)));
+        node.rates.extend_from_slice(rates);
         for (i, r) in node.rates.iter().enumerate() {
             delta.push((cell(node.first_slot + i as u64), *r));
         }
@@ -459,6 +459,10 @@ mod tests {
     use super::*;
     use crate::flow::{FlowId, Rank};
 
+    fn fixed_of(rates: &[f64]) -> Vec<i128> {
+        rates.iter().map(|&r| fixed(r)).collect()
+    }
+
     fn key(rank: u64, id: &str) -> PrecedenceKey {
         PrecedenceKey::new(Rank(rank), FlowId::new(id).unwrap())
     }
@@ -506,11 +510,11 @@ mod tests {
                     all.remove(i);
                 }
                 Some(i) => {
-                    t.replace(&k, Slot(first), &rates);
+                    t.replace(&k, Slot(first), &fixed_of(&rates));
                     all[i] = (k, first, rates);
                 }
                 None => {
-                    t.insert(k.clone(), Slot(first), &rates);
+                    t.insert(k.clone(), Slot(first), &fixed_of(&rates));
                     all.push((k, first, rates));
                 }
             }
