@@ -11,7 +11,7 @@
 //! now + 2K)` of the link's slot, so no two of them share a cell and nothing ever has to slide
 //! when the window moves.
 //!
-//! The sums are kept in fixed point (integers of 2⁻³² B/s), so they are exact: a prefix sum is
+//! The sums are kept in fixed point (integers of 2⁻²⁴ B/s), so they are exact: a prefix sum is
 //! the same to the bit whatever order the entries came in, were replaced in place or removed
 //! and added again, and never drifts; it is rounded to `f64` once, when read.
 
@@ -21,16 +21,28 @@ use crate::slot::Slot;
 const NIL: u32 = u32::MAX;
 
 /// Fixed-point units per byte/s.
-const SCALE: f64 = (1u64 << 32) as f64;
+const SCALE: f64 = (1u64 << 24) as f64;
 
-/// A rate in fixed point. Rates are checked finite, non-negative and bounded before they reach
-/// the table; `as` saturates anything else rather than wrapping.
+/// A rate in fixed point (truncated: the same conversion everywhere, so sums stay exact).
+/// Rates are checked finite, non-negative and bounded before they reach the table; every real
+/// rate takes the one-instruction `i64` conversion, and `as` saturates anything else rather
+/// than wrapping.
 pub(super) fn fixed(rate: f64) -> i128 {
-    (rate * SCALE).round() as i128
+    let x = rate * SCALE;
+    if x.abs() < 9.0e18 {
+        i128::from(x as i64)
+    } else {
+        x as i128
+    }
 }
 
+/// A fixed-point sum as bytes/s; through `i64` where it fits (a conversion as exact, and a
+/// single instruction).
 pub(super) fn float(sum: i128) -> f64 {
-    sum as f64 / SCALE
+    match i64::try_from(sum) {
+        Ok(v) => v as f64 / SCALE,
+        Err(_) => sum as f64 / SCALE,
+    }
 }
 
 /// Cells of a query's answer summed at once on the stack.
