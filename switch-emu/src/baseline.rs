@@ -110,6 +110,7 @@ impl Switch for Baseline {
 
 /// Serves the baseline on `listen` until SIGINT/SIGTERM ends the process.
 pub async fn serve(baseline: Baseline, listen: SocketAddr) -> Result<(), String> {
+    let tau = Duration::from_nanos(baseline.describe.slot_ns);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
@@ -121,10 +122,7 @@ pub async fn serve(baseline: Baseline, listen: SocketAddr) -> Result<(), String>
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     tracing::info!(%addr, "serving mlcc.v1.Switch (transport baseline: no table)");
-    tonic::transport::Server::builder()
-        .timeout(Duration::from_millis(200))
-        .concurrency_limit_per_connection(crate::server::CALLS_PER_CONNECTION)
-        .load_shed(true)
+    crate::server::transport(tau)
         .add_service(switch)
         .serve_with_incoming(incoming)
         .await

@@ -92,43 +92,31 @@ fn main() -> ExitCode {
             }
         }
         Some(Command::BenchBaseline(args)) => {
-            let config = match args.resolve() {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("mlcc-switchd bench-baseline: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            mlcc_daemon::init_logs(config.log_format);
-            match serve_baseline(config) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    tracing::error!("{e}");
-                    ExitCode::FAILURE
-                }
-            }
+            run_server(args, "mlcc-switchd bench-baseline", serve_baseline)
         }
-        None => {
-            let config = match cli.serve.resolve() {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("mlcc-switchd: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            mlcc_daemon::init_logs(config.log_format);
-            match serve(config) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    tracing::error!("{e}");
-                    ExitCode::FAILURE
-                }
-            }
+        None => run_server(cli.serve, "mlcc-switchd", serve),
+    }
+}
+
+/// Resolves the serving flags (exit 2 on a bad one), starts the logs and serves.
+fn run_server(args: ServeArgs, name: &str, serve: fn(Config) -> Result<(), String>) -> ExitCode {
+    let config = match args.resolve() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    mlcc_daemon::init_logs(config.log_format);
+    match serve(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            ExitCode::FAILURE
         }
     }
 }
 
-/// The configured switch's emulator, at the clock's slot.
 fn emulator(config: &Config) -> Result<Emulator, String> {
     let topo = Topology::load(&config.topology).map_err(|e| e.to_string())?;
     let now = config

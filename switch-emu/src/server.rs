@@ -130,18 +130,8 @@ pub async fn start_with_tls(
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    // A unary answer two slots late is useless to its scheduler (that slot's plan is made), so
-    // a call not answered by then — or within the client's own grpc-timeout, which tonic
-    // applies too, queueing for the connection's limit included — is dropped with
-    // DEADLINE_EXCEEDED rather than served late. Sessions return their stream at once and are
-    // bounded by SESSION_UNREAD_REPLIES.
-    let deadline = (2 * shared.lock().slots().tau()).max(MIN_SERVER_DEADLINE);
-    let mut builder = tonic::transport::Server::builder()
-        .timeout(deadline)
-        .concurrency_limit_per_connection(CALLS_PER_CONNECTION)
-        .load_shed(true)
-        .http2_keepalive_interval(Some(KEEPALIVE))
-        .http2_keepalive_timeout(Some(KEEPALIVE));
+    let tau = shared.lock().slots().tau();
+    let mut builder = transport(tau);
     if let Some(t) = tls {
         builder = t.apply_server(builder)?;
     }
@@ -183,6 +173,21 @@ pub async fn start_with_tls(
         stop,
         join,
     })
+}
+
+/// The gRPC server's settings, shared by the switch and `bench-baseline` so that the bench's
+/// ratio compares like with like. A unary answer two slots late is useless to its scheduler
+/// (that slot's plan is made), so a call not answered by then — or within the client's own
+/// grpc-timeout, which tonic applies too, queueing for the connection's limit included — is
+/// dropped with DEADLINE_EXCEEDED rather than served late. Sessions return their stream at once
+/// and are bounded by SESSION_UNREAD_REPLIES.
+pub fn transport(tau: Duration) -> tonic::transport::Server {
+    tonic::transport::Server::builder()
+        .timeout((2 * tau).max(MIN_SERVER_DEADLINE))
+        .concurrency_limit_per_connection(CALLS_PER_CONNECTION)
+        .load_shed(true)
+        .http2_keepalive_interval(Some(KEEPALIVE))
+        .http2_keepalive_timeout(Some(KEEPALIVE))
 }
 
 /// At every slot boundary: advance the table. Half a slot later, when the schedulers' own

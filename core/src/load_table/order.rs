@@ -230,15 +230,9 @@ impl OrderTree {
 
     /// Removes the entry with `key`; false if there is none.
     pub(super) fn remove(&mut self, key: &PrecedenceKey) -> bool {
-        if !self.contains(key) {
-            return false;
-        }
+        let before = self.len();
         self.root = self.remove_at(self.root, key);
-        true
-    }
-
-    fn contains(&self, key: &PrecedenceKey) -> bool {
-        self.find(key).is_some()
+        self.len() < before
     }
 
     fn find(&self, key: &PrecedenceKey) -> Option<u32> {
@@ -254,8 +248,11 @@ impl OrderTree {
         None
     }
 
-    /// Removes `key` (present) from the subtree at `at`; returns the subtree's new root.
+    /// Removes `key` from the subtree at `at`, if there; returns the subtree's new root.
     fn remove_at(&mut self, at: u32, key: &PrecedenceKey) -> u32 {
+        if at == NIL {
+            return NIL;
+        }
         let node = &self.nodes[at as usize];
         match key.cmp(&node.key) {
             std::cmp::Ordering::Less => {
@@ -545,6 +542,8 @@ mod tests {
                 .sum();
             assert!((t.first_after(&q, Slot(s)) - after).abs() < 1e-6);
         }
+        assert_eq!(t.len(), all.len());
+        assert!(!t.remove(&key(9, "absent")));
         assert_eq!(t.len(), all.len());
         t.check().unwrap();
     }

@@ -5,6 +5,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::announced_addr;
+
 const BIN: &str = env!("CARGO_BIN_EXE_mlcc-switchd");
 
 fn topology_file() -> std::path::PathBuf {
@@ -28,6 +30,50 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// `mlcc-switchd bench` against `addr`: 4 hosts × 3 flows, 3 measured slots after one warm-up.
+fn bench(addr: &str, extra: &[&str]) -> serde_json::Value {
+    let out = Command::new(BIN)
+        .args(["bench", "--target", addr, "--hosts", "4", "--flows", "3"])
+        .args(["--slots", "3", "--warmup-slots", "1"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{extra:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("bench prints JSON")
+}
+
+/// No timing assertions: on a loaded machine a debug build can miss the τ/3 deadline, but every
+/// message of [`bench`]'s measured slots is accounted for, as answered or as an error, and none
+/// of the warm-up slot's; whatever was not applied is counted as refused, with the reason.
+fn assert_accounted(report: &serde_json::Value) {
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    let (fetch, update) = (
+        &report["rpc"]["fetch_feedback"],
+        &report["rpc"]["update_schedule"],
+    );
+    assert_eq!(n(&fetch["count"]) + n(&fetch["errors"]), 4 * 3, "{report}");
+    assert_eq!(
+        n(&update["count"]) + n(&update["errors"]),
+        4 * 3,
+        "{report}"
+    );
+    assert_eq!(
+        n(&report["accepted_items"]),
+        3 * n(&update["count"]),
+        "{report}"
+    );
+    assert_eq!(
+        n(&report["refused"]["flow_updates"]) + n(&report["accepted_items"]),
+        4 * 3 * 3,
+        "{report}"
+    );
+    assert!(report["limit"].is_string(), "{report}");
+}
+
 #[test]
 fn serves_benches_and_stops_on_sigterm() {
     let topo = topology_file();
@@ -45,62 +91,18 @@ fn serves_benches_and_stops_on_sigterm() {
     let child = &mut child.0;
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     // The JSON log line announcing the gRPC address (the port is ephemeral).
-    let addr = loop {
-        let line = lines.next().expect("server exited before serving").unwrap();
-        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON log line");
-        if let Some(a) = v["fields"]["addr"].as_str()
-            && v["fields"]["message"] == "serving mlcc.v1.Switch"
-        {
-            break a.to_string();
-        }
-    };
+    let (addr, message) = announced_addr(&mut lines);
+    assert_eq!(message, "serving mlcc.v1.Switch");
 
     let pid = child.id().to_string();
     // Session mode is the default; unary mode is the other way in.
     for mode in ["session", "unary"] {
-        let out = Command::new(BIN)
-            .args(["bench", "--target", &addr, "--hosts", "4", "--flows", "3"])
-            .args(["--slots", "3", "--warmup-slots", "1", "--mode", mode])
-            .args(["--server-pid", &pid])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{mode}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let report: serde_json::Value =
-            serde_json::from_slice(&out.stdout).expect("bench prints JSON");
+        let report = bench(&addr, &["--mode", mode, "--server-pid", &pid]);
         println!("{mode}: {report}");
         assert_eq!(report["mode"], mode);
         assert_eq!(report["warmup_slots"], 1);
-        // No timing assertions: on a loaded machine a debug build can miss the τ/3 deadline,
-        // but every message of the measured slots is accounted for, as answered or as an
-        // error, and none of the warm-up slot's.
-        let n = |v: &serde_json::Value| v.as_u64().unwrap();
-        let (fetch, update) = (
-            &report["rpc"]["fetch_feedback"],
-            &report["rpc"]["update_schedule"],
-        );
-        assert_eq!(n(&fetch["count"]) + n(&fetch["errors"]), 4 * 3, "{report}");
-        assert_eq!(
-            n(&update["count"]) + n(&update["errors"]),
-            4 * 3,
-            "{report}"
-        );
-        assert_eq!(
-            n(&report["accepted_items"]),
-            3 * n(&update["count"]),
-            "{report}"
-        );
+        assert_accounted(&report);
         assert_eq!(report["rejected_items"], 0, "{report}");
-        // Whatever was not applied is counted as refused, with the reason.
-        assert_eq!(
-            n(&report["refused"]["flow_updates"]) + n(&report["accepted_items"]),
-            4 * 3 * 3,
-            "{report}"
-        );
-        assert!(report["limit"].is_string(), "{report}");
         assert!(report["bytes_per_slot_per_host"]["total"].as_u64().unwrap() > 0);
         assert!(report["cpu"]["server"]["cpu_secs"].is_number(), "{report}");
         assert!(
@@ -155,45 +157,10 @@ fn the_transport_baseline_answers_every_message() {
         .unwrap();
     let mut child = KillOnDrop(child);
     let mut lines = BufReader::new(child.0.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("baseline exited before serving")
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON log line");
-        if let Some(a) = v["fields"]["addr"].as_str() {
-            assert!(
-                v["fields"]["message"]
-                    .as_str()
-                    .unwrap()
-                    .contains("baseline")
-            );
-            break a.to_string();
-        }
-    };
-    let out = Command::new(BIN)
-        .args(["bench", "--target", &addr, "--hosts", "4", "--flows", "3"])
-        .args(["--slots", "3", "--warmup-slots", "1"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let n = |v: &serde_json::Value| v.as_u64().unwrap();
-    let update = &report["rpc"]["update_schedule"];
-    assert_eq!(
-        n(&update["count"]) + n(&update["errors"]),
-        4 * 3,
-        "{report}"
-    );
-    assert_eq!(
-        n(&report["accepted_items"]),
-        3 * n(&update["count"]),
-        "{report}"
-    );
+    let (addr, message) = announced_addr(&mut lines);
+    assert!(message.contains("baseline"), "{message}");
+    let report = bench(&addr, &[]);
+    assert_accounted(&report);
     assert_eq!(report["switch"], "sw1", "{report}");
     let _ = std::fs::remove_file(topo);
 }

@@ -58,15 +58,7 @@ fn server(hosts: u64) -> (KillOnDrop, String) {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("server exited before serving").unwrap();
-        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON log line");
-        if let Some(a) = v["fields"]["addr"].as_str()
-            && v["fields"]["message"] == "serving mlcc.v1.Switch"
-        {
-            break a.to_string();
-        }
-    };
+    let (addr, _) = crate::common::announced_addr(&mut lines);
     // Keep draining its logs so a full pipe never blocks the server.
     std::thread::spawn(move || for _ in lines {});
     (KillOnDrop(child), addr)

@@ -156,3 +156,22 @@ pub async fn load(
     assert!(r.rejected.is_empty(), "{:?}", r.rejected);
     r.flows[0].links[0].load_bytes_per_sec.clone()
 }
+
+/// Reads a `mlcc-switchd` process's JSON log lines (`--log-format json`) until it announces its
+/// gRPC address, as the switch and `bench-baseline` both do ("serving mlcc.v1.Switch…");
+/// returns the address and the announcement.
+pub fn announced_addr(
+    lines: &mut impl Iterator<Item = std::io::Result<String>>,
+) -> (String, String) {
+    loop {
+        let line = lines.next().expect("exited before serving").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON log line");
+        let message = v["fields"]["message"].as_str().unwrap_or_default();
+        if let (true, Some(a)) = (
+            message.starts_with("serving mlcc.v1.Switch"),
+            v["fields"]["addr"].as_str(),
+        ) {
+            return (a.to_string(), message.to_string());
+        }
+    }
+}
