@@ -8,6 +8,7 @@
 pub mod dependency;
 pub mod estimator;
 pub mod flow;
+pub mod hash;
 pub mod host;
 pub mod job;
 pub mod learn;

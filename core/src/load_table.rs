@@ -16,11 +16,12 @@
 //! ([`LoadTable::settle_some`]). A switch holding a thousand links used to stall every call for
 //! half a millisecond at each slot boundary while the whole table moved at once.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
 use crate::flow::{FlowId, PrecedenceKey};
+use crate::hash::Map;
 use crate::slot::Slot;
 use crate::topology::LinkId;
 use crate::units::BytesPerSec;
@@ -193,10 +194,10 @@ struct LinkLoad {
     /// Entries in precedence order.
     entries: BTreeMap<PrecedenceKey, Entry>,
     /// Flow → its key in `entries`.
-    index: HashMap<FlowId, PrecedenceKey>,
+    index: Map<FlowId, PrecedenceKey>,
     /// Σ of all entries for slots `window_start..window_start + 2K`.
     total: Vec<f64>,
-    by_publisher: HashMap<String, Publisher>,
+    by_publisher: Map<String, Publisher>,
     /// The entries again, with sums over every prefix of the precedence order, while the link
     /// holds many and is asked (see [`TREE_FROM`]).
     order: Option<OrderTree>,
@@ -212,9 +213,9 @@ impl LinkLoad {
             now,
             expiry_floor: u64::MAX,
             entries: BTreeMap::new(),
-            index: HashMap::new(),
+            index: Map::default(),
             total: vec![0.0; window],
-            by_publisher: HashMap::new(),
+            by_publisher: Map::default(),
             order: None,
             tree_wanted: Wanted::default(),
             history: VecDeque::with_capacity(HISTORY_SLOTS),
@@ -491,7 +492,7 @@ impl LinkLoad {
 pub struct LoadTable {
     horizon: usize,
     now: Slot,
-    links: HashMap<LinkId, LinkLoad>,
+    links: Map<LinkId, LinkLoad>,
     /// Every link, for [`LoadTable::settle_some`]; links before `sweep_at` are caught up.
     order: Vec<LinkId>,
     sweep_at: usize,
@@ -526,7 +527,7 @@ impl LoadTable {
         links: impl IntoIterator<Item = (LinkId, BytesPerSec)>,
     ) -> Self {
         let window = 2 * horizon;
-        let links: HashMap<LinkId, LinkLoad> = links
+        let links: Map<LinkId, LinkLoad> = links
             .into_iter()
             .map(|(id, c)| (id, LinkLoad::new(c.0, window, now)))
             .collect();

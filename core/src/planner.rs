@@ -10,13 +10,12 @@
 //! Deterministic: the same sequence of inputs gives the same outputs. The only state is each
 //! flow's last plan (for `all-others` bookings) and its achievable-rate filter (B_f).
 
-use std::collections::HashMap;
-
 use serde::Serialize;
 
 use crate::dependency::{self, Dependency};
 use crate::estimator::{AchievableRate, Delivery};
 use crate::flow::{FlowId, PrecedenceKey, Rank};
+use crate::hash::{self, Map};
 use crate::load_table::FeedbackMode;
 use crate::slot::{Slot, SlotConfig};
 use crate::slot_allocation::{self, BYTE_EPSILON, SlotPrice};
@@ -128,12 +127,12 @@ struct PrevPlan {
 #[derive(Clone, Debug, Default)]
 pub struct Planner {
     config: PlannerConfig,
-    prev: HashMap<FlowId, PrevPlan>,
-    estimators: HashMap<FlowId, AchievableRate>,
+    prev: Map<FlowId, PrevPlan>,
+    estimators: Map<FlowId, AchievableRate>,
 }
 
 /// Per-link sums of the local flows' bookings for slots n..n+K.
-type LocalBookings = HashMap<LinkId, Vec<f64>>;
+type LocalBookings = Map<LinkId, Vec<f64>>;
 
 /// Buffers reused across the flows of a pass.
 struct Scratch {
@@ -192,8 +191,8 @@ impl Planner {
     pub fn new(config: PlannerConfig) -> Self {
         Planner {
             config,
-            prev: HashMap::new(),
-            estimators: HashMap::new(),
+            prev: Map::default(),
+            estimators: Map::default(),
         }
     }
 
@@ -204,7 +203,7 @@ impl Planner {
     /// Plans slot `slot` for every local flow.
     pub fn plan(&mut self, slot: Slot, flows: &[FlowInput]) -> SlotOutput {
         // First occurrence of an id wins; a duplicate would double-book the flow.
-        let mut seen = HashMap::with_capacity(flows.len());
+        let mut seen = hash::map_with_capacity(flows.len());
         let inputs: Vec<&FlowInput> = flows
             .iter()
             .filter(|f| seen.insert(f.id.clone(), ()).is_none())
@@ -333,7 +332,7 @@ impl Planner {
         frozen: &[Option<Vec<f64>>],
     ) -> Vec<FlowDecision> {
         let k = self.config.slots.horizon();
-        let mut local: LocalBookings = HashMap::new();
+        let mut local: LocalBookings = Map::default();
         for (i, b) in booked.iter().enumerate() {
             if let Some(plan) = b {
                 book(&mut local, &inputs[i].path, plan, 1.0, k);

@@ -5,13 +5,13 @@
 //! TOML file or generated, validated up front, and then only read. Node and link ids are dense
 //! indices so that tables elsewhere can be plain vectors; names are what operators and the wire see.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize, Serializer};
 
+use crate::hash::{self, Map};
 use crate::units::{BytesPerSec, parse_rate};
 
 /// Index of a node in [`Topology::nodes`].
@@ -154,10 +154,10 @@ pub enum TopologyError {
 pub struct Topology {
     nodes: Vec<Node>,
     links: Vec<Link>,
-    node_by_name: HashMap<String, NodeId>,
-    link_by_name: HashMap<String, LinkId>,
-    link_between: HashMap<(NodeId, NodeId), LinkId>,
-    ip_index: HashMap<IpAddr, NodeId>,
+    node_by_name: Map<String, NodeId>,
+    link_by_name: Map<String, LinkId>,
+    link_between: Map<(NodeId, NodeId), LinkId>,
+    ip_index: Map<IpAddr, NodeId>,
     /// Per node, sorted by id (links are numbered in insertion order). Owned links are exactly
     /// the outgoing ones, so this doubles as the ownership index.
     out: Vec<Vec<LinkId>>,
@@ -424,8 +424,8 @@ impl TopologyBuilder {
     }
 
     pub fn build(self) -> Result<Topology, TopologyError> {
-        let mut node_by_name = HashMap::with_capacity(self.nodes.len());
-        let mut ip_index: HashMap<IpAddr, NodeId> = HashMap::new();
+        let mut node_by_name = hash::map_with_capacity(self.nodes.len());
+        let mut ip_index: Map<IpAddr, NodeId> = Map::default();
         let mut hosts = Vec::new();
         let mut switches = Vec::new();
         for (i, node) in self.nodes.iter().enumerate() {
@@ -466,8 +466,8 @@ impl TopologyBuilder {
 
         let n = self.nodes.len();
         let mut links = Vec::with_capacity(self.links.len());
-        let mut link_by_name = HashMap::with_capacity(self.links.len());
-        let mut link_between = HashMap::with_capacity(self.links.len());
+        let mut link_by_name = hash::map_with_capacity(self.links.len());
+        let mut link_between = hash::map_with_capacity(self.links.len());
         let mut out = vec![Vec::new(); n];
         let mut inn = vec![Vec::new(); n];
         for (from_name, to_name, raw) in self.links {

@@ -7,10 +7,10 @@
 //! mlccd sees it). With [`Visibility::Lockstep`] no host sees another host's plan of the same
 //! slot; with [`Visibility::Skewed`] hosts whose clocks run later see the earlier hosts' plans.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use mlcc_core::hash::Map;
 use mlcc_core::host::{
     Answer, Booking, Enforce, FlowObs, HostPolicy, LinkObs, PeerProgress, PolicyConfig,
 };
@@ -135,10 +135,10 @@ pub struct ControlPlane {
     owner: Vec<usize>,
     capacity: Vec<f64>,
     /// Each flow's progress as its daemon last reported it to its peers.
-    progress: HashMap<FlowId, PeerProgress>,
-    next_progress: HashMap<FlowId, PeerProgress>,
+    progress: Map<FlowId, PeerProgress>,
+    next_progress: Map<FlowId, PeerProgress>,
     /// Where each flow's plan is booked, so a withdrawn flow can be removed.
-    booked: HashMap<FlowId, Vec<LinkId>>,
+    booked: Map<FlowId, Vec<LinkId>>,
     planned_last: Vec<NodeId>,
     latencies_us: Vec<f32>,
     /// Planned rates that a table refused (should stay 0).
@@ -180,9 +180,9 @@ impl ControlPlane {
             tables,
             owner,
             capacity: topo.links().iter().map(|l| l.capacity.0).collect(),
-            progress: HashMap::new(),
-            next_progress: HashMap::new(),
-            booked: HashMap::new(),
+            progress: Map::default(),
+            next_progress: Map::default(),
+            booked: Map::default(),
             planned_last: vec![],
             latencies_us: vec![],
             rejected_updates: 0,

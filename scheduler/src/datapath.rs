@@ -18,7 +18,7 @@ pub use mlcc_bpf::DatapathError;
 
 /// A map keyed by sockets, with a fast hasher seeded per process: mlccd looks sockets up several
 /// times per flow per slot.
-pub type SocketMap<V> = std::collections::HashMap<SocketKey, V, foldhash::fast::RandomState>;
+pub type SocketMap<V> = mlcc_core::hash::Map<SocketKey, V>;
 
 /// A TCP socket as the kernel sees it: namespace plus 4-tuple. IPv4-mapped IPv6 addresses are
 /// stored as IPv4 so that dual-stack sockets match the IPv4 peer they talk to.

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use mlcc_core::FlowId;
 use mlcc_core::flow::FlowRole;
+use mlcc_core::hash::Map;
 use mlcc_core::job::Arch;
 use mlcc_core::topology::{LinkId, NodeId, Topology};
 use serde::Serialize;
@@ -181,7 +182,7 @@ impl Job {
     /// Seconds one iteration's bytes take on the job's most loaded link with the fabric to
     /// itself: what Crux's GPU intensity and Cassini's communication windows are profiled from.
     pub fn comm_secs_alone(&self, topo: &Topology) -> f64 {
-        let mut load: std::collections::HashMap<LinkId, f64> = std::collections::HashMap::new();
+        let mut load: Map<LinkId, f64> = Map::default();
         for f in &self.flows {
             for l in &f.path {
                 *load.entry(*l).or_default() += f.bytes;

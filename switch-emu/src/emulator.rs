@@ -5,7 +5,7 @@
 //! good ones: each item is checked on its own and refused with a reason, the rest still apply.
 //! Only faults of the call as a whole (bad host, too many flows) fail the call.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use mlcc_core::flow::{FlowId, PrecedenceKey, Rank, validate_id};
@@ -55,7 +55,7 @@ pub struct Emulator {
     mode: FeedbackMode,
     table: LoadTable,
     /// Owned links by wire name.
-    by_name: HashMap<Arc<str>, LinkId>,
+    by_name: mlcc_core::hash::Map<Arc<str>, LinkId>,
     /// Owned links sorted by name, with capacities, for replies that list them.
     links: Vec<(Arc<str>, LinkId, f64)>,
     hosts: HashSet<String>,

@@ -16,11 +16,10 @@
 //! flow's bytes in the slot stay what its slot order gives it, so the load tables and a driver
 //! that paces only per slot (the simulator's fluid physics) are unaffected.
 
-use std::collections::HashMap;
-
 use super::config::PolicyConfig;
 use super::local::Local;
 use super::out::Enforce;
+use crate::hash::Map;
 use crate::planner::{FlowDecision, FlowInput, LinkFeedback};
 
 /// Share of the path group's orders its mates keep, between them, while the ending flows go
@@ -111,7 +110,7 @@ impl std::hash::Hash for PathKey<'_> {
 /// groups was quadratic in a host's flows when each is on its own path).
 fn path_groups<'a>(members: &[Member<'a>]) -> Vec<(&'a [LinkFeedback], Vec<usize>)> {
     let mut groups: Vec<(&'a [LinkFeedback], Vec<usize>)> = Vec::new();
-    let mut group_of: HashMap<PathKey<'a>, usize> = HashMap::new();
+    let mut group_of: Map<PathKey<'a>, usize> = Map::default();
     for (i, m) in members.iter().enumerate() {
         if m.rate.is_none_or(|r| r <= 0.0) || m.path.is_empty() {
             continue;

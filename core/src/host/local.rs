@@ -1,11 +1,10 @@
 //! The local flows of one step as the rules read them: each observation once (the first of an
 //! id wins, as in the planner), with the bytes it has left resolved.
 
-use std::collections::HashSet;
-
 use super::config::PolicyConfig;
 use super::obs::FlowObs;
 use crate::flow::FlowId;
+use crate::hash::{self, Set};
 
 /// One local flow in this step.
 #[derive(Clone, Copy, Debug)]
@@ -26,8 +25,8 @@ impl Local<'_> {
 pub(super) fn distinct<'a>(
     cfg: &PolicyConfig,
     flows: &'a [FlowObs],
-) -> (Vec<Local<'a>>, HashSet<&'a FlowId>) {
-    let mut seen = HashSet::with_capacity(flows.len());
+) -> (Vec<Local<'a>>, Set<&'a FlowId>) {
+    let mut seen = hash::set_with_capacity(flows.len());
     let local = flows
         .iter()
         .filter(|f| seen.insert(&f.id))

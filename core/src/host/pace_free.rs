@@ -9,23 +9,23 @@
 //! not back off on loss). With [`Fill::Scavenge`] every flow holding bytes beyond its plan does
 //! the same.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::config::{Fill, PolicyConfig};
 use super::local::Local;
+use crate::hash::Map;
 use crate::planner::{FlowDecision, FlowInput, LinkFeedback};
 use crate::topology::LinkId;
 
 /// What this host's flows do on each link this slot.
 struct LocalLoad<'a> {
     /// Per link: what local flows planned for slot n, and how many local flows use it.
-    now: HashMap<LinkId, f64>,
-    flows: HashMap<LinkId, f64>,
+    now: Map<LinkId, f64>,
+    flows: Map<LinkId, f64>,
     /// Per link, the flows pacing into its free capacity; per (job, link), the bytes its
     /// finished flows on standby moved in their iteration.
-    sharing: HashMap<LinkId, f64>,
-    standby_sharing: HashMap<(&'a Arc<str>, LinkId), f64>,
+    sharing: Map<LinkId, f64>,
+    standby_sharing: Map<(&'a Arc<str>, LinkId), f64>,
 }
 
 /// The rate each flow is paced at beyond its plan, or `None` where it keeps its plan.
@@ -92,10 +92,10 @@ impl<'a> LocalLoad<'a> {
         standby: &[bool],
     ) -> Self {
         let mut load = LocalLoad {
-            now: HashMap::new(),
-            flows: HashMap::new(),
-            sharing: HashMap::new(),
-            standby_sharing: HashMap::new(),
+            now: Map::default(),
+            flows: Map::default(),
+            sharing: Map::default(),
+            standby_sharing: Map::default(),
         };
         for (f, d) in flows.iter().zip(decisions) {
             let r = d.plan.first().copied().unwrap_or(0.0).max(0.0);

@@ -1,8 +1,6 @@
 //! [`HostPolicy`]: one host's flows in, their rates, bookings and progress out. A step is the
 //! sequence of the policy's rules, each in the module named for it.
 
-use std::collections::HashMap;
-
 use super::config::PolicyConfig;
 use super::degraded::Degraded;
 use super::handover::{self, Handover};
@@ -13,6 +11,7 @@ use super::uplink_split::UplinkSplit;
 use super::{delivery, enforce, feedback, fill, holder, idle, pace_free, peers};
 use crate::dependency::Dependency;
 use crate::flow::FlowId;
+use crate::hash::Map;
 use crate::planner::{FlowDecision, FlowInput, Planner, PlannerConfig};
 use crate::slot::Slot;
 
@@ -32,7 +31,7 @@ pub(super) struct Memory {
 pub struct HostPolicy {
     cfg: PolicyConfig,
     planner: Planner,
-    memory: HashMap<FlowId, Memory>,
+    memory: Map<FlowId, Memory>,
 }
 
 /// Per flow, what the rules after the planner decided.
@@ -54,7 +53,7 @@ impl HostPolicy {
                 mode: cfg.mode,
             }),
             cfg,
-            memory: HashMap::new(),
+            memory: Map::default(),
         }
     }
 

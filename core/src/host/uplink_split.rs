@@ -5,22 +5,22 @@
 //! while the next one idles (measured on the testbed: a PS push took 5-6 slots where 3 carry
 //! it).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::config::PolicyConfig;
 use super::local::Local;
+use crate::hash::Map;
 use crate::planner::LinkFeedback;
 use crate::topology::LinkId;
 
 /// Bytes left per (job, first link) among the flows that are not idle.
 pub(super) struct UplinkSplit<'a> {
-    left: HashMap<(&'a Arc<str>, LinkId), f64>,
+    left: Map<(&'a Arc<str>, LinkId), f64>,
 }
 
 impl<'a> UplinkSplit<'a> {
     pub fn new(cfg: &PolicyConfig, flows: &[Local<'a>], idle: &[bool]) -> Self {
-        let mut left = HashMap::new();
+        let mut left = Map::default();
         if cfg.split_uplink {
             for (f, &idle) in flows.iter().zip(idle) {
                 if let Some(first) = f.obs.links.first()

@@ -2,7 +2,6 @@
 //! and left in the current iteration, the application's backlog, last slot's delivery, its
 //! retransmissions, and which of its sockets were quiet.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use mlcc_core::flow::FlowRole;
@@ -110,7 +109,7 @@ struct SocketCounts {
     /// The progress file's enqueued bytes (this iteration, this flow's share) last slot.
     enqueued: Option<f64>,
     /// Each socket's (sent, acked) counters when last seen.
-    sent_acked: HashMap<SocketKey, (u64, u64)>,
+    sent_acked: SocketMap<(u64, u64)>,
     /// The sockets whose counters did not move since last slot: nothing to send.
     quiet: Vec<SocketKey>,
 }

@@ -3,9 +3,10 @@
 //! switches answer for the feedback queries (which carry the flow's precedence key), and again
 //! with their answers for the step.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use mlcc_core::flow::FlowParts;
+use mlcc_core::hash::Map;
 use mlcc_core::host::{Answer, FlowObs, LinkObs, PolicyConfig};
 use mlcc_core::topology::LinkId;
 use mlcc_proto::v1 as pb;
@@ -18,12 +19,12 @@ use super::{FeedbackAnswers, FeedbackRequests, SwitchBatch};
 /// The switches' loads by (flow, link), from the switches that answered.
 pub(super) struct Answers<'a> {
     answered: &'a FeedbackAnswers,
-    loads: HashMap<(&'a str, &'a str), &'a pb::LinkLoad>,
+    loads: Map<(&'a str, &'a str), &'a pb::LinkLoad>,
 }
 
 impl<'a> Answers<'a> {
     pub fn of(answered: &'a FeedbackAnswers) -> Self {
-        let mut loads = HashMap::new();
+        let mut loads = Map::default();
         for r in answered.values() {
             for ff in &r.flows {
                 for l in &ff.links {

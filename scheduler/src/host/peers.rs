@@ -1,10 +1,11 @@
 //! The peer exchange (the RPC form of the paper's ACK piggyback): what this host remembers of
 //! its peers' flows, which of those reports a local flow follows, and which peers are silent.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use mlcc_core::dependency;
 use mlcc_core::flow::FlowParts;
+use mlcc_core::hash::Map;
 use mlcc_core::host::PeerProgress;
 use mlcc_core::{FlowId, Slot};
 use mlcc_proto::v1 as pb;
@@ -12,7 +13,7 @@ use mlcc_proto::v1 as pb;
 /// Peers' reports and their silence.
 #[derive(Default)]
 pub(super) struct PeerBook {
-    upstream: HashMap<FlowId, PeerProgress>,
+    upstream: Map<FlowId, PeerProgress>,
     silent: BTreeSet<String>,
 }
 
@@ -73,7 +74,7 @@ impl PeerBook {
         self.silent.iter()
     }
 
-    pub fn reports(&self) -> &HashMap<FlowId, PeerProgress> {
+    pub fn reports(&self) -> &Map<FlowId, PeerProgress> {
         &self.upstream
     }
 }

@@ -11,9 +11,8 @@
 //! and a job's period and communication length are its isolated ones (compute + its bytes on
 //! its most loaded link alone), which is what Cassini profiles.
 
-use std::collections::HashSet;
-
 use mlcc_core::SlotConfig;
+use mlcc_core::hash::Set;
 use mlcc_core::topology::Topology;
 
 use super::fair::Fair;
@@ -72,7 +71,7 @@ impl Policy for Cassini {
     ) -> u64 {
         let tau = slots.tau_secs();
         let me = &jobs[job];
-        let links: HashSet<usize> = me
+        let links: Set<usize> = me
             .flows
             .iter()
             .flat_map(|f| f.path.iter().map(|l| l.index()))

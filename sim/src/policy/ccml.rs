@@ -11,8 +11,7 @@
 //! their window (the profile was wrong, or the fabric slowed them) share what is left. The
 //! fabric beyond the host links is invisible to CCML: there, flows share max-min fairly.
 
-use std::collections::HashMap;
-
+use mlcc_core::hash::Map;
 use mlcc_core::topology::LinkId;
 
 use super::fair::Fair;
@@ -27,7 +26,7 @@ pub struct Ccml {
     capacity: Vec<f64>,
     residual: Vec<f64>,
     /// Profiled communication slots per job index.
-    profile: HashMap<u32, u64>,
+    profile: Map<u32, u64>,
     solver: MaxMin,
     fair: Fair,
     host_cap: Vec<f64>,
@@ -40,7 +39,7 @@ impl Ccml {
         Ccml {
             residual: capacity.clone(),
             capacity,
-            profile: HashMap::new(),
+            profile: Map::default(),
             solver: MaxMin::default(),
             fair: Fair::default(),
             host_cap: vec![],
@@ -50,7 +49,7 @@ impl Ccml {
 
     fn profiled_slots(&self, view: &View<'_>, job: u32) -> u64 {
         let j = &view.jobs[job as usize];
-        let mut per_link: HashMap<LinkId, f64> = HashMap::new();
+        let mut per_link: Map<LinkId, f64> = Map::default();
         for f in &j.flows {
             for l in [f.path.first(), f.path.last()].into_iter().flatten() {
                 *per_link.entry(*l).or_default() += f.bytes;

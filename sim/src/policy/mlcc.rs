@@ -6,11 +6,11 @@
 //! progress files, feedback from the tables in this process instead of switch sessions, and
 //! peers' progress from the previous slot's exchange (one slot stale, as the daemon sees it).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use mlcc_core::Slot;
 use mlcc_core::flow::FlowRole;
+use mlcc_core::hash::Map;
 use mlcc_core::host::{Enforce, PolicyConfig};
 use mlcc_core::learn::{Learned as LearnedEstimate, Learner, LearnerConfig};
 use mlcc_core::topology::{LinkId, NodeId, Topology};
@@ -28,7 +28,7 @@ pub struct Mlcc {
     /// replies are in and the slot they began, which its progress file gives as the
     /// iteration's start (the testbed's trainer calls `iteration_begin` when the aggregate is
     /// whole, not when the pushes began).
-    replies_began: HashMap<(u32, u32), (u32, u64)>,
+    replies_began: Map<(u32, u32), (u32, u64)>,
     /// This slot's orders, in the order of the active flows.
     orders: Vec<Order>,
     /// `Some` with `progress=off`: each job's progress learned from its bytes alone.
@@ -40,7 +40,7 @@ pub struct Mlcc {
 /// sending host), fed every slot whatever the job is doing.
 #[derive(Default)]
 struct Learning {
-    procs: HashMap<(u32, NodeId), Learned>,
+    procs: Map<(u32, NodeId), Learned>,
 }
 
 struct Learned {
@@ -49,7 +49,7 @@ struct Learned {
     job: Arc<str>,
     total: f64,
     /// Per flow: bytes sent in its iteration when last seen, and bytes sent in all.
-    flows: HashMap<u32, (f64, f64)>,
+    flows: Map<u32, (f64, f64)>,
 }
 
 impl Learning {
@@ -67,7 +67,7 @@ impl Learning {
                         learner: Learner::new(LearnerConfig::default()),
                         job: format!("learned-{}-{}", j.name, f.src.0).into(),
                         total: 0.0,
-                        flows: HashMap::new(),
+                        flows: Map::default(),
                     });
                 let (sent, total) = p.flows.entry(fi as u32).or_insert((0.0, 0.0));
                 // A flow's count starts again with each iteration's communication: the rest of
@@ -126,7 +126,7 @@ impl Mlcc {
             } else {
                 cluster.without_switch_tables(c.topo)
             },
-            replies_began: HashMap::new(),
+            replies_began: Map::default(),
             orders: Vec::new(),
             learning: None,
         }
