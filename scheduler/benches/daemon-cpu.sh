@@ -80,7 +80,7 @@ sleep "$WARMUP"
 cpu() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' /proc/"$1"/stat; }
 kill -0 "$D0" || { cat "$DIR/mlccd-h0.log"; exit 1; }
 c0=$(cpu "$D0"); t0=$(date +%s.%N)
-if [ -n "${PERF:-}" ]; then perf record -q -F 499 ${PERF_ARGS:--g} -p "$D0" -o "$PERF" -- sleep "$SECS" 2>/dev/null
+if [ -n "${PERF:-}" ]; then perf record -q -F ${PERF_FREQ:-499} ${PERF_ARGS:--g} -p "$D0" -o "$PERF" -- sleep "$SECS" 2>/dev/null
 else sleep "$SECS"; fi
 c1=$(cpu "$D0"); t1=$(date +%s.%N)
 kill -0 "$D0" || { cat "$DIR/mlccd-h0.log"; exit 1; }

@@ -14,6 +14,9 @@ use mlcc_proto::v1 as pb;
 #[derive(Default)]
 pub(super) struct PeerBook {
     upstream: Map<FlowId, PeerProgress>,
+    /// The reported flows of each job: a flow's upstream is sought among its own job's reports
+    /// only, not among every report of every job (that scan was quadratic in a host's flows).
+    by_job: Map<Box<str>, Vec<FlowId>>,
     silent: BTreeSet<String>,
 }
 
@@ -23,6 +26,14 @@ impl PeerBook {
         let Ok(id) = FlowId::new(&fp.flow_id) else {
             return;
         };
+        if !self.upstream.contains_key(&id)
+            && let Some(parts) = id.parts()
+        {
+            self.by_job
+                .entry(parts.job.into())
+                .or_default()
+                .push(id.clone());
+        }
         self.upstream.insert(
             id,
             PeerProgress {
@@ -42,19 +53,27 @@ impl PeerBook {
 
     /// Forgets reports older than `horizon` slots at `slot`.
     pub fn forget_older_than(&mut self, slot: Slot, horizon: u64) {
+        let before = self.upstream.len();
         self.upstream
             .retain(|_, p| slot.since(p.seen).is_none_or(|d| d <= horizon));
+        if self.upstream.len() < before {
+            let upstream = &self.upstream;
+            self.by_job.retain(|_, ids| {
+                ids.retain(|id| upstream.contains_key(id));
+                !ids.is_empty()
+            });
+        }
     }
 
     /// The latest reports of the peers' flows that `down` follows in Alg. 2 (docs/design.md §8,
     /// [`dependency::upstream`]): a ring flow's predecessors into this host, a PS worker's broadcasts from its server, a PS
     /// server's aggregations into it. Whether they are fresh is the policy's to judge.
     pub fn upstream_of(&self, down: &FlowParts<'_>) -> Vec<PeerProgress> {
+        let ids = self.by_job.get(down.job).map_or(&[][..], Vec::as_slice);
         dependency::upstream(
             down,
-            self.upstream
-                .iter()
-                .filter_map(|(id, p)| Some((id.parts()?, *p))),
+            ids.iter()
+                .filter_map(|id| Some((id.parts()?, *self.upstream.get(id)?))),
         )
     }
 
@@ -97,4 +116,61 @@ pub(super) fn from_sender<'a>(
 /// Whether a report came from `receiver`'s own flows (its answer to our exchange).
 pub(super) fn sent_by(fp: &pb::FlowProgress, receiver: &str) -> bool {
     FlowParts::parse(&fp.flow_id).is_some_and(|p| p.src == receiver)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(id: &str, sent: u64) -> pb::FlowProgress {
+        pb::FlowProgress {
+            flow_id: id.into(),
+            sent_bytes: sent,
+            finish_bytes: sent,
+            ..Default::default()
+        }
+    }
+
+    fn down(id: &str) -> FlowId {
+        FlowId::new(id).unwrap()
+    }
+
+    /// The per-job index finds what a scan of every report would, and forgets with the reports.
+    #[test]
+    fn upstream_is_sought_among_the_flows_own_job_and_forgotten_with_its_report() {
+        let mut book = PeerBook::default();
+        book.remember(&report("a/h1>h2/ring", 10), Slot(1));
+        book.remember(&report("b/h1>h2/ring", 20), Slot(5));
+        book.remember(&report("a/h3>h2/ring", 30), Slot(5));
+        book.remember(&report("not a group id", 40), Slot(5));
+        let a = down("a/h2>h3/ring");
+        let mut sent: Vec<f64> = book
+            .upstream_of(&a.parts().unwrap())
+            .iter()
+            .map(|p| p.sent)
+            .collect();
+        sent.sort_by(f64::total_cmp);
+        // The flow from its own receiver (h3) is dropped while another predecessor is there.
+        assert_eq!(sent, [10.0]);
+        let b = down("b/h2>h1/ring");
+        assert_eq!(book.upstream_of(&b.parts().unwrap())[0].sent, 20.0);
+        // A newer report of the same flow replaces it, once.
+        book.remember(&report("a/h1>h2/ring", 15), Slot(6));
+        assert_eq!(book.upstream_of(&a.parts().unwrap())[0].sent, 15.0);
+        assert_eq!(book.by_job["a"].len(), 2);
+        // The report from slot 1 ages out; the index follows.
+        book.remember(&report("a/h1>h2/ring", 15), Slot(1));
+        book.forget_older_than(Slot(6), 2);
+        let left: Vec<f64> = book
+            .upstream_of(&a.parts().unwrap())
+            .iter()
+            .map(|p| p.sent)
+            .collect();
+        assert_eq!(left, [30.0]);
+        book.forget_older_than(Slot(20), 2);
+        assert!(book.upstream_of(&a.parts().unwrap()).is_empty());
+        assert!(book.by_job.is_empty());
+        book.remember(&report("a/h1>h2/ring", 50), Slot(20));
+        assert_eq!(book.upstream_of(&a.parts().unwrap())[0].sent, 50.0);
+    }
 }
