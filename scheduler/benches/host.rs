@@ -15,6 +15,12 @@ use mlcc_proto::v1 as pb;
 use mlcc_scheduler::datapath::{SocketKey, SocketStats};
 use mlcc_scheduler::host::{FeedbackAnswers, HostConfig, HostScheduler, Observation};
 
+/// mlccd's allocator (the `mimalloc` feature, on by default): the slot's many small blocks cost
+/// what they cost in the daemon, not what glibc's malloc would make of them.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const K: usize = 10;
 
 fn ip(n: usize) -> String {

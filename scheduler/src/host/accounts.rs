@@ -2,10 +2,11 @@
 //! counters become flow groups with their bytes sent and left in the current iteration, the
 //! application's backlog and last slot's delivery — what core's policy observes.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 
 use mlcc_core::flow::FlowRole;
+use mlcc_core::hash::{self, Set};
 use mlcc_core::job::{self, Arch, FlowGroup, Job, Role};
 use mlcc_core::topology::NodeId;
 use mlcc_core::{FlowId, Slot};
@@ -167,7 +168,7 @@ impl Accounts {
         }
         let admin = self.admin_groups(fabric, &cfg.host, &contribs, &sockets);
         let tau_ns = cfg.policy.slots.tau_ns();
-        let mut present = HashSet::new();
+        let mut present = hash::set_with_capacity(self.flows.len());
         for (id, (job, role, dst, cs)) in contribs {
             present.insert(id.clone());
             let spec = merge(job, role, dst, &cs, slot, tau_ns);
@@ -341,7 +342,7 @@ impl Accounts {
         contribs: &Contributions,
         sockets: &Sockets,
     ) -> Vec<(FlowGroup, NodeId, Vec<SocketKey>)> {
-        let claimed: HashSet<SocketKey> = contribs
+        let claimed: Set<SocketKey> = contribs
             .values()
             .flat_map(|c| c.3.iter().flat_map(|x| x.sockets.iter().copied()))
             .collect();
