@@ -203,11 +203,8 @@ impl Planner {
     /// Plans slot `slot` for every local flow.
     pub fn plan(&mut self, slot: Slot, flows: &[FlowInput]) -> SlotOutput {
         // First occurrence of an id wins; a duplicate would double-book the flow.
-        let mut seen = hash::map_with_capacity(flows.len());
-        let inputs: Vec<&FlowInput> = flows
-            .iter()
-            .filter(|f| seen.insert(f.id.clone(), ()).is_none())
-            .collect();
+        let mut seen = hash::set_with_capacity(flows.len());
+        let inputs: Vec<&FlowInput> = flows.iter().filter(|f| seen.insert(&f.id)).collect();
 
         let achievable = self.achievable(slot, &inputs);
         let mut order: Vec<usize> = (0..inputs.len()).collect();
@@ -243,7 +240,7 @@ impl Planner {
         let mut withdrawn: Vec<FlowId> = self
             .prev
             .keys()
-            .filter(|id| !seen.contains_key(*id))
+            .filter(|id| !seen.contains(id))
             .cloned()
             .collect();
         withdrawn.sort();
@@ -251,7 +248,7 @@ impl Planner {
             self.prev.remove(id);
             self.estimators.remove(id);
         }
-        self.estimators.retain(|id, _| seen.contains_key(id));
+        self.estimators.retain(|id, _| seen.contains(id));
         for d in &decisions {
             if d.done {
                 self.prev.remove(&d.id);

@@ -40,7 +40,7 @@ pub(super) struct AdminJob {
 /// The datapath's sockets this slot: by 4-tuple (/proc does not give the netns cookie, the
 /// datapath does), and their counters.
 struct Sockets {
-    by_tuple: mlcc_core::hash::Map<(SocketAddr, SocketAddr), Vec<SocketKey>>,
+    by_tuple: hash::Map<(SocketAddr, SocketAddr), Vec<SocketKey>>,
     counters: Counters,
 }
 

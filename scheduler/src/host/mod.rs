@@ -349,7 +349,7 @@ impl HostScheduler {
     }
 
     /// Peer progress known now (for operators).
-    pub fn upstream(&self) -> &mlcc_core::hash::Map<FlowId, PeerProgress> {
+    pub fn upstream(&self) -> impl Iterator<Item = (&FlowId, &PeerProgress)> {
         self.peers.reports()
     }
 

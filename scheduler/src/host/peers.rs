@@ -13,67 +13,61 @@ use mlcc_proto::v1 as pb;
 /// Peers' reports and their silence.
 #[derive(Default)]
 pub(super) struct PeerBook {
-    upstream: Map<FlowId, PeerProgress>,
-    /// The reported flows of each job: a flow's upstream is sought among its own job's reports
-    /// only, not among every report of every job (that scan was quadratic in a host's flows).
-    by_job: Map<Box<str>, Vec<FlowId>>,
+    /// Each flow's latest report, by job: a flow's upstream is sought among its own job's
+    /// reports only, not among every report of every job (that scan was quadratic in a host's
+    /// flows).
+    by_job: Map<Box<str>, Map<FlowId, PeerProgress>>,
     silent: BTreeSet<String>,
 }
 
 impl PeerBook {
     /// Keeps `fp` as its flow's latest report, seen in `slot`; an id of another form is ignored.
     pub fn remember(&mut self, fp: &pb::FlowProgress, slot: Slot) {
-        let Ok(id) = FlowId::new(&fp.flow_id) else {
+        let (Ok(id), Some(parts)) = (FlowId::new(&fp.flow_id), FlowParts::parse(&fp.flow_id))
+        else {
             return;
         };
-        if !self.upstream.contains_key(&id)
-            && let Some(parts) = id.parts()
-        {
-            self.by_job
+        let report = PeerProgress {
+            sent: fp.sent_bytes as f64,
+            finish: fp.finish_bytes as f64,
+            iteration: fp.iteration,
+            seen: slot,
+            reported_in: (fp.slot > 0).then_some(Slot(fp.slot)),
+            next_rate: if fp.next_rate_bytes_per_sec.is_finite() {
+                fp.next_rate_bytes_per_sec.max(0.0)
+            } else {
+                0.0
+            },
+        };
+        match self.by_job.get_mut(parts.job) {
+            Some(reports) => reports.insert(id, report),
+            None => self
+                .by_job
                 .entry(parts.job.into())
                 .or_default()
-                .push(id.clone());
-        }
-        self.upstream.insert(
-            id,
-            PeerProgress {
-                sent: fp.sent_bytes as f64,
-                finish: fp.finish_bytes as f64,
-                iteration: fp.iteration,
-                seen: slot,
-                reported_in: (fp.slot > 0).then_some(Slot(fp.slot)),
-                next_rate: if fp.next_rate_bytes_per_sec.is_finite() {
-                    fp.next_rate_bytes_per_sec.max(0.0)
-                } else {
-                    0.0
-                },
-            },
-        );
+                .insert(id, report),
+        };
     }
 
     /// Forgets reports older than `horizon` slots at `slot`.
     pub fn forget_older_than(&mut self, slot: Slot, horizon: u64) {
-        let before = self.upstream.len();
-        self.upstream
-            .retain(|_, p| slot.since(p.seen).is_none_or(|d| d <= horizon));
-        if self.upstream.len() < before {
-            let upstream = &self.upstream;
-            self.by_job.retain(|_, ids| {
-                ids.retain(|id| upstream.contains_key(id));
-                !ids.is_empty()
-            });
-        }
+        self.by_job.retain(|_, reports| {
+            reports.retain(|_, p| slot.since(p.seen).is_none_or(|d| d <= horizon));
+            !reports.is_empty()
+        });
     }
 
     /// The latest reports of the peers' flows that `down` follows in Alg. 2 (docs/design.md §8,
     /// [`dependency::upstream`]): a ring flow's predecessors into this host, a PS worker's broadcasts from its server, a PS
     /// server's aggregations into it. Whether they are fresh is the policy's to judge.
     pub fn upstream_of(&self, down: &FlowParts<'_>) -> Vec<PeerProgress> {
-        let ids = self.by_job.get(down.job).map_or(&[][..], Vec::as_slice);
         dependency::upstream(
             down,
-            ids.iter()
-                .filter_map(|id| Some((id.parts()?, *self.upstream.get(id)?))),
+            self.by_job
+                .get(down.job)
+                .into_iter()
+                .flatten()
+                .filter_map(|(id, p)| Some((id.parts()?, *p))),
         )
     }
 
@@ -93,8 +87,8 @@ impl PeerBook {
         self.silent.iter()
     }
 
-    pub fn reports(&self) -> &Map<FlowId, PeerProgress> {
-        &self.upstream
+    pub fn reports(&self) -> impl Iterator<Item = (&FlowId, &PeerProgress)> {
+        self.by_job.values().flatten()
     }
 }
 

@@ -512,8 +512,7 @@ async fn three_schedulers_share_a_switch_and_degrade_without_it() {
             .shared
             .host()
             .upstream()
-            .keys()
-            .any(|id| id.as_str() == "ring/h3>h1/ring")
+            .any(|(id, _)| id.as_str() == "ring/h3>h1/ring")
     );
     // A call can miss its τ/3 deadline on a loaded 2-core machine; healthy means the switch
     // is reachable again within a few slots.
