@@ -1014,7 +1014,7 @@ fn a_torch_ddp_job_is_scheduled_and_its_progress_is_exact() {
             .flatten()
             .map(|&(e, z)| (e * z).div_ceil(1 << 20).max(4).div_ceil(2) * 2)
             .sum();
-        let tcp = t["tcp_bytes_sent"].as_u64().unwrap();
+        let tcp = t["tcp_bytes_acked"].as_u64().unwrap();
         assert!(
             tcp >= snap.bytes_sent && tcp <= snap.bytes_sent + sends * 64 + 64 * 1024,
             "rank {rank}: TCP carried {tcp}, the ring {} ({sends} segments)",

@@ -23,10 +23,9 @@ import threading
 import time
 from typing import Dict, List, Optional, Tuple
 
-# struct tcp_info (linux/tcp.h): tcpi_bytes_acked, tcpi_bytes_sent and tcpi_bytes_retrans
+# struct tcp_info (linux/tcp.h): tcpi_unacked (segments in flight) and tcpi_bytes_acked
+TCP_INFO_UNACKED = 24
 TCP_INFO_BYTES_ACKED = 120
-TCP_INFO_BYTES_SENT = 200  # Linux 5.5+
-TCP_INFO_BYTES_RETRANS = 208
 TCP_INFO_LEN = 216
 
 
@@ -131,21 +130,28 @@ def acked_bytes(socks: List[socket.socket]) -> int:
     return total
 
 
-def tcp_sent() -> int:
-    """Payload bytes this process's TCP sockets have sent so far, retransmissions aside
-    (0 where the kernel predates tcpi_bytes_sent)."""
+def tcp_acked(settle_s: float = 0.0) -> int:
+    """Payload bytes of this process's TCP sockets the peers have acknowledged, read once no
+    segment is in flight (or after ``settle_s``).
+
+    Acknowledged, not sent: tcpi_bytes_sent also counts a segment the local qdisc dropped and
+    TCP then sent again as new data, which no retransmission counter subtracts."""
     socks = remote_tcp_sockets()
-    total = 0
+    deadline = time.time() + settle_s
+    while time.time() < deadline and any(in_flight(s) for s in socks):
+        time.sleep(0.005)
+    total = acked_bytes(socks)
     for s in socks:
-        try:
-            info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_LEN)
-            if len(info) >= TCP_INFO_LEN:
-                sent, retrans = struct.unpack_from("<QQ", info, TCP_INFO_BYTES_SENT)
-                total += sent - retrans
-        except OSError:
-            pass
         s.close()
     return total
+
+
+def in_flight(s: socket.socket) -> bool:
+    try:
+        info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_LEN)
+        return struct.unpack_from("<I", info, TCP_INFO_UNACKED)[0] > 0
+    except OSError:
+        return False
 
 
 def set_congestion_control(name: str) -> None:
@@ -261,8 +267,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if sampler:
         sampler.start()
     times: List[float] = []
+    acked_before = tcp_acked(settle_s=2.0)
     t_first = time.time()
-    sent_before = tcp_sent()
     for _ in range(a.iterations):
         t0 = time.time()
         x = torch.randn(a.batch, w, generator=gen).to(device)
@@ -274,9 +280,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             torch.cuda.synchronize()
         times.append(time.time() - t0)
     end = time.time()
-    tcp_training = tcp_sent() - sent_before
-    report = finish(a, dist, torch, model, state, sampler, times, start, end, t_first, w)
-    report["torch"]["tcp_bytes_sent"] = tcp_training
+    report = finish(a, dist, torch, model, state, sampler, times, start, end, t_first, w,
+                    acked_before)
     print(json.dumps(report), flush=True)
     # Kept alive past main(): freeing DDP, and with it Gloo's process group, after
     # destroy_process_group hung about one exit in ten with PyTorch 1.13 (Gloo's device thread
@@ -286,7 +291,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 0 if report["verified"] else 1
 
 
-def finish(a, dist, torch, model, state, sampler, times, start, end, t_first, w) -> Dict:
+def finish(a, dist, torch, model, state, sampler, times, start, end, t_first, w,
+           acked_before: int) -> Dict:
     # Every rank must hold the same parameters after the last step: DDP averaged them all.
     # The sums stay on the parameters' device: the NCCL backend has no CPU tensors ("No backend
     # type associated with device type cpu").
@@ -295,6 +301,9 @@ def finish(a, dist, torch, model, state, sampler, times, start, end, t_first, w)
     dist.all_reduce(hi, op=dist.ReduceOp.MAX)
     dist.all_reduce(lo, op=dist.ReduceOp.MIN)
     verified = bool(torch.equal(hi, lo))
+    # The peers have received every training byte by now; once nothing is in flight they
+    # have acknowledged them too (with the check's few hundred bytes).
+    tcp_training = tcp_acked(settle_s=2.0) - acked_before
     if sampler:
         sampler.halt.set()
         sampler.join()
@@ -320,6 +329,7 @@ def finish(a, dist, torch, model, state, sampler, times, start, end, t_first, w)
             "param_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
             "buckets": buckets, "ring_sent": ring_sent,
             "startup_s": t_first - start, "progress_hex": snapshot.hex(),
+            "tcp_bytes_acked": tcp_training,
         },
     }
 
