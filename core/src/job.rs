@@ -88,9 +88,11 @@ pub fn ring_flow_bytes(model: u64, workers: u64) -> u64 {
 }
 
 /// How far a ring flow may run ahead of its predecessor: one chunk M/N (each worker sends its
-/// own chunk first).
+/// own chunk first). Where the ring's size is unknown (0: a learned job, whose `model` is the
+/// bytes an iteration moves), the chunk of the smallest ring, half of it: at least any
+/// larger ring's, so the dependency never holds a flow back further than its ring does.
 pub fn ring_slack_bytes(model: u64, workers: u64) -> u64 {
-    model / workers.max(1)
+    model / workers.max(2)
 }
 
 /// Bytes each worker pushes to, and pulls from, each of `servers` parameter servers per

@@ -9,7 +9,8 @@
 //! How: the period is the lag at which the per-slot byte series (smoothed over three slots)
 //! matches itself (autocorrelation over a window, the shortest peak at least 0.6 of the best,
 //! so a job is not read at a multiple of its period); an iteration begins where a quiet slot gives way to an active one,
-//! at most once per 0.6 periods (a bucket's pause inside an iteration is not a new one); an
+//! at most once per 0.6 periods (a bucket's pause inside an iteration is not a new one) or,
+//! once an estimate stands, once 90 % of an iteration's bytes have moved; an
 //! estimate stands once `min_iterations` whole iterations in a row agree on their bytes within
 //! `byte_tolerance` and on their length within two slots or `period_tolerance`. It is withdrawn
 //! when the traffic stops for two periods, or an iteration runs far past its bytes and its
@@ -18,6 +19,12 @@
 use std::collections::VecDeque;
 
 use crate::slot::Slot;
+
+pub mod identity;
+
+/// The share of an iteration's bytes after which, once an estimate stands, a pause ends the
+/// iteration rather than interrupting it.
+const MOST_OF_AN_ITERATION: f64 = 0.9;
 
 /// What the learner needs to call traffic periodic.
 #[derive(Clone, Debug, PartialEq)]
@@ -148,7 +155,8 @@ impl Learner {
             (None, None) => return None,
         };
         let threshold = self.threshold();
-        self.track_onsets(now, period, threshold);
+        let per_iteration = self.estimate.as_ref().map(|e| e.bytes_per_iteration);
+        self.track_onsets(now, period, threshold, per_iteration);
         let iterations = self.whole_iterations(now);
         let agreed = self.agreeing(&iterations, period, standing.map(|s| s.0))?;
         let &start = self.onsets.back()?;
@@ -218,8 +226,17 @@ impl Learner {
     }
 
     /// Adds the iteration starts in the window not seen yet: a quiet slot then an active one,
-    /// at least 0.6 periods after the last start.
-    fn track_onsets(&mut self, now: Slot, period: usize, threshold: f64) {
+    /// at least 0.6 periods after the last start; or, once an estimate of `per_iteration`
+    /// bytes stands, once the last iteration has moved most of its bytes, however long that
+    /// took. A scheduled job pauses mid-iteration while another takes its turn, and that
+    /// pause would otherwise split the iteration the schedule was planned from.
+    fn track_onsets(
+        &mut self,
+        now: Slot,
+        period: usize,
+        threshold: f64,
+        per_iteration: Option<f64>,
+    ) {
         let active = |b: f64| b >= threshold && b > 0.0;
         let min_gap = ((period as f64) * 0.6).ceil() as u64;
         for i in 1..self.bytes.len() {
@@ -228,9 +245,16 @@ impl Learner {
                 continue;
             }
             let s = self.slot_of(now, i);
+            let early = |last: Slot| match per_iteration {
+                Some(b) => {
+                    let moved: f64 = self.bytes.range(self.index_of(now, last)..i).sum();
+                    moved < MOST_OF_AN_ITERATION * b
+                }
+                None => s.0 - last.0 < min_gap,
+            };
             match self.onsets.back() {
                 Some(&last) if s.0 <= last.0 => continue,
-                Some(&last) if s.0 - last.0 < min_gap => continue,
+                Some(&last) if early(last) => continue,
                 _ => self.onsets.push_back(s),
             }
         }
@@ -476,6 +500,31 @@ mod tests {
         assert!(seen[learned_at - 1].is_some());
         let lost = seen[learned_at..].iter().filter(|e| e.is_none()).count();
         assert_eq!(lost, 0, "withdrawn while the bytes per iteration held");
+    }
+
+    #[test]
+    fn a_turn_given_mid_iteration_neither_splits_the_iteration_nor_withdraws_the_estimate() {
+        // Learned alone (8 slots of comm, 4 of compute); then scheduled beside another job:
+        // half its comm, a pause as long as the other's turn, the other half.
+        let mut x = ddp(6, 8, 4, 16.0 * MB, 21);
+        let learned_at = x.len();
+        for _ in 0..12 {
+            x.extend([2.0 * MB; 4]);
+            x.extend([0.0; 10]);
+            x.extend([2.0 * MB; 4]);
+            x.extend([0.0; 4]);
+        }
+        let mut l = Learner::new(LearnerConfig::default());
+        let seen = feed(&mut l, &x);
+        assert!(seen[learned_at - 1].is_some());
+        let lost = seen[learned_at..].iter().filter(|e| e.is_none()).count();
+        assert_eq!(lost, 0, "withdrawn when the schedule paused it");
+        let e = seen.last().unwrap().clone().unwrap();
+        assert!(
+            (e.bytes_per_iteration / (16.0 * MB) - 1.0).abs() <= 0.02,
+            "{e:?}"
+        );
+        assert!((e.period_slots - 22.0).abs() <= 1.0, "{e:?}");
     }
 
     #[test]

@@ -64,8 +64,10 @@ pub struct Training<'a> {
     pub bytes: f64,
     pub sent: f64,
     pub slack: f64,
-    /// Bytes the sender's application holds and has not sent (the daemon's backlog).
-    pub held: f64,
+    /// Bytes the sender's application holds and has not sent (the daemon's backlog); `None`
+    /// where nothing tells (a learned job: its sockets say what left, not what was handed
+    /// over).
+    pub held: Option<f64>,
     /// Bytes/s delivered last slot.
     pub last_achieved: f64,
     pub upstream: Vec<FlowId>,
@@ -90,7 +92,7 @@ impl Training<'_> {
         o.sent_bytes = self.sent;
         o.remaining_bytes = Some((self.bytes - self.sent).max(0.0));
         o.slack_bytes = self.slack;
-        o.app_backlog = Some(self.held);
+        o.app_backlog = self.held;
         o.achieved = Some(self.last_achieved);
         Active {
             src: self.src,

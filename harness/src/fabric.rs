@@ -238,7 +238,7 @@ impl Fabric {
                     bytes: f.bytes,
                     sent: f.sent,
                     slack: f.slack,
-                    held,
+                    held: Some(held),
                     last_achieved: f.last_achieved,
                     upstream: f
                         .upstream

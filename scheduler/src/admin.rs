@@ -157,7 +157,7 @@ impl pb::admin_server::Admin for AdminService {
             jobs.insert(j.id.clone(), job_to_pb(j, "admin"));
         }
         for f in h.flows() {
-            if f.source == Source::Progress {
+            if f.source != Source::Admin {
                 let e = jobs.entry(f.job.clone()).or_insert_with(|| pb::Job {
                     job_id: f.job.clone(),
                     source: "progress".into(),

@@ -4,20 +4,23 @@
 //! which process owns which of the datapath's sockets, and what a progress file would have
 //! held. Whether the traffic is periodic, and what it moves per iteration, is core's.
 //!
-//! A learned process is a job of its own (`learned-<host>-<pid>`, an all-reduce of world size
-//! unknown): nothing ties it to its peers on other hosts, so the per-job rules that need the
-//! whole job (Alg. 2's dependencies across hosts) do not apply to it. A progress file, when one
-//! appears for the process, wins.
+//! A learned process starts as a job of its own (`learned-<host>-<pid>`, an all-reduce of world
+//! size unknown) and takes the name of its peers' job as their reports reach it: each report of
+//! a learned flow names its sockets, and the process at this end of one goes by the least label
+//! it hears (core's [`identity`] rule). Once its ranks agree, the job's flows follow one another
+//! in Alg. 2 across hosts as a job with progress files does. A progress file, when one appears
+//! for the process, wins.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 
 use mlcc_core::Slot;
 use mlcc_core::job::{Arch, Role};
+use mlcc_core::learn::identity::{Identity, Label};
 use mlcc_core::learn::{Learned, Learner, LearnerConfig};
 
 use crate::datapath::{SocketKey, SocketStats, canonical};
-use crate::host::ProcessObs;
+use crate::host::{HeardLabel, ProcessObs};
 use crate::progress::{ProgressHeader, ProgressSnapshot};
 use crate::sockets::{SocketSource, TcpConn};
 
@@ -48,6 +51,9 @@ pub struct LearnedProcesses {
 struct Tracked {
     learner: Learner,
     conns: Vec<TcpConn>,
+    /// The process's job and iteration count as its peers' reports settle them (what was
+    /// heard over a connection is kept while the connection is open).
+    identity: Identity<(SocketAddr, SocketAddr)>,
     /// Each socket's `bytes_acked` when last read, and the bytes acked over all of them since
     /// the process was found (a socket closing takes nothing back).
     acked: HashMap<SocketKey, u64>,
@@ -83,7 +89,7 @@ impl LearnedProcesses {
     /// One slot: finds processes owning datapath sockets no progress file accounts for, feeds
     /// each one's bytes to its learner, and returns the observations of those learned.
     /// `known` are the processes with progress files; `mine` says which local addresses are
-    /// this host's.
+    /// this host's; `heard` the labels peers' reports carried, by connection.
     pub fn step(
         &mut self,
         slot: Slot,
@@ -91,6 +97,7 @@ impl LearnedProcesses {
         stats: Option<&[(SocketKey, SocketStats)]>,
         mine: &dyn Fn(&SocketAddr) -> bool,
         sockets: &dyn SocketSource,
+        heard: &[HeardLabel],
     ) -> Vec<ProcessObs> {
         let Some(stats) = stats else {
             return Vec::new();
@@ -102,6 +109,7 @@ impl LearnedProcesses {
             self.next_scan = slot.0 + SCAN_SLOTS;
             self.scan(known, &known_pids, stats, mine, sockets);
         }
+        self.hear(heard);
         self.feed(slot, stats);
         self.observations()
     }
@@ -119,26 +127,50 @@ impl LearnedProcesses {
                     confidence: e.map(|e| e.confidence),
                     period_ms: e.map(|e| e.period_slots * ms),
                     bytes_per_iteration: e.map(|e| e.bytes_per_iteration),
-                    iteration: e.map(|e| e.iteration),
+                    iteration: e.map(|e| t.identity.iteration(e.iteration)),
                 }
             })
             .collect()
     }
 
     fn job_id(&self, pid: u32) -> String {
-        format!("learned-{}-{pid}", self.host)
+        self.procs.get(&pid).map_or_else(
+            || Label::own(&self.host, pid).job_id(),
+            |t| t.identity.label().job_id(),
+        )
     }
 
     /// Drops the processes gone (their connections cannot be listed) and keeps the others'
-    /// connections current.
+    /// connections current, and what was heard over those still open.
     fn refresh_connections(&mut self, sockets: &dyn SocketSource) {
         self.procs.retain(|&pid, t| match sockets.connections(pid) {
             Ok(c) => {
                 t.conns = c;
+                let open: HashSet<_> = t.conns.iter().map(|c| tuple(c.local, c.remote)).collect();
+                t.identity.retain(|k| open.contains(k));
                 true
             }
             Err(_) => false,
         });
+    }
+
+    /// Gives each label heard to the process at this end of its connection.
+    fn hear(&mut self, heard: &[HeardLabel]) {
+        if heard.is_empty() {
+            return;
+        }
+        let mut owner: HashMap<(SocketAddr, SocketAddr), u32> = HashMap::new();
+        for (&pid, t) in &self.procs {
+            for c in &t.conns {
+                owner.insert(tuple(c.local, c.remote), pid);
+            }
+        }
+        for h in heard {
+            if let Some(t) = owner.get(&h.conn).and_then(|pid| self.procs.get_mut(pid)) {
+                let mine = t.learner.estimate().map(|e| e.iteration);
+                t.identity.hear(h.conn, h.label.clone(), h.iteration, mine);
+            }
+        }
     }
 
     /// Starts learning every process that owns one of this host's datapath sockets no progress
@@ -202,6 +234,7 @@ impl LearnedProcesses {
                     Tracked {
                         learner: Learner::new(self.cfg.clone()),
                         conns,
+                        identity: Identity::new(Label::own(&self.host, pid)),
                         acked: HashMap::new(),
                         total: 0,
                     },
@@ -251,7 +284,7 @@ impl LearnedProcesses {
                 let e = t.learner.estimate()?;
                 Some(ProcessObs {
                     header: self.header(pid, e),
-                    snapshot: self.snapshot(t.total, e),
+                    snapshot: self.snapshot(t.total, e, t.identity.iteration(e.iteration)),
                     conns: t.conns.clone(),
                 })
             })
@@ -274,12 +307,13 @@ impl LearnedProcesses {
         }
     }
 
-    fn snapshot(&self, total: u64, e: &Learned) -> ProgressSnapshot {
+    /// What a progress file would say, the iteration counted as the job counts it.
+    fn snapshot(&self, total: u64, e: &Learned, iteration: u64) -> ProgressSnapshot {
         let sent = (e.sent_this_iteration as u64).min(total);
         ProgressSnapshot {
             bytes_sent: total,
             bytes_received: 0,
-            iteration: e.iteration,
+            iteration,
             iteration_start_ns: e.iteration_start.0 * self.tau_ns,
             iteration_start_sent: total - sent,
             last_iteration_bytes: e.last_iteration_bytes as u64,
@@ -389,7 +423,14 @@ mod tests {
             if with_progress_file {
                 known_procs.push(with_file(10, job));
             }
-            out = l.step(Slot(1000 + s), &known_procs, Some(&st), &mine, &sockets);
+            out = l.step(
+                Slot(1000 + s),
+                &known_procs,
+                Some(&st),
+                &mine,
+                &sockets,
+                &[],
+            );
         }
         (out, l.status())
     }
@@ -425,11 +466,18 @@ mod tests {
         let mut l = LearnedProcesses::new(LearnerConfig::default(), "h1", 30_000_000);
         // A socket nobody here owns (another namespace's): pid 10, not connected yet, is
         // looked at and passed over.
-        l.step(Slot(0), &[], Some(&[stats(&other, 1)]), &mine, &sockets);
+        l.step(
+            Slot(0),
+            &[],
+            Some(&[stats(&other, 1)]),
+            &mine,
+            &sockets,
+            &[],
+        );
         assert!(l.procs.is_empty());
         sockets.set(10, vec![late]);
         let both = [stats(&other, 1), stats(&late, 1)];
-        l.step(Slot(SCAN_SLOTS), &[], Some(&both), &mine, &sockets);
+        l.step(Slot(SCAN_SLOTS), &[], Some(&both), &mine, &sockets, &[]);
         assert!(
             l.procs.contains_key(&10),
             "found at the next scan, not {RECHECK_SCANS} later"
@@ -449,11 +497,110 @@ mod tests {
         let c = conn("10.0.0.1:4000", "10.0.0.2:5000");
         sockets.set(10, vec![c]);
         let mut l = LearnedProcesses::new(LearnerConfig::default(), "h1", 30_000_000);
-        assert!(l.step(Slot(1), &[], None, &mine, &sockets).is_empty());
-        l.step(Slot(2), &[], Some(&[stats(&c, 5_000_000)]), &mine, &sockets);
-        l.step(Slot(3), &[], Some(&[stats(&c, 9_000_000)]), &mine, &sockets);
+        assert!(l.step(Slot(1), &[], None, &mine, &sockets, &[]).is_empty());
+        l.step(
+            Slot(2),
+            &[],
+            Some(&[stats(&c, 5_000_000)]),
+            &mine,
+            &sockets,
+            &[],
+        );
+        l.step(
+            Slot(3),
+            &[],
+            Some(&[stats(&c, 9_000_000)]),
+            &mine,
+            &sockets,
+            &[],
+        );
         // The socket is gone from the datapath: the total stays where it was.
-        l.step(Slot(4), &[], Some(&[]), &mine, &sockets);
+        l.step(Slot(4), &[], Some(&[]), &mine, &sockets, &[]);
         assert_eq!(l.procs[&10].total, 4_000_000);
+    }
+
+    #[test]
+    fn a_process_takes_the_least_label_heard_over_its_connections_while_they_are_open() {
+        let sockets = StaticSockets::default();
+        let (c, other) = (
+            conn("10.0.0.1:4000", "10.0.0.2:5000"),
+            conn("10.0.0.1:4001", "10.0.0.3:5000"),
+        );
+        sockets.set(10, vec![c, other]);
+        let mut l = LearnedProcesses::new(LearnerConfig::default(), "h5", 30_000_000);
+        let tup = |c: &TcpConn| tuple(c.local, c.remote);
+        let heard = |conn, label| HeardLabel {
+            conn,
+            label,
+            iteration: 5,
+        };
+        let heard = [
+            heard(tup(&c), Label::own("h2", 77)),
+            heard(tup(&other), Label::own("h9", 1)),
+            // Over a connection of no process here: nobody takes it.
+            heard(
+                tuple(addr("10.0.0.1:9"), addr("10.0.0.4:9")),
+                Label::own("a", 1),
+            ),
+        ];
+        let st = [stats(&c, 1), stats(&other, 1)];
+        l.step(Slot(0), &[], Some(&st), &mine, &sockets, &heard);
+        assert_eq!(l.status()[0].job_id, "learned-h2-77");
+        // A greater label changes nothing; what was heard stays while its connection does.
+        let greater = [HeardLabel {
+            conn: tup(&other),
+            label: Label::own("h7", 1),
+            iteration: 5,
+        }];
+        l.step(Slot(1), &[], Some(&st), &mine, &sockets, &greater);
+        assert_eq!(l.status()[0].job_id, "learned-h2-77");
+        l.step(Slot(2), &[], Some(&st), &mine, &sockets, &[]);
+        assert_eq!(l.status()[0].job_id, "learned-h2-77");
+        // The connection it came over closes: the least still heard is the process's own.
+        sockets.set(10, vec![other]);
+        l.step(Slot(3), &[], Some(&st), &mine, &sockets, &[]);
+        assert_eq!(l.status()[0].job_id, "learned-h5-10");
+    }
+
+    /// Once its peer's reports reach it, a learned process reads as its peer's job would: the
+    /// peer's label, and the peer's iteration count (here 3 ahead of its own).
+    #[test]
+    fn a_learned_process_reports_its_peers_job_and_count() {
+        let sockets = StaticSockets::default();
+        let job = conn("10.0.0.1:4000", "10.0.0.2:5000");
+        sockets.set(10, vec![job]);
+        let mut l = LearnedProcesses::new(LearnerConfig::default(), "h5", 30_000_000);
+        let (mut total, mut out) = (0u64, Vec::new());
+        for s in 0..80u64 {
+            if s % 12 < 8 {
+                total += 2_000_000;
+            }
+            let count = l
+                .procs
+                .get(&10)
+                .and_then(|t| t.learner.estimate())
+                .map(|e| e.iteration);
+            let heard: Vec<HeardLabel> = count
+                .map(|it| HeardLabel {
+                    conn: tuple(job.local, job.remote),
+                    label: Label::own("h1", 4),
+                    iteration: it + 3,
+                })
+                .into_iter()
+                .collect();
+            out = l.step(
+                Slot(s),
+                &[],
+                Some(&[stats(&job, total)]),
+                &mine,
+                &sockets,
+                &heard,
+            );
+        }
+        let p = &out[0];
+        assert_eq!(p.header.job_id, "learned-h1-4");
+        let own = l.procs[&10].learner.estimate().unwrap().iteration;
+        assert_eq!(p.snapshot.iteration, own + 3);
+        assert_eq!(l.status()[0].iteration, Some(own + 3));
     }
 }

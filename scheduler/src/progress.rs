@@ -6,6 +6,7 @@
 //! file with the wrong magic, version or size, or a job id that is not a clean UTF-8 name, is
 //! refused with an error that says what is wrong, and the caller skips it with a warning.
 
+use mlcc_core::learn::identity::Label;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -148,6 +149,11 @@ pub enum ProgressError {
     HeaderSize { path: PathBuf, found: u32 },
     #[error("{path}: job id is not 1-63 characters of [A-Za-z0-9._-]")]
     JobId { path: PathBuf },
+    #[error(
+        "{path}: job id {job_id:?} starts with {:?}, which names the jobs mlccd learns from their sockets",
+        mlcc_core::learn::identity::JOB_PREFIX
+    )]
+    ReservedJobId { path: PathBuf, job_id: String },
     #[error("{path}: unknown {what} {value}")]
     Enum {
         path: PathBuf,
@@ -430,6 +436,9 @@ impl ProgressReader {
             .filter(|s| valid_job_id(s))
             .ok_or_else(|| ProgressError::JobId { path: p() })?
             .to_string();
+        if Label::of_job(&job_id).is_some() {
+            return Err(ProgressError::ReservedJobId { path: p(), job_id });
+        }
         let arch = match h.arch {
             0 => None,
             1 => Some(Arch::Allreduce),

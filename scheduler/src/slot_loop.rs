@@ -268,7 +268,8 @@ impl SlotLoop {
         let me = self.topo.node_by_name(&self.cfg.host);
         let topo = &self.topo;
         let mine = |a: &std::net::SocketAddr| me.is_some() && topo.host_by_ip(a.ip()) == me;
-        let out = learned.step(slot, known, stats, &mine, self.sockets.as_ref());
+        let heard = self.shared.host().take_heard_labels();
+        let out = learned.step(slot, known, stats, &mine, self.sockets.as_ref(), &heard);
         (out, learned.status())
     }
 

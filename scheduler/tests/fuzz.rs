@@ -193,7 +193,12 @@ fn name(i: u8) -> String {
 
 fn flow_id(job: u8, src: u8, dst: u8, role: u8) -> String {
     let role = ["agg", "bcast", "ring", "x"][role as usize % 4];
-    format!("j{}/{}>{}/{role}", job % 3, name(src), name(dst))
+    // One job in four is a learned one, whose reports carry sockets.
+    let job = match job % 4 {
+        3 => "learned-h1-7".to_string(),
+        j => format!("j{j}"),
+    };
+    format!("{job}/{}>{}/{role}", name(src), name(dst))
 }
 
 #[derive(Debug, TypeGenerator)]
@@ -215,6 +220,9 @@ struct FlowIn {
     rate: f64,
     slot: u64,
     next_rate: f64,
+    /// (local, remote): any strings, well-formed addresses or not.
+    #[generator(produce::<Vec<(String, String)>>().with().len(0usize..3))]
+    sockets: Vec<(String, String)>,
 }
 
 impl FlowIn {
@@ -227,6 +235,14 @@ impl FlowIn {
             iteration: self.iteration,
             slot: self.slot,
             next_rate_bytes_per_sec: self.next_rate,
+            sockets: self
+                .sockets
+                .iter()
+                .map(|(local, remote)| pb::SocketPair {
+                    local: local.clone(),
+                    remote: remote.clone(),
+                })
+                .collect(),
         }
     }
 }

@@ -247,3 +247,24 @@ fn corrupt_truncated_and_foreign_files_are_refused_with_reasons() {
     let e = ProgressReader::open(&d.join("missing")).unwrap_err();
     assert!(matches!(e, ProgressError::Io { .. }));
 }
+
+/// `learned-…` names the jobs mlccd learns from their sockets: a progress file that takes the
+/// prefix is refused, with the reason, rather than read as a learned job.
+#[test]
+fn a_progress_file_may_not_take_a_learned_jobs_name() {
+    let _g = WRITER.lock().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(open(dir.path(), "learned-h1-10", 1, 0, 0), 0);
+    let path = writer_path();
+    let err = ProgressReader::open(&path).err().expect("refused");
+    assert!(
+        matches!(&err, ProgressError::ReservedJobId { job_id, .. } if job_id == "learned-h1-10"),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("learns from their sockets"),
+        "{err}"
+    );
+    // SAFETY: closes the file opened above.
+    unsafe { mlcc_shim_close() };
+}

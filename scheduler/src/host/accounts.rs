@@ -2,6 +2,7 @@
 //! counters become flow groups with their bytes sent and left in the current iteration, the
 //! application's backlog and last slot's delivery — what core's policy observes.
 
+use mlcc_core::learn::identity::Label;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 
@@ -241,8 +242,7 @@ impl Accounts {
         );
         let sent = s.sent_this_iteration() as f64;
         let expected = Expected::of(h, role, s.last_iteration_bytes);
-        let world = h.world_size as f64;
-        let slack = if role == FlowRole::Ring && world >= 1.0 {
+        let slack = if role == FlowRole::Ring {
             job::ring_slack_bytes(h.model_bytes, u64::from(h.world_size)) as f64
         } else {
             0.0
@@ -512,10 +512,13 @@ fn merge(
     let start_ns = cs.iter().map(|c| c.iteration_start_ns).max().unwrap_or(0);
     let last_iteration: f64 = cs.iter().map(|c| c.last_iteration_bytes).sum();
     FlowSpec {
+        source: match Label::of_job(&job) {
+            Some(_) => Source::Learned,
+            None => Source::Progress,
+        },
         job,
         role,
         dst,
-        source: Source::Progress,
         sockets,
         conns: cs.iter().map(|c| c.conns).sum(),
         expected: cs.iter().map(|c| c.expected).sum(),

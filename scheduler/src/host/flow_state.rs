@@ -512,8 +512,10 @@ impl FlowState {
             // Core plans it as a bulk transfer (PolicyConfig::remaining_of).
             None => "unknown: planned as bulk",
         };
-        self.app_backlog = match (spec.sent_share, since_start) {
-            (Some(enqueued), Some(acked)) => Some((enqueued - acked).max(0.0)),
+        // A learned process's count is of bytes acked, not handed over: no backlog is known.
+        self.app_backlog = match (spec.source, spec.sent_share, since_start) {
+            (Source::Learned, _, _) => None,
+            (_, Some(enqueued), Some(acked)) => Some((enqueued - acked).max(0.0)),
             _ => None,
         };
         self.sent_bytes = sent;

@@ -47,6 +47,7 @@ use fabric::Fabric;
 pub use flow_state::{FlowState, QUEUE_DELAY, SocketCounters};
 use observation::{Answers, Context};
 use orders::Carrier;
+pub use peers::HeardLabel;
 use peers::PeerBook;
 
 /// Knobs of the per-host shell; the policy's own are core's [`PolicyConfig`].
@@ -103,6 +104,8 @@ pub struct Observation {
 pub enum Source {
     Progress,
     Admin,
+    /// A process with no progress file, read by the learner (`learned-<label>` jobs).
+    Learned,
 }
 
 /// The queries of one slot: per switch name, its address and one batch.
@@ -348,6 +351,13 @@ impl HostScheduler {
         self.peers.failed(receiver);
     }
 
+    /// The labels of learned jobs that peers' reports carried since the last call, by the
+    /// connection (as this host sees it) each came over: the learned processes at this end
+    /// take the least as their job's name ([`mlcc_core::learn::identity`]).
+    pub fn take_heard_labels(&mut self) -> Vec<HeardLabel> {
+        self.peers.take_heard()
+    }
+
     /// Peer progress known now (for operators).
     pub fn upstream(&self) -> impl Iterator<Item = (&FlowId, &PeerProgress)> {
         self.peers.reports()
@@ -367,6 +377,7 @@ impl HostScheduler {
                     iteration: f.iteration,
                     slot: f.decided_in.0,
                     next_rate_bytes_per_sec: d.next_rate(),
+                    sockets: peers::learned_sockets(&f.job, &f.sockets),
                 })
             })
             .collect()

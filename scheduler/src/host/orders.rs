@@ -79,6 +79,7 @@ impl Carrier<'_> {
                 iteration: f.iteration,
                 slot: slot.0,
                 next_rate_bytes_per_sec: d.next_rate(),
+                sockets: super::peers::learned_sockets(&f.job, &f.sockets),
             });
         f.decision = Some(d);
         f.decided_in = slot;

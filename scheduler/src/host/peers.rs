@@ -2,13 +2,17 @@
 //! its peers' flows, which of those reports a local flow follows, and which peers are silent.
 
 use std::collections::BTreeSet;
+use std::net::SocketAddr;
 
 use mlcc_core::dependency;
 use mlcc_core::flow::FlowParts;
 use mlcc_core::hash::Map;
 use mlcc_core::host::PeerProgress;
+use mlcc_core::learn::identity::Label;
 use mlcc_core::{FlowId, Slot};
 use mlcc_proto::v1 as pb;
+
+use crate::datapath::{SocketKey, canonical};
 
 /// Peers' reports and their silence.
 #[derive(Default)]
@@ -18,6 +22,8 @@ pub(super) struct PeerBook {
     /// flows).
     by_job: Map<Box<str>, Map<FlowId, PeerProgress>>,
     silent: BTreeSet<String>,
+    /// Learned jobs' labels heard since last taken.
+    heard: Vec<HeardLabel>,
 }
 
 impl PeerBook {
@@ -27,6 +33,7 @@ impl PeerBook {
         else {
             return;
         };
+        self.heard.extend(heard_labels(fp, parts.job));
         let report = PeerProgress {
             sent: fp.sent_bytes as f64,
             finish: fp.finish_bytes as f64,
@@ -71,6 +78,11 @@ impl PeerBook {
         )
     }
 
+    /// The learned jobs' labels heard since the last call.
+    pub fn take_heard(&mut self) -> Vec<HeardLabel> {
+        std::mem::take(&mut self.heard)
+    }
+
     pub fn answered(&mut self, peer: &str) {
         self.silent.remove(peer);
     }
@@ -104,6 +116,53 @@ pub(super) fn from_sender<'a>(
     reports.iter().filter_map(move |fp| {
         let parts = FlowParts::parse(&fp.flow_id)?;
         (parts.src == sender && parts.dst == me).then_some((fp, parts))
+    })
+}
+
+/// A connection as this host sees it: (local, remote), canonical.
+pub type Tuple = (SocketAddr, SocketAddr);
+
+/// The sockets a report of `f` carries: `f`'s own where its job is learned (the receiver ties
+/// its process to the job by them), none otherwise.
+pub(super) fn learned_sockets(job: &str, sockets: &[SocketKey]) -> Vec<pb::SocketPair> {
+    if Label::of_job(job).is_none() {
+        return Vec::new();
+    }
+    sockets
+        .iter()
+        .map(|k| pb::SocketPair {
+            local: k.src.to_string(),
+            remote: k.dst.to_string(),
+        })
+        .collect()
+}
+
+/// A learned job's label as a peer's report carried it: over which connection (as this host
+/// sees it), and the iteration the sender counted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeardLabel {
+    pub conn: Tuple,
+    pub label: Label,
+    pub iteration: u64,
+}
+
+/// The label a peer's report of a learned job's flow carries, once per connection it names
+/// (the peer's remote end is our local one); nothing for a job with a progress file, and a
+/// malformed address is skipped.
+pub(super) fn heard_labels(fp: &pb::FlowProgress, job: &str) -> impl Iterator<Item = HeardLabel> {
+    let label = Label::of_job(job);
+    let pairs = if label.is_some() {
+        &fp.sockets[..]
+    } else {
+        &[]
+    };
+    pairs.iter().filter_map(move |p| {
+        let (local, remote) = (p.remote.parse().ok()?, p.local.parse().ok()?);
+        Some(HeardLabel {
+            conn: (canonical(local), canonical(remote)),
+            label: label.clone()?,
+            iteration: fp.iteration,
+        })
     })
 }
 
@@ -166,5 +225,34 @@ mod tests {
         assert!(book.by_job.is_empty());
         book.remember(&report("a/h1>h2/ring", 50), Slot(20));
         assert_eq!(book.upstream_of(&a.parts().unwrap())[0].sent, 50.0);
+    }
+
+    /// A learned flow's report names its sockets; the receiver reads them as its own ends,
+    /// with the sender's label. A job with a progress file, or a malformed address, says none.
+    #[test]
+    fn a_learned_flows_sockets_reach_the_receiver_as_its_own_connections() {
+        let a = |s: &str| -> SocketAddr { s.parse().unwrap() };
+        let key = SocketKey::new(1, a("10.0.0.1:4000"), a("10.0.0.2:5000"));
+        assert!(learned_sockets("resnet", &[key]).is_empty());
+        let mut fp = report("learned-h1-7/h1>h2/ring", 1);
+        fp.iteration = 12;
+        fp.sockets = learned_sockets("learned-h1-7", &[key]);
+        fp.sockets.push(pb::SocketPair {
+            local: "not an address".into(),
+            remote: "10.0.0.2:5000".into(),
+        });
+        let mut book = PeerBook::default();
+        book.remember(&fp, Slot(1));
+        book.remember(&report("resnet/h1>h2/ring", 1), Slot(1));
+        let heard = book.take_heard();
+        assert_eq!(
+            heard,
+            [HeardLabel {
+                conn: (a("10.0.0.2:5000"), a("10.0.0.1:4000")),
+                label: Label::own("h1", 7),
+                iteration: 12,
+            }]
+        );
+        assert!(book.take_heard().is_empty(), "taken once");
     }
 }

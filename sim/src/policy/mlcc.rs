@@ -12,6 +12,8 @@ use mlcc_core::Slot;
 use mlcc_core::flow::FlowRole;
 use mlcc_core::hash::Map;
 use mlcc_core::host::{Enforce, PolicyConfig};
+use mlcc_core::job;
+use mlcc_core::learn::identity::{Identity, Label};
 use mlcc_core::learn::{Learned as LearnedEstimate, Learner, LearnerConfig};
 use mlcc_core::topology::{LinkId, NodeId, Topology};
 use mlcc_harness::control_plane::{Active, ControlPlane, Order, Recorded, Training};
@@ -37,7 +39,10 @@ pub struct Mlcc {
 
 /// Progress as core's learner reads it from the bytes each job sends from each host, as mlccd
 /// reads a process with no progress file ([`mlcc_core::learn`]): one learner per (job,
-/// sending host), fed every slot whatever the job is doing.
+/// sending host), fed every slot whatever the job is doing. Each such process names its job as
+/// mlccd's does ([`identity`]): its own label at first, then the least heard over its flows'
+/// connections from the learned processes that send to it (mlccd's peer reports, one slot
+/// stale).
 #[derive(Default)]
 struct Learning {
     procs: Map<(u32, NodeId), Learned>,
@@ -45,7 +50,10 @@ struct Learning {
 
 struct Learned {
     learner: Learner,
-    /// The process's job as mlccd names a learned one.
+    /// Its job and iteration count as the reports it heard settle them, by the flow (of this
+    /// job, into this host) each came over.
+    identity: Identity<u32>,
+    /// The job as this process names it now.
     job: Arc<str>,
     total: f64,
     /// Per flow: bytes sent in its iteration when last seen, and bytes sent in all.
@@ -53,22 +61,24 @@ struct Learned {
 }
 
 impl Learning {
-    /// Adds what every flow sent since last slot to its process and shows each learner.
+    /// Adds what every flow sent since last slot to its process and shows each learner; then
+    /// hands each learned process's label to the process its flows lead to.
     fn observe(&mut self, slot: u64, jobs: &[Job]) {
         for (ji, j) in jobs.iter().enumerate() {
             if j.start_slot.is_none() || matches!(j.phase, Phase::Queued | Phase::Done) {
                 continue;
             }
             for (fi, f) in j.flows.iter().enumerate() {
-                let p = self
-                    .procs
-                    .entry((ji as u32, f.src))
-                    .or_insert_with(|| Learned {
+                let p = self.procs.entry((ji as u32, f.src)).or_insert_with(|| {
+                    let own = Label::own(&format!("n{}", f.src.0), ji as u32);
+                    Learned {
+                        job: own.job_id().into(),
+                        identity: Identity::new(own),
                         learner: Learner::new(LearnerConfig::default()),
-                        job: format!("learned-{}-{}", j.name, f.src.0).into(),
                         total: 0.0,
                         flows: Map::default(),
-                    });
+                    }
+                });
                 let (sent, total) = p.flows.entry(fi as u32).or_insert((0.0, 0.0));
                 // A flow's count starts again with each iteration's communication: the rest of
                 // the last one (if the slot that ended it was not seen), then this one's.
@@ -82,15 +92,46 @@ impl Learning {
                 p.total += moved;
             }
         }
+        self.hear(jobs);
         for p in self.procs.values_mut() {
             p.learner.observe(Slot(slot), p.total as u64);
         }
     }
 
+    /// What last slot's reports carried: the label and iteration count of each learned
+    /// (scheduled) flow's sender, heard by the process at its receiving end.
+    fn hear(&mut self, jobs: &[Job]) {
+        let mut heard = Vec::new();
+        for (&(ji, src), p) in &self.procs {
+            let Some(e) = p.learner.estimate() else {
+                continue;
+            };
+            let label = p.identity.label();
+            let iteration = p.identity.iteration(e.iteration);
+            for (fi, f) in jobs[ji as usize].flows.iter().enumerate() {
+                if f.src == src {
+                    heard.push(((ji, f.dst), fi as u32, label.clone(), iteration));
+                }
+            }
+        }
+        for (to, fi, label, iteration) in heard {
+            if let Some(p) = self.procs.get_mut(&to) {
+                let mine = p.learner.estimate().map(|e| e.iteration);
+                p.identity.hear(fi, label, iteration, mine);
+            }
+        }
+        for p in self.procs.values_mut() {
+            let label = p.identity.label();
+            if Label::of_job(&p.job).as_ref() != Some(label) {
+                p.job = label.job_id().into();
+            }
+        }
+    }
+
     /// The progress of flow `fi` of job `ji` from `src` as its learner estimates it: the
-    /// learned job, iteration, start, the flow's bytes per iteration and sent in this one
-    /// (the process's, split by what each flow carried); `None` below the bar.
-    fn of(&self, ji: u32, fi: u32, src: NodeId) -> Option<(Arc<str>, &LearnedEstimate, f64)> {
+    /// learned job, the estimate, the flow's share of the process's bytes, and the iteration
+    /// as the job counts it; `None` below the bar.
+    fn of(&self, ji: u32, fi: u32, src: NodeId) -> Option<(Arc<str>, &LearnedEstimate, f64, u64)> {
         let p = self.procs.get(&(ji, src))?;
         let e = p.learner.estimate()?;
         let carried = p.flows.get(&fi).map_or(0.0, |f| f.1);
@@ -99,7 +140,16 @@ impl Learning {
         } else {
             0.0
         };
-        Some((p.job.clone(), e, share))
+        Some((p.job.clone(), e, share, p.identity.iteration(e.iteration)))
+    }
+
+    /// Whether the process sending from `src` for job `ji` is learned under the job `job`:
+    /// a flow follows an upstream flow only where the upstream's reports reach it under its
+    /// own job's name, as mlccd matches peer reports by job.
+    fn reports_as(&self, ji: u32, src: NodeId, job: &str) -> bool {
+        self.procs
+            .get(&(ji, src))
+            .is_some_and(|p| p.learner.estimate().is_some() && &*p.job == job)
     }
 }
 
@@ -159,7 +209,14 @@ impl Mlcc {
         };
         let r = view.active[i];
         let f = view.flow(r);
-        let (job, e, share) = l.of(r.job, r.flow, f.src)?;
+        let (job, e, share, iteration) = l.of(r.job, r.flow, f.src)?;
+        let flows = &view.job(r).flows;
+        let upstream = f
+            .upstream
+            .iter()
+            .filter(|&&u| l.reports_as(r.job, flows[u].src, &job))
+            .map(|&u| flows[u].id.clone())
+            .collect();
         Some(
             Training {
                 id: &f.id,
@@ -168,17 +225,21 @@ impl Mlcc {
                 src: f.src,
                 dst: f.dst,
                 path: &f.path,
-                iteration: e.iteration as u32,
+                iteration: iteration as u32,
                 iterations: 0,
                 comm_since: e.iteration_start.0,
                 model_bytes: e.bytes_per_iteration,
                 bytes: share * e.last_iteration_bytes,
                 sent: (share * e.sent_this_iteration).min(share * e.last_iteration_bytes),
-                // Nothing says the world size, nor what the application holds.
-                slack: 0.0,
-                held: 0.0,
+                // Nothing says the world size (a ring's slack is its smallest ring's), nor what
+                // the application holds (mlccd reads the bytes acked, not those handed over).
+                slack: match f.role {
+                    FlowRole::Ring => job::ring_slack_bytes(e.bytes_per_iteration as u64, 0) as f64,
+                    _ => 0.0,
+                },
+                held: None,
                 last_achieved: f.last_achieved,
-                upstream: Vec::new(),
+                upstream,
             }
             .active(),
         )
@@ -233,7 +294,7 @@ impl Mlcc {
             bytes: f.bytes,
             sent,
             slack: f.slack,
-            held,
+            held: Some(held),
             last_achieved: f.last_achieved,
             upstream: f.upstream.iter().map(|&u| j.flows[u].id.clone()).collect(),
         }

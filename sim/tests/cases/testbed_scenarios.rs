@@ -97,12 +97,24 @@ fn a_testbed_ps_replies_only_to_a_whole_aggregate() {
 /// Every step `solo-ps` (quick) runs under the simulated mlcc, its PS replying to a whole
 /// aggregate or pipelined: the slot and what the host observed of each flow.
 fn solo_ps_observations(whole: bool) -> Vec<(mlcc_core::Slot, mlcc_core::host::FlowObs)> {
+    observations("solo-ps", false, |jobs| {
+        jobs[0].pinned.as_mut().unwrap().whole_aggregate = whole
+    })
+}
+
+/// Every step scenario `name` (quick) runs under the simulated mlcc, with progress files or
+/// learned (`progress=off`): the slot and what the host observed of each flow.
+fn observations(
+    name: &str,
+    learned: bool,
+    edit: impl FnOnce(&mut [mlcc_sim::workload::JobSpec]),
+) -> Vec<(mlcc_core::Slot, mlcc_core::host::FlowObs)> {
     use mlcc_sim::engine::Engine;
     use mlcc_sim::placement::Placement;
     use mlcc_sim::policy::mlcc::Mlcc;
     use mlcc_sim::policy::{self, Context};
 
-    let scn = Scenario::find("solo-ps").unwrap().quick();
+    let scn = Scenario::find(name).unwrap().quick();
     let topo = scn.topology().unwrap();
     let routes = Routes::new(&topo);
     let slots = scn.slots().unwrap();
@@ -110,13 +122,16 @@ fn solo_ps_observations(whole: bool) -> Vec<(mlcc_core::Slot, mlcc_core::host::F
         .and_then(|e| e.mlcc_config(slots))
         .unwrap();
     let mut jobs = scn.sim_jobs();
-    jobs[0].pinned.as_mut().unwrap().whole_aggregate = whole;
+    edit(&mut jobs);
     let ctx = Context {
         topo: &topo,
         slots,
         switch_tables: true,
     };
     let mut sim = Mlcc::new(&ctx, cfg, vis);
+    if learned {
+        sim = sim.with_learned_progress();
+    }
     sim.record();
     let mut e = Engine::new(&topo, &routes, slots, &jobs, Placement::Packed, 1).unwrap();
     while !e.finished() {
@@ -245,4 +260,41 @@ fn a_reply_to_a_whole_aggregate_starts_its_iteration_when_the_aggregate_is_in() 
 /// The bytes a simulated flow has left (the simulator knows every flow's size).
 fn left(o: &mlcc_core::host::FlowObs) -> f64 {
     o.remaining_bytes.expect("a simulated flow's size is known")
+}
+
+/// Learned from their bytes alone (`progress=off`), the simulated hosts name each ring of
+/// `micro-two-jobs-heavy` as mlccd's do (core's identity rule): once a ring's three flows are
+/// observed under one name they keep it, the two rings keep two names, and a ring flow follows
+/// its predecessor's reports across hosts (Alg. 2).
+#[test]
+fn learned_rings_agree_on_one_name_each_and_follow_their_predecessors() {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    let obs = observations("micro-two-jobs-heavy", true, |_| {});
+    // Per slot, per ring (its true job, from the flow id), the learned names its flows bore.
+    let mut by_slot: BTreeMap<(u64, String), (usize, BTreeSet<String>)> = BTreeMap::new();
+    for (slot, o) in &obs {
+        let ring = o.id.parts().unwrap().job.to_string();
+        let e = by_slot.entry((slot.0, ring)).or_default();
+        e.0 += 1;
+        e.1.insert(o.job.to_string());
+    }
+    let mut agreed: BTreeMap<String, String> = BTreeMap::new();
+    for ((slot, ring), (flows, names)) in &by_slot {
+        if let Some(name) = agreed.get(ring) {
+            assert_eq!(names.iter().collect::<Vec<_>>(), [name], "{ring} at {slot}");
+        } else if *flows == 3 && names.len() == 1 {
+            agreed.insert(ring.clone(), names.first().unwrap().clone());
+        }
+    }
+    assert_eq!(agreed.len(), 2, "each ring agreed on a name: {agreed:?}");
+    let names: BTreeSet<&String> = agreed.values().collect();
+    assert_eq!(names.len(), 2, "two rings, two names: {agreed:?}");
+    assert!(names.iter().all(|n| n.starts_with("learned-")));
+    let following = obs.iter().filter(|(_, o)| !o.upstream.is_empty()).count();
+    assert!(
+        following * 2 > obs.len(),
+        "{following} of {} observations had their predecessor's report",
+        obs.len()
+    );
 }
