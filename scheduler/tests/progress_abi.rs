@@ -256,7 +256,9 @@ fn a_progress_file_may_not_take_a_learned_jobs_name() {
     let dir = tempfile::tempdir().unwrap();
     assert_eq!(open(dir.path(), "learned-h1-10", 1, 0, 0), 0);
     let path = writer_path();
-    let err = ProgressReader::open(&path).err().expect("refused");
+    let err = ProgressReader::open(&path)
+        .map(|_| ())
+        .expect_err("refused");
     assert!(
         matches!(&err, ProgressError::ReservedJobId { job_id, .. } if job_id == "learned-h1-10"),
         "{err}"
