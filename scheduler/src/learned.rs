@@ -146,8 +146,9 @@ impl LearnedProcesses {
         self.procs.retain(|&pid, t| match sockets.connections(pid) {
             Ok(c) => {
                 t.conns = c;
-                let open: HashSet<_> = t.conns.iter().map(|c| tuple(c.local, c.remote)).collect();
-                t.identity.retain(|k| open.contains(k));
+                let conns = &t.conns;
+                t.identity
+                    .retain(|k| conns.iter().any(|c| tuple(c.local, c.remote) == *k));
                 true
             }
             Err(_) => false,

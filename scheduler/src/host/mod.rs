@@ -377,7 +377,7 @@ impl HostScheduler {
                     iteration: f.iteration,
                     slot: f.decided_in.0,
                     next_rate_bytes_per_sec: d.next_rate(),
-                    sockets: peers::learned_sockets(&f.job, &f.sockets),
+                    sockets: peers::learned_sockets(f.source, &f.sockets),
                 })
             })
             .collect()

@@ -79,7 +79,7 @@ impl Carrier<'_> {
                 iteration: f.iteration,
                 slot: slot.0,
                 next_rate_bytes_per_sec: d.next_rate(),
-                sockets: super::peers::learned_sockets(&f.job, &f.sockets),
+                sockets: super::peers::learned_sockets(f.source, &f.sockets),
             });
         f.decision = Some(d);
         f.decided_in = slot;

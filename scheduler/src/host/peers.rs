@@ -12,6 +12,7 @@ use mlcc_core::learn::identity::Label;
 use mlcc_core::{FlowId, Slot};
 use mlcc_proto::v1 as pb;
 
+use super::Source;
 use crate::datapath::{SocketKey, canonical};
 
 /// Peers' reports and their silence.
@@ -122,10 +123,10 @@ pub(super) fn from_sender<'a>(
 /// A connection as this host sees it: (local, remote), canonical.
 pub type Tuple = (SocketAddr, SocketAddr);
 
-/// The sockets a report of `f` carries: `f`'s own where its job is learned (the receiver ties
-/// its process to the job by them), none otherwise.
-pub(super) fn learned_sockets(job: &str, sockets: &[SocketKey]) -> Vec<pb::SocketPair> {
-    if Label::of_job(job).is_none() {
+/// The sockets a report of a flow from `source` carries: its own where it is learned (the
+/// receiver ties its process to the job by them), none otherwise.
+pub(super) fn learned_sockets(source: Source, sockets: &[SocketKey]) -> Vec<pb::SocketPair> {
+    if source != Source::Learned {
         return Vec::new();
     }
     sockets
@@ -233,10 +234,10 @@ mod tests {
     fn a_learned_flows_sockets_reach_the_receiver_as_its_own_connections() {
         let a = |s: &str| -> SocketAddr { s.parse().unwrap() };
         let key = SocketKey::new(1, a("10.0.0.1:4000"), a("10.0.0.2:5000"));
-        assert!(learned_sockets("resnet", &[key]).is_empty());
+        assert!(learned_sockets(Source::Progress, &[key]).is_empty());
         let mut fp = report("learned-h1-7/h1>h2/ring", 1);
         fp.iteration = 12;
-        fp.sockets = learned_sockets("learned-h1-7", &[key]);
+        fp.sockets = learned_sockets(Source::Learned, &[key]);
         fp.sockets.push(pb::SocketPair {
             local: "not an address".into(),
             remote: "10.0.0.2:5000".into(),

@@ -53,7 +53,8 @@ struct Learned {
     /// Its job and iteration count as the reports it heard settle them, by the flow (of this
     /// job, into this host) each came over.
     identity: Identity<u32>,
-    /// The job as this process names it now.
+    /// The label it goes by now, and the job that names (kept, not rebuilt every slot).
+    named: Label,
     job: Arc<str>,
     total: f64,
     /// Per flow: bytes sent in its iteration when last seen, and bytes sent in all.
@@ -73,6 +74,7 @@ impl Learning {
                     let own = Label::own(&format!("n{}", f.src.0), ji as u32);
                     Learned {
                         job: own.job_id().into(),
+                        named: own.clone(),
                         identity: Identity::new(own),
                         learner: Learner::new(LearnerConfig::default()),
                         total: 0.0,
@@ -122,7 +124,8 @@ impl Learning {
         }
         for p in self.procs.values_mut() {
             let label = p.identity.label();
-            if Label::of_job(&p.job).as_ref() != Some(label) {
+            if &p.named != label {
+                p.named = label.clone();
                 p.job = label.job_id().into();
             }
         }
