@@ -180,6 +180,57 @@ impl Default for RtoFloor {
     }
 }
 
+/// The kernel CC a socket runs while it has no order (none yet, its order lapsed, or its job is
+/// not scheduled), through the kernel's own functions. Cubic by default, the kernel's own
+/// default, so a job mlcc does not schedule runs as it would without mlcc; Reno is what the
+/// datapath ran before it could choose.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Fallback {
+    Reno,
+    #[default]
+    Cubic,
+}
+
+impl Fallback {
+    fn to_raw(self) -> u32 {
+        match self {
+            Fallback::Reno => 0,
+            Fallback::Cubic => 1,
+        }
+    }
+
+    fn from_raw(v: u32) -> Option<Self> {
+        match v {
+            0 => Some(Fallback::Reno),
+            1 => Some(Fallback::Cubic),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Fallback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Fallback::Reno => "reno",
+            Fallback::Cubic => "cubic",
+        })
+    }
+}
+
+impl FromStr for Fallback {
+    type Err = DatapathError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "reno" => Ok(Fallback::Reno),
+            "cubic" => Ok(Fallback::Cubic),
+            _ => Err(DatapathError::Invalid {
+                what: "fallback congestion control",
+                why: format!("{s:?}: say cubic or reno"),
+            }),
+        }
+    }
+}
+
 pub const DEFAULT_PIN_DIR: &str = "/sys/fs/bpf/mlcc";
 
 #[derive(Clone, Debug)]
@@ -189,6 +240,7 @@ pub struct LoadOptions {
     pub pin_dir: PathBuf,
     pub cwnd: CwndPolicy,
     pub rto_floor: RtoFloor,
+    pub fallback: Fallback,
 }
 
 impl Default for LoadOptions {
@@ -198,6 +250,7 @@ impl Default for LoadOptions {
             pin_dir: PathBuf::from(DEFAULT_PIN_DIR),
             cwnd: CwndPolicy::default(),
             rto_floor: RtoFloor::default(),
+            fallback: Fallback::default(),
         }
     }
 }
@@ -208,16 +261,21 @@ pub(crate) struct RawConfig {
     pub cc_name: CcName,
     pub cwnd: CwndPolicy,
     pub rto_floor: RtoFloor,
+    pub fallback: Fallback,
 }
 
 /// Layout of `struct mlcc_config`.
 pub(crate) mod layout {
-    pub const SIZE: usize = 32;
+    pub const SIZE: usize = 36;
+    /// A datapath pinned before the fallback could be chosen: the same fields up to here, and
+    /// Reno.
+    pub const SIZE_RENO_ONLY: usize = 32;
     pub const CC_NAME: usize = 0;
     pub const CWND_GAIN_PCT: usize = 16;
     pub const MIN_CWND_SEGS: usize = 20;
     pub const RTT_FLOOR_US: usize = 24;
     pub const RTO_MIN_US: usize = 28;
+    pub const FALLBACK: usize = 32;
 }
 
 impl RawConfig {
@@ -229,11 +287,21 @@ impl RawConfig {
         put(layout::MIN_CWND_SEGS, &self.cwnd.min_segments.to_ne_bytes());
         put(layout::RTT_FLOOR_US, &self.cwnd.rtt_floor_us.to_ne_bytes());
         put(layout::RTO_MIN_US, &self.rto_floor.us.to_ne_bytes());
+        put(layout::FALLBACK, &self.fallback.to_raw().to_ne_bytes());
         raw
     }
 
+    /// Either layout: a datapath pinned by an older mlcc has no fallback field and runs Reno.
     pub(crate) fn from_raw(raw: &[u8]) -> Option<Self> {
-        let raw: &[u8; layout::SIZE] = raw.try_into().ok()?;
+        let (raw, fallback) = match raw.len() {
+            layout::SIZE => {
+                let at = layout::FALLBACK;
+                let v = u32::from_ne_bytes(raw[at..at + 4].try_into().ok()?);
+                (raw, Fallback::from_raw(v)?)
+            }
+            layout::SIZE_RENO_ONLY => (raw, Fallback::Reno),
+            _ => return None,
+        };
         let cc_name = CcName::from_c(&raw[layout::CC_NAME..layout::CC_NAME + CC_NAME_MAX])?;
         let word = |at: usize| u32::from_ne_bytes([raw[at], raw[at + 1], raw[at + 2], raw[at + 3]]);
         let us = |at: usize| Duration::from_micros(word(at).into());
@@ -248,6 +316,7 @@ impl RawConfig {
             cc_name,
             cwnd,
             rto_floor,
+            fallback,
         })
     }
 }
@@ -274,8 +343,23 @@ mod tests {
             cc_name: CcName::new("x_1").unwrap(),
             cwnd: CwndPolicy::new(150, 8, Duration::from_micros(250)).unwrap(),
             rto_floor: RtoFloor::new(Duration::from_millis(12)).unwrap(),
+            fallback: Fallback::Reno,
         };
-        assert_eq!(RawConfig::from_raw(&config.to_raw()), Some(config));
+        assert_eq!(RawConfig::from_raw(&config.to_raw()), Some(config.clone()));
+        let cubic = RawConfig {
+            fallback: Fallback::Cubic,
+            ..config.clone()
+        };
+        assert_eq!(RawConfig::from_raw(&cubic.to_raw()), Some(cubic.clone()));
+        // An older datapath's config ends before the fallback and runs Reno.
+        let old = &cubic.to_raw()[..layout::SIZE_RENO_ONLY];
+        assert_eq!(RawConfig::from_raw(old), Some(config));
+        let mut unknown = cubic.to_raw();
+        unknown[layout::FALLBACK] = 7;
+        assert_eq!(RawConfig::from_raw(&unknown), None);
+        assert_eq!("cubic".parse::<Fallback>().unwrap(), Fallback::Cubic);
+        assert_eq!("reno".parse::<Fallback>().unwrap().to_string(), "reno");
+        assert!("bbr".parse::<Fallback>().is_err());
         assert_eq!(RtoFloor::new(Duration::ZERO).unwrap(), RtoFloor::KERNEL);
         assert_eq!(RtoFloor::KERNEL.get(), None);
         assert!(RtoFloor::new(Duration::from_millis(201)).is_err());

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{ErrorKind, Link, MapCore, MapFlags, MapHandle};
 
-use crate::config::{CcName, CwndPolicy, LoadOptions, RawConfig, RtoFloor};
+use crate::config::{CcName, CwndPolicy, Fallback, LoadOptions, RawConfig, RtoFloor};
 use crate::datapath::Datapath;
 use crate::error::DatapathError;
 use crate::key::SocketKey;
@@ -53,10 +53,33 @@ impl std::fmt::Debug for KernelDatapath {
     }
 }
 
+/// The Cubic fallback runs the kernel's tcp_cubic through its kfuncs, which a kernel has only
+/// with tcp_cubic built in or its module loaded (every distribution's default CC, but a kernel
+/// may be built otherwise). Without it the program would run Reno under the name Cubic.
+fn check_fallback(fallback: Fallback) -> Result<(), DatapathError> {
+    const AVAILABLE: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+    if fallback != Fallback::Cubic {
+        return Ok(());
+    }
+    let ccs =
+        fs::read_to_string(AVAILABLE).map_err(DatapathError::io(format!("reading {AVAILABLE}")))?;
+    if ccs.split_whitespace().any(|cc| cc == "cubic") {
+        return Ok(());
+    }
+    Err(DatapathError::Invalid {
+        what: "fallback congestion control",
+        why: format!(
+            "cubic is not in {AVAILABLE} ({}): load tcp_cubic (modprobe tcp_cubic) or choose the reno fallback",
+            ccs.trim()
+        ),
+    })
+}
+
 impl KernelDatapath {
     /// Loads the programs, registers the CC and pins everything under `opts.pin_dir`.
     pub fn load(opts: &LoadOptions) -> Result<Self, DatapathError> {
         probe()?;
+        check_fallback(opts.fallback)?;
         let dir = opts.pin_dir.as_path();
         if dir.join(pins::CC_LINK).exists() {
             return Err(DatapathError::AlreadyLoaded(dir.to_path_buf()));
@@ -88,6 +111,7 @@ impl KernelDatapath {
                     cc_name: opts.cc_name.clone(),
                     cwnd: opts.cwnd,
                     rto_floor: opts.rto_floor,
+                    fallback: opts.fallback,
                 }
                 .to_raw(),
                 MapFlags::ANY,
@@ -213,14 +237,26 @@ impl KernelDatapath {
         Ok(self.config()?.rto_floor)
     }
 
+    /// What sockets run without an order.
+    pub fn fallback(&self) -> Result<Fallback, DatapathError> {
+        Ok(self.config()?.fallback)
+    }
+
     /// Takes effect at each socket's next ACK.
     pub fn set_cwnd_policy(&self, cwnd: CwndPolicy) -> Result<(), DatapathError> {
         let config = RawConfig {
             cwnd,
             ..self.config()?
         };
+        // A datapath pinned by an older mlcc has the shorter layout; its prefix is the same.
+        let size = self.config.value_size() as usize;
+        let raw = config.to_raw();
         self.config
-            .update(&0u32.to_ne_bytes(), &config.to_raw(), MapFlags::ANY)
+            .update(
+                &0u32.to_ne_bytes(),
+                &raw[..size.min(raw.len())],
+                MapFlags::ANY,
+            )
             .map_err(DatapathError::bpf("writing the config map"))
     }
 

@@ -38,7 +38,7 @@ mod loss_skel {
 }
 
 pub use clock::MonotonicNs;
-pub use config::{CcName, CwndPolicy, DEFAULT_PIN_DIR, LoadOptions, RtoFloor};
+pub use config::{CcName, CwndPolicy, DEFAULT_PIN_DIR, Fallback, LoadOptions, RtoFloor};
 pub use datapath::Datapath;
 pub use error::DatapathError;
 pub use kernel::{KernelDatapath, ProgRunStats, unload_pinned};
@@ -145,5 +145,6 @@ mod layout_tests {
         assert_eq!(offset_of!(mlcc_config, min_cwnd_segs), l::MIN_CWND_SEGS);
         assert_eq!(offset_of!(mlcc_config, rtt_floor_us), l::RTT_FLOOR_US);
         assert_eq!(offset_of!(mlcc_config, rto_min_us), l::RTO_MIN_US);
+        assert_eq!(offset_of!(mlcc_config, fallback), l::FALLBACK);
     }
 }

@@ -33,7 +33,7 @@ impl MemoryDatapath {
         self.orders.remove(key);
     }
 
-    /// The rate the CC would pace `key` at now; `None` means Reno fallback.
+    /// The rate the CC would pace `key` at now; `None` means the fallback CC.
     pub fn effective_rate(&self, key: &SocketKey) -> Option<Rate> {
         let now = MonotonicNs::now();
         self.orders

@@ -89,7 +89,7 @@ impl FromStr for Rate {
     }
 }
 
-/// How long an order holds. The CC falls back to Reno once it passes, so a daemon that stops
+/// How long an order holds. The CC falls back to its fallback (Cubic or Reno) once it passes, so a daemon that stops
 /// renewing its orders (crash, hang) releases its flows instead of pinning stale rates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Expiry {

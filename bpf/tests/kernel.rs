@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use mlcc_bpf::testbed::{Receiver, Sender, VethPair, unique_name};
 use mlcc_bpf::{
-    CcName, Datapath, Expiry, KernelDatapath, LoadOptions, Pacing, Rate, RateOrder, SocketKey,
-    SocketStats,
+    CcName, Datapath, Expiry, Fallback, KernelDatapath, LoadOptions, Pacing, Rate, RateOrder,
+    SocketKey, SocketStats,
 };
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -39,12 +39,17 @@ struct Loaded {
 
 impl Loaded {
     fn new() -> Self {
+        Self::with_fallback(Fallback::default())
+    }
+
+    fn with_fallback(fallback: Fallback) -> Self {
         let n = unique_name("m");
         let dir = PathBuf::from(format!("/sys/fs/bpf/mlcc-test-{n}"));
         let name = CcName::new(&n.replace('-', "")).expect("test CC name");
         let dp = KernelDatapath::load(&LoadOptions {
             cc_name: name,
             pin_dir: dir.clone(),
+            fallback,
             ..LoadOptions::default()
         })
         .expect("load datapath");
@@ -1043,6 +1048,67 @@ fn paced_flow_keeps_its_plan_through_random_loss_and_fallback_reno_backs_off() {
     assert!(
         lossy_reno < clean_reno,
         "fallback Reno did not back off: {lossy_reno:.1} Mbit/s under loss, {clean_reno:.1} without"
+    );
+}
+
+/// How far a socket with no order cuts cwnd at a loss, under each fallback: the median over the
+/// losses of a lossy transfer of the new ssthresh against the largest cwnd seen since the last
+/// cut. Reno halves (`tcp_reno_ssthresh`), Cubic keeps 717/1024 (`cubictcp_recalc_ssthresh`).
+/// Sampling every 100 us misses a few segments either way (growth after the last sample, a
+/// peak from before recovery ended), so each band is wide; they do not overlap.
+#[test]
+fn an_unordered_socket_backs_off_as_its_fallback_cc_does() {
+    let Some(_serial) = root("an_unordered_socket_backs_off_as_its_fallback_cc_does") else {
+        return;
+    };
+    let link = VethPair::create(Some(LINK_BITS / 4)).expect("veth pair");
+    let any = SocketAddr::new(link.receiver_addr.into(), 0);
+    let cut = |fallback: Fallback| -> (f64, usize) {
+        let mut loaded = Loaded::with_fallback(fallback);
+        let cc = loaded.dp().cc_name().clone();
+        let rx = Receiver::start(&link.receiver, any).expect("receiver");
+        let port = rx.addr.port();
+        let spec = mlcc_bpf::LossSpec::new(0.002, 17, port..=port).expect("spec");
+        let injector = mlcc_bpf::LossInjector::attach(&netns_path(&link.receiver), "eth0", spec)
+            .expect("attach");
+        let tx = Sender::start(&link.sender, None, rx.addr, Some(&cc)).expect("sender");
+        let (mut ratios, mut peak, mut ssthresh) = (Vec::new(), 0u32, u32::MAX);
+        let end = Instant::now() + Duration::from_millis(1500);
+        while Instant::now() < end {
+            let info = tcp_info(&tx.stream);
+            if info.tcpi_snd_ssthresh != ssthresh {
+                if ssthresh != u32::MAX && peak > 8 && info.tcpi_snd_ssthresh < peak {
+                    ratios.push(f64::from(info.tcpi_snd_ssthresh) / f64::from(peak));
+                }
+                (ssthresh, peak) = (info.tcpi_snd_ssthresh, 0);
+            }
+            peak = peak.max(info.tcpi_snd_cwnd);
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        let sent = tx.finish().unwrap();
+        assert_eq!(sent, rx.finish().unwrap(), "payload differs end to end");
+        drop(injector);
+        assert!(
+            !ratios.is_empty(),
+            "{fallback}: no loss cut cwnd in 1.5 s at 0.2 % loss"
+        );
+        ratios.sort_by(f64::total_cmp);
+        (ratios[ratios.len() / 2], ratios.len())
+    };
+    let (reno, reno_n) = cut(Fallback::Reno);
+    let (cubic, cubic_n) = cut(Fallback::Cubic);
+    println!(
+        "median ssthresh / cwnd at a loss: reno {reno:.3} over {reno_n} cuts, cubic {cubic:.3} \
+         over {cubic_n}; load {}",
+        load_average()
+    );
+    assert!(
+        (0.4..0.6).contains(&reno),
+        "fallback reno: cwnd cut to {reno:.3} of itself, not half"
+    );
+    assert!(
+        (0.62..0.8).contains(&cubic),
+        "fallback cubic: cwnd cut to {cubic:.3} of itself, not 0.7"
     );
 }
 

@@ -68,6 +68,10 @@ pub struct Training<'a> {
     /// where nothing tells (a learned job: its sockets say what left, not what was handed
     /// over).
     pub held: Option<f64>,
+    /// Bytes the sockets have on the wire unacknowledged; `None` where the driver does not say.
+    pub in_flight: Option<f64>,
+    /// The flow's sockets neither sent nor had a byte acknowledged last slot.
+    pub quiet: bool,
     /// Bytes/s delivered last slot.
     pub last_achieved: f64,
     pub upstream: Vec<FlowId>,
@@ -93,6 +97,8 @@ impl Training<'_> {
         o.remaining_bytes = Some((self.bytes - self.sent).max(0.0));
         o.slack_bytes = self.slack;
         o.app_backlog = self.held;
+        o.in_flight = self.in_flight;
+        o.quiet_connections = usize::from(self.quiet) * o.connections;
         o.achieved = Some(self.last_achieved);
         Active {
             src: self.src,

@@ -239,6 +239,8 @@ impl Fabric {
                     sent: f.sent,
                     slack: f.slack,
                     held: Some(held),
+                    in_flight: None,
+                    quiet: false,
                     last_achieved: f.last_achieved,
                     upstream: f
                         .upstream

@@ -75,6 +75,11 @@ fn parse_cc_name(s: &str) -> Result<mlcc_bpf::CcName, String> {
     mlcc_bpf::CcName::new(s).map_err(|e| e.to_string())
 }
 
+fn parse_fallback(s: &str) -> Result<mlcc_bpf::Fallback, String> {
+    s.parse()
+        .map_err(|e: mlcc_bpf::DatapathError| e.to_string())
+}
+
 fn parse_rto_floor(s: &str) -> Result<mlcc_bpf::RtoFloor, String> {
     let d = if s == "kernel" {
         Duration::ZERO
@@ -213,6 +218,12 @@ pub struct DaemonArgs {
     /// collective for 200 ms.
     #[arg(long, value_name = "DURATION|kernel", value_parser = parse_rto_floor)]
     pub rto_floor: Option<mlcc_bpf::RtoFloor>,
+    /// The kernel CC a socket on the BPF datapath runs while it has no rate order: before its
+    /// first, when its job is not scheduled (no progress file and nothing learned yet), or when
+    /// mlccd stops renewing orders. "cubic" (the kernel's default) or "reno" [default: cubic].
+    /// Used when mlccd loads the datapath; a pinned one keeps the fallback it was loaded with.
+    #[arg(long, value_name = "cubic|reno", value_parser = parse_fallback)]
+    pub fallback: Option<mlcc_bpf::Fallback>,
     /// Remote port of the PS-Lite scheduler (DMLC_PS_ROOT_PORT); its connections are skipped,
     /// and so are the connections a process that has one accepted: PS-Lite's ZMQ van sends only
     /// over the connections it opened.
@@ -253,7 +264,7 @@ pub struct DaemonArgs {
     /// precedence here). --feedback-mode, --precedence, --eta and --rule apply on top.
     #[arg(long, value_name = "PRESET")]
     pub policy: Option<String>,
-    /// Switches one rule of the per-host policy, RULE=on|off (repeatable): idle,
+    /// Switches one rule of the per-host policy, RULE=on|off (repeatable): idle, quiet-idle,
     /// holder, delivery-samples, split-uplink, pace-free, standby, flush-tail, rate-floor (off,
     /// the datapath still clamps every order at 100 kbit/s: a lower rate freezes Linux pacing),
     /// headroom, committed-now, project-upstream, last-slot-first, handover, warm-resume,
@@ -307,6 +318,7 @@ struct FileConfig {
     bpf_cc_name: Option<String>,
     tcp_tso_rtt_log: Option<TsoRttLog>,
     rto_floor: Option<String>,
+    fallback: Option<String>,
     ps_scheduler_port: Option<u16>,
     precedence: Option<RankRule>,
     fill: Option<String>,
@@ -346,6 +358,7 @@ pub struct Config {
     pub bpf_cc_name: mlcc_bpf::CcName,
     pub tcp_tso_rtt_log: TsoRttLog,
     pub rto_floor: mlcc_bpf::RtoFloor,
+    pub fallback: mlcc_bpf::Fallback,
     pub ps_scheduler_port: Option<u16>,
     pub log_format: LogFormat,
     /// Group of the admin socket (name or gid); `None`: the daemon's group.
@@ -386,6 +399,7 @@ struct FileValues {
     tau: Option<Duration>,
     rpc_deadline: Option<Duration>,
     rto_floor: Option<mlcc_bpf::RtoFloor>,
+    fallback: Option<mlcc_bpf::Fallback>,
     cc_name: Option<mlcc_bpf::CcName>,
     mode: Option<FeedbackMode>,
     fill: Option<Fill>,
@@ -411,6 +425,7 @@ impl FileValues {
             tau: parsed("tau", file.tau.as_deref(), parse_dur)?,
             rpc_deadline: parsed("rpc_deadline", file.rpc_deadline.as_deref(), parse_dur)?,
             rto_floor: parsed("rto_floor", file.rto_floor.as_deref(), parse_rto_floor)?,
+            fallback: parsed("fallback", file.fallback.as_deref(), parse_fallback)?,
             cc_name: parsed("bpf_cc_name", file.bpf_cc_name.as_deref(), parse_cc_name)?,
             mode: parsed("feedback_mode", file.feedback_mode.as_deref(), parse_mode)?,
             fill: parsed("fill", file.fill.as_deref(), parse_fill)?,
@@ -497,6 +512,7 @@ impl DaemonArgs {
                 .or(file.tcp_tso_rtt_log)
                 .unwrap_or_default(),
             rto_floor: self.rto_floor.or(values.rto_floor).unwrap_or_default(),
+            fallback: self.fallback.or(values.fallback).unwrap_or_default(),
             ps_scheduler_port: self.ps_scheduler_port.or(file.ps_scheduler_port),
             log_format: self.log_format.or(file.log_format).unwrap_or_default(),
             admin_group: self.admin_group.clone().or(file.admin_group),
@@ -758,6 +774,25 @@ mod tests {
         };
         assert_eq!(floor(&flag), Some(Duration::from_millis(20)));
         assert!(parse_rto_floor("soon").is_err());
+    }
+
+    #[test]
+    fn fallback_defaults_to_cubic_and_takes_reno_from_file_or_flag() {
+        use mlcc_bpf::Fallback;
+        let (_dir, p, args) = minimal_config();
+        let fallback = |c: &DaemonArgs| c.resolve().unwrap().fallback;
+        assert_eq!(fallback(&args), Fallback::Cubic);
+        rewrite(&p, "fallback = \"reno\"\n");
+        assert_eq!(fallback(&args), Fallback::Reno);
+        rewrite(&p, "fallback = \"bbr\"\n");
+        let e = args.resolve().unwrap_err().to_string();
+        assert!(e.contains("fallback") && e.contains("cubic or reno"), "{e}");
+        rewrite(&p, "fallback = \"reno\"\n");
+        let flag = DaemonArgs {
+            fallback: Some(Fallback::Cubic),
+            ..args
+        };
+        assert_eq!(fallback(&flag), Fallback::Cubic);
     }
 
     #[test]

@@ -70,7 +70,7 @@ pub struct SocketStats {
 /// guaranteed in the network's default class, what it sends beyond it going in fill class
 /// `fill` (0 is served first among them). The datapath never hands the kernel less than
 /// [`MIN_ORDER_BYTES_PER_SEC`]; "no order" is a cleared entry. `expiry` is how long the order
-/// holds before the CC falls back to Reno, so a dead daemon releases its flows.
+/// holds before the CC falls back to the kernel's CC, so a dead daemon releases its flows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct RateOrder {
     pub key: SocketKey,
@@ -287,7 +287,7 @@ impl MemoryDatapath {
         self.lock().orders.values().copied().collect()
     }
 
-    /// The rate the CC would pace `key` at now (`None`: Reno fallback, e.g. after expiry).
+    /// The rate the CC would pace `key` at now (`None`: the fallback CC, e.g. after expiry).
     pub fn effective_rate(&self, key: &SocketKey) -> Option<u64> {
         self.lock()
             .dp

@@ -590,6 +590,7 @@ const MLCCD_WORDS: toml_doc::Vocabulary = toml_doc::Vocabulary {
         "bpf_cc_name",
         "tcp_tso_rtt_log",
         "rto_floor",
+        "fallback",
         "ps_scheduler_port",
         "log_format",
         "h2",
@@ -612,6 +613,8 @@ const MLCCD_WORDS: toml_doc::Vocabulary = toml_doc::Vocabulary {
         "dry-run",
         "human",
         "json",
+        "cubic",
+        "reno",
         "",
     ],
 };

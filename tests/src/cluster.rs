@@ -115,7 +115,8 @@ pub enum Cc {
     /// wrote: `mlcc`, or `mlcc/key=value/...` with mlccd options in mlcc-sim's variant syntax
     /// (`eta`, `rank`, `mode`, `policy`, and any rule `NAME=on|off`), so one sitting can compare
     /// policies on real TCP; `args` are those options as mlccd flags. `rto_floor=DURATION` (or
-    /// `kernel`) sets the datapath's RTO floor instead; `tau=DURATION` and `horizon=K` the
+    /// `kernel`) sets the datapath's RTO floor instead, `fallback=reno|cubic` the kernel CC its
+    /// sockets run without an order; `tau=DURATION` and `horizon=K` the
     /// slots of mlccd and the switch emulators instead of the scenario's. `progress=off`
     /// starts the jobs without progress files (their sockets still on the CC), so mlccd
     /// schedules what it learns from their bytes alone; `learn=off` turns mlccd's learner off.
@@ -123,6 +124,7 @@ pub enum Cc {
         name: String,
         args: Vec<String>,
         rto_floor: mlcc_bpf::RtoFloor,
+        fallback: mlcc_bpf::Fallback,
         tau: Option<Duration>,
         horizon: Option<u32>,
         progress: bool,
@@ -164,6 +166,7 @@ impl Cc {
             "mlcc" => {
                 let mut args = Vec::new();
                 let mut rto_floor = mlcc_bpf::RtoFloor::default();
+                let mut fallback = mlcc_bpf::Fallback::default();
                 let (mut tau, mut horizon, mut progress) = (None, None, true);
                 for kv in parts {
                     let (k, v) = key_value(kv)?;
@@ -195,6 +198,7 @@ impl Cc {
                             rto_floor = mlcc_bpf::RtoFloor::new(floor(v)?)
                                 .map_err(|e| format!("{s:?}: {e}"))?
                         }
+                        "fallback" => fallback = v.parse().map_err(|e| format!("{s:?}: {e}"))?,
                         rule => args.extend(["--rule".to_string(), format!("{rule}={v}")]),
                     }
                 }
@@ -202,6 +206,7 @@ impl Cc {
                     name: s.to_string(),
                     args,
                     rto_floor,
+                    fallback,
                     tau,
                     horizon,
                     progress,
@@ -553,9 +558,13 @@ impl EmulatedCluster {
         // with an srtt-based cap).
         let cwnd = mlcc_bpf::CwndPolicy::new(200, 4, Duration::from_millis(8))
             .map_err(|e| RunError::Setup(format!("cwnd policy: {e}")))?;
-        let rto_floor = match &self.cc {
-            Cc::Mlcc { rto_floor, .. } => *rto_floor,
-            _ => mlcc_bpf::RtoFloor::default(),
+        let (rto_floor, fallback) = match &self.cc {
+            Cc::Mlcc {
+                rto_floor,
+                fallback,
+                ..
+            } => (*rto_floor, *fallback),
+            _ => Default::default(),
         };
         let opts = mlcc_bpf::LoadOptions {
             cc_name: mlcc_bpf::CcName::new(&name)
@@ -563,6 +572,7 @@ impl EmulatedCluster {
             pin_dir: pin.clone(),
             cwnd,
             rto_floor,
+            fallback,
         };
         self.pin_dir = Some(pin.clone());
         // Loaded and pinned here; mlccd opens the pins (a loader that exits keeps it alive).
@@ -2064,11 +2074,20 @@ mod tests {
                 .map(String::from)
                 .to_vec(),
                 rto_floor: mlcc_bpf::RtoFloor::default(),
+                fallback: mlcc_bpf::Fallback::Cubic,
                 tau: None,
                 horizon: None,
                 progress: true,
             }
         );
+        match Cc::parse("mlcc/fallback=reno") {
+            Ok(Cc::Mlcc { fallback, args, .. }) => {
+                assert_eq!(fallback, mlcc_bpf::Fallback::Reno);
+                assert!(args.is_empty(), "{args:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Cc::parse("mlcc/fallback=bbr").is_err());
         match Cc::parse("mlcc/progress=off/learn=off") {
             Ok(Cc::Mlcc { progress, args, .. }) => {
                 assert!(!progress);

@@ -4,19 +4,19 @@
  *
  * mlcc_cc paces every socket at the rate mlccd wrote for its 4-tuple and caps cwnd near the
  * rate's BDP, so the planned rate, not loss, decides how fast a flow goes. Without an order (none
- * yet, or mlccd stopped renewing it) the socket runs Reno through the kernel's own kfuncs: flows
- * never freeze because the daemon is gone.
+ * yet, or mlccd stopped renewing it) the socket runs the kernel's Cubic (or Reno, as the operator
+ * chooses) through the kernel's own kfuncs: flows never freeze because the daemon is gone.
  *
  * An order with a fill class (fill_dscp) guarantees its rate and lets the socket send beyond it:
- * the CC runs Reno unpaced with a cwnd floor of the guaranteed rate's BDP, and mlcc_mark, a tc
- * egress program on the host's uplink, leaves a socket's bytes within a token bucket of that
- * rate in the default class and marks the rest with the fill DSCP, which switches serve only
- * with what the default class leaves.
+ * the CC runs its fallback unpaced with a cwnd floor of the guaranteed rate's BDP, and
+ * mlcc_mark, a tc egress program on the host's uplink, leaves a socket's bytes within a token
+ * bucket of that rate in the default class and marks the rest with the fill DSCP, which switches
+ * serve only with what the default class leaves.
  *
  * mlcc_sockops puts sockets of the cgroups it is attached to on mlcc_cc, so a job opts in
  * without patching its communication library.
  *
- * The tcp_reno_* kfuncs are GPL-only: the programs are licensed "Dual MIT/GPL".
+ * The tcp_reno_* and cubictcp_* kfuncs are GPL-only: the programs are licensed "Dual MIT/GPL".
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -43,7 +43,8 @@ _Static_assert(sizeof(struct mlcc_rate) == 24, "mlcc_rate layout");
 _Static_assert(__builtin_offsetof(struct mlcc_rate, fill_dscp) == 16, "mlcc_rate.fill_dscp");
 _Static_assert(sizeof(struct mlcc_mark) == 16, "mlcc_mark layout");
 _Static_assert(sizeof(struct mlcc_sock_stats) == 64, "mlcc_sock_stats layout");
-_Static_assert(sizeof(struct mlcc_config) == 32, "mlcc_config layout");
+_Static_assert(sizeof(struct mlcc_config) == 36, "mlcc_config layout");
+_Static_assert(__builtin_offsetof(struct mlcc_config, fallback) == 32, "mlcc_config.fallback");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -84,6 +85,31 @@ extern unsigned int CONFIG_HZ __kconfig;
 extern void tcp_reno_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;
 extern __u32 tcp_reno_ssthresh(struct sock *sk) __ksym;
 extern __u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
+extern void cubictcp_init(struct sock *sk) __ksym __weak;
+extern __u32 cubictcp_recalc_ssthresh(struct sock *sk) __ksym __weak;
+extern void cubictcp_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym __weak;
+extern void cubictcp_state(struct sock *sk, __u8 new_state) __ksym __weak;
+extern void cubictcp_cwnd_event(struct sock *sk, enum tcp_ca_event event) __ksym __weak;
+extern void cubictcp_acked(struct sock *sk, const struct ack_sample *sample) __ksym __weak;
+
+/*
+ * The cubictcp_* kfuncs are weak: a kernel whose tcp_cubic is a module not loaded still loads
+ * the datapath (the loader refuses a Cubic fallback there), and its sockets fall back to Reno.
+ */
+static __always_inline int cubic_config(const struct mlcc_config *cfg)
+{
+	return cfg && cfg->fallback == MLCC_FALLBACK_CUBIC && bpf_ksym_exists(cubictcp_init) &&
+	       bpf_ksym_exists(cubictcp_recalc_ssthresh) && bpf_ksym_exists(cubictcp_cong_avoid) &&
+	       bpf_ksym_exists(cubictcp_state) && bpf_ksym_exists(cubictcp_cwnd_event) &&
+	       bpf_ksym_exists(cubictcp_acked);
+}
+
+static __always_inline int cubic(void)
+{
+	__u32 zero = 0;
+
+	return cubic_config(bpf_map_lookup_elem(&mlcc_config, &zero));
+}
 
 static __always_inline __u32 min_rtt_us(const struct tcp_sock *tp)
 {
@@ -161,10 +187,12 @@ static __always_inline void pace(struct sock *sk, __u64 rate, const struct mlcc_
 }
 
 /*
- * Reno, run here because the kernel skips cong_avoid (and its cwnd reduction) for a CC that has
- * cong_control. Recovery halves cwnd at once to ssthresh instead of PRR's gradual descent.
+ * The fallback CC (Reno or Cubic), run here because the kernel skips cong_avoid (and its cwnd
+ * reduction) for a CC that has cong_control. Recovery cuts cwnd at once to ssthresh (half for
+ * Reno, 0.7 for Cubic) instead of PRR's gradual descent.
  */
-static __always_inline void fallback_reno(struct sock *sk, __u32 ack, const struct rate_sample *rs)
+static __always_inline void fallback(struct sock *sk, __u32 ack, const struct rate_sample *rs,
+				     int use_cubic)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	__u8 state = inet_csk(sk)->icsk_ca_state;
@@ -175,10 +203,12 @@ static __always_inline void fallback_reno(struct sock *sk, __u32 ack, const stru
 
 		if (tp->snd_cwnd > target)
 			tp->snd_cwnd = target;
-		return;
+	} else if (rs->acked_sacked > 0) {
+		if (use_cubic && bpf_ksym_exists(cubictcp_cong_avoid))
+			cubictcp_cong_avoid(sk, ack, rs->acked_sacked);
+		else
+			tcp_reno_cong_avoid(sk, ack, rs->acked_sacked);
 	}
-	if (rs->acked_sacked > 0)
-		tcp_reno_cong_avoid(sk, ack, rs->acked_sacked);
 }
 
 /*
@@ -201,7 +231,8 @@ static __always_inline void set_rto_floor(struct sock *sk, const struct mlcc_con
 }
 
 /*
- * An order with a fill class: Reno, unpaced, over a cwnd floor of the guaranteed rate's BDP.
+ * An order with a fill class: the fallback CC, unpaced, over a cwnd floor of the guaranteed rate's
+ * BDP.
  * Beyond the floor the socket's bytes leave in the fill class (mlcc_mark) and react to loss there
  * as any TCP's; the guaranteed rate itself is not cut by it.
  */
@@ -211,7 +242,7 @@ static __always_inline void fill(struct sock *sk, __u32 ack, const struct rate_s
 	struct tcp_sock *tp = tcp_sk(sk);
 	__u32 floor = rate_cwnd(sk, rate, cfg);
 
-	fallback_reno(sk, ack, rs);
+	fallback(sk, ack, rs, cubic_config(cfg));
 	if (tp->snd_cwnd < floor)
 		tp->snd_cwnd = floor;
 }
@@ -223,6 +254,9 @@ void BPF_PROG(mlcc_init, struct sock *sk)
 	__u32 zero = 0;
 
 	sk->sk_pacing_status = SK_PACING_NEEDED;
+	/* Cubic's state is kept whatever the fallback: it is what a socket without an order runs. */
+	if (bpf_ksym_exists(cubictcp_init))
+		cubictcp_init(sk);
 	cfg = bpf_map_lookup_elem(&mlcc_config, &zero);
 	if (cfg)
 		set_rto_floor(sk, cfg);
@@ -249,7 +283,7 @@ void BPF_PROG(mlcc_cong_control, struct sock *sk, __u32 ack, int flag, const str
 			mode = MLCC_MODE_PACED;
 		}
 	} else {
-		fallback_reno(sk, ack, rs);
+		fallback(sk, ack, rs, cubic_config(cfg));
 	}
 	record_stats(sk, &key, rs, mode);
 }
@@ -257,7 +291,31 @@ void BPF_PROG(mlcc_cong_control, struct sock *sk, __u32 ack, int flag, const str
 SEC("struct_ops")
 __u32 BPF_PROG(mlcc_ssthresh, struct sock *sk)
 {
+	if (cubic() && bpf_ksym_exists(cubictcp_recalc_ssthresh))
+		return cubictcp_recalc_ssthresh(sk);
 	return tcp_reno_ssthresh(sk);
+}
+
+/* Cubic's bookkeeping runs whatever the socket's mode, so it is current when an order lapses. */
+SEC("struct_ops")
+void BPF_PROG(mlcc_set_state, struct sock *sk, __u8 new_state)
+{
+	if (cubic() && bpf_ksym_exists(cubictcp_state))
+		cubictcp_state(sk, new_state);
+}
+
+SEC("struct_ops")
+void BPF_PROG(mlcc_cwnd_event, struct sock *sk, enum tcp_ca_event event)
+{
+	if (cubic() && bpf_ksym_exists(cubictcp_cwnd_event))
+		cubictcp_cwnd_event(sk, event);
+}
+
+SEC("struct_ops")
+void BPF_PROG(mlcc_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+{
+	if (cubic() && bpf_ksym_exists(cubictcp_acked))
+		cubictcp_acked(sk, sample);
 }
 
 SEC("struct_ops")
@@ -284,6 +342,9 @@ struct tcp_congestion_ops mlcc_cc = {
 	.cong_control = (void *)mlcc_cong_control,
 	.ssthresh = (void *)mlcc_ssthresh,
 	.undo_cwnd = (void *)mlcc_undo_cwnd,
+	.set_state = (void *)mlcc_set_state,
+	.cwnd_event = (void *)mlcc_cwnd_event,
+	.pkts_acked = (void *)mlcc_pkts_acked,
 	.release = (void *)mlcc_release,
 	.name = "mlcc",
 };

@@ -77,6 +77,17 @@ struct mlcc_config {
 	 * kernel's, 200 ms). Raised to two timer ticks, the least the kernel takes.
 	 */
 	__u32 rto_min_us;
+	/* What a socket runs without an order (enum mlcc_fallback); read at every ACK. */
+	__u32 fallback;
+};
+
+/*
+ * The kernel CC a socket runs through its kfuncs while it has no order. Both keep their state in
+ * the socket's icsk_ca_priv, which mlcc_cc itself does not use.
+ */
+enum mlcc_fallback {
+	MLCC_FALLBACK_RENO = 0,
+	MLCC_FALLBACK_CUBIC = 1,
 };
 
 #endif

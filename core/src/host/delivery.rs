@@ -1,10 +1,14 @@
 //! What B_f learns from last slot's delivery ([`PolicyConfig::delivery_samples`]):
 //! under-delivery is the path's doing only if the sender had data waiting at both ends of the
 //! slot, and at its start some of it on the wire. A ring step waiting for its predecessor or a
-//! PS reply waiting for the pushes says nothing about the path (without a backlog count, assume
-//! it had data); nor does a bucket Gloo holds until its peer posts the receive, which the
-//! progress file already counts as handed over (with nothing in flight, the application still
-//! had it; without a count, assume it was out).
+//! PS reply waiting for the pushes says nothing about the path; nor does a bucket Gloo holds
+//! until its peer posts the receive, which the progress file already counts as handed over
+//! (with nothing in flight, the application still had it; without a count, assume it was out).
+//! Without a backlog count (a learned job: its counters are of bytes acked), the slot counts
+//! only where the sockets had bytes on the wire at both its ends: a ring step that emptied
+//! its window and waited for its predecessor had none at one end or the other, and taking
+//! that wait for the path ratcheted B_f down to half the path (measured on the testbed,
+//! `micro-two-jobs-heavy` with no progress files).
 
 use super::config::PolicyConfig;
 use super::holder::has_data_waiting;
@@ -17,15 +21,18 @@ use crate::estimator::Delivery;
 pub(super) fn sample(cfg: &PolicyConfig, f: &FlowObs, last: &Memory) -> Option<Delivery> {
     let last_rate = last.last_rate;
     let ready = has_data_waiting(f.app_backlog, last_rate);
-    let was_ready = has_data_waiting(last.last_backlog, last_rate)
-        && last.last_in_flight.is_none_or(|b| b > 0.0);
+    let on_the_wire = |b: Option<f64>| b.is_none_or(|b| b > 0.0);
+    let was_ready =
+        has_data_waiting(last.last_backlog, last_rate) && on_the_wire(last.last_in_flight);
+    let had_data = match f.app_backlog {
+        Some(_) => ready && was_ready,
+        None => on_the_wire(last.last_in_flight) && on_the_wire(f.in_flight),
+    };
     f.achieved
         .filter(|_| cfg.delivery_samples)
         .map(|a| Delivery {
             rate: a,
-            backlogged: last_rate > 0.0
-                && a < cfg.path_limited_share * last_rate
-                && (f.app_backlog.is_none() || (ready && was_ready)),
+            backlogged: last_rate > 0.0 && a < cfg.path_limited_share * last_rate && had_data,
         })
 }
 
@@ -80,5 +87,29 @@ mod tests {
         // On the wire at the start and still slow: the path held it.
         assert_eq!(run(Some(64.0 * 1024.0)).decision.achievable, 0.5 * USABLE);
         assert_eq!(run(None).decision.achievable, 0.5 * USABLE);
+    }
+
+    #[test]
+    fn without_a_backlog_count_a_slot_teaches_b_f_only_with_bytes_on_the_wire_at_both_ends() {
+        let t = topo();
+        let mut f = flow(&t, "learned", "h1", "h3", FlowRole::Ring, 20.0 * MB);
+        f.app_backlog = None;
+        let run = |before: Option<f64>, after: Option<f64>| {
+            let mut p = HostPolicy::new(cfg());
+            let mut f = f.clone();
+            f.in_flight = before;
+            p.step(Slot(1), std::slice::from_ref(&f));
+            f.achieved = Some(0.3 * CAP);
+            f.in_flight = after;
+            p.step(Slot(2), std::slice::from_ref(&f)).flows.remove(0)
+        };
+        let window = Some(64.0 * 1024.0);
+        // Sending all slot long and still slow: the path held it.
+        assert_eq!(run(window, window).decision.achievable, 0.5 * USABLE);
+        // Its window empty at the start or at the end: it waited for data part of the slot.
+        assert_eq!(run(Some(0.0), window).decision.achievable, USABLE);
+        assert_eq!(run(window, Some(0.0)).decision.achievable, USABLE);
+        // Nothing known of the sockets either: assume the path, as before.
+        assert_eq!(run(None, None).decision.achievable, 0.5 * USABLE);
     }
 }

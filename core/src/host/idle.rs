@@ -6,10 +6,20 @@
 
 use super::config::PolicyConfig;
 use super::local::Local;
+use super::obs::FlowObs;
 use crate::dependency::Dependency;
 use crate::flow::FlowRole;
 
 impl PolicyConfig {
+    /// What `f`'s application holds, as far as the policy can tell: its count, or, without one
+    /// and under [`PolicyConfig::quiet_is_idle`], nothing where every connection was quiet
+    /// last slot.
+    pub(super) fn known_backlog(&self, f: &FlowObs) -> Option<f64> {
+        let quiet = f.connections > 0 && f.quiet_connections >= f.connections;
+        f.app_backlog
+            .or_else(|| (self.quiet_is_idle && quiet).then_some(0.0))
+    }
+
     /// Whether a flow with `remaining_bytes` left in its iteration and `app_backlog` handed
     /// over but unacknowledged is idle.
     pub fn is_idle(&self, remaining_bytes: f64, app_backlog: Option<f64>) -> bool {
@@ -26,7 +36,7 @@ pub(super) fn flags(cfg: &PolicyConfig, flows: &[Local<'_>], deps: &[Dependency]
         .iter()
         .zip(deps)
         .map(|(f, dep)| {
-            cfg.is_idle(f.remaining, f.obs.app_backlog)
+            cfg.is_idle(f.remaining, cfg.known_backlog(f.obs))
                 && !(projects(cfg, f) && expects_data(f, dep, cfg.idle_backlog_bytes))
         })
         .collect()
@@ -69,6 +79,33 @@ mod tests {
             Booking::Plan { rates, .. } => assert!(rates[0] > 0.0, "{rates:?}"),
             b => panic!("{b:?}"),
         }
+    }
+
+    #[test]
+    fn without_a_backlog_count_a_flow_whose_connections_were_all_quiet_is_idle() {
+        let t = topo();
+        let mut f = flow(&t, "learned", "h1", "h2", FlowRole::Ring, 50.0 * MB);
+        f.app_backlog = None;
+        f.connections = 2;
+        // One connection moved bytes last slot: it may hold more; it books.
+        f.quiet_connections = 1;
+        let busy = one(cfg(), 1, &f);
+        assert!(!busy.idle);
+        assert!(
+            matches!(busy.booking, Booking::Plan { .. }),
+            "{:?}",
+            busy.booking
+        );
+        // Neither moved a byte at the rate floor: nothing to send, nothing booked.
+        f.quiet_connections = 2;
+        let quiet = one(cfg(), 1, &f);
+        assert!(quiet.idle);
+        assert!(quiet.booking.is_withdraw(), "{:?}", quiet.booking);
+        assert_eq!(paced(quiet.enforce), USABLE);
+        assert!(!one(without("quiet-idle"), 1, &f).idle);
+        // A backlog count, where there is one, is what decides.
+        f.app_backlog = Some(20.0 * MB);
+        assert!(!one(cfg(), 1, &f).idle);
     }
 
     #[test]

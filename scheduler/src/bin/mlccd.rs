@@ -78,6 +78,7 @@ fn open_bpf(
     pin_dir: &std::path::Path,
     cc_name: &mlcc_bpf::CcName,
     rto_floor: mlcc_bpf::RtoFloor,
+    fallback: mlcc_bpf::Fallback,
 ) -> Result<mlcc_bpf::KernelDatapath, String> {
     match mlcc_bpf::KernelDatapath::open(pin_dir) {
         Ok(d) => {
@@ -89,6 +90,13 @@ fn open_bpf(
                     rto_floor.get()
                 );
             }
+            let pinned = d.fallback().ok();
+            if pinned.is_some_and(|p| p != fallback) {
+                tracing::warn!(
+                    "the pinned datapath keeps its fallback {}; --fallback {fallback} applies when mlccd loads it (mlcc-bpf unload first)",
+                    pinned.map_or_else(String::new, |p| p.to_string())
+                );
+            }
             Ok(d)
         }
         Err(mlcc_bpf::DatapathError::NotLoaded(_)) => {
@@ -96,6 +104,7 @@ fn open_bpf(
                 pin_dir: pin_dir.to_path_buf(),
                 cc_name: cc_name.clone(),
                 rto_floor,
+                fallback,
                 ..Default::default()
             };
             let d = mlcc_bpf::KernelDatapath::load(&opts)
@@ -180,7 +189,12 @@ async fn serve(config: Config) -> Result<(), String> {
     let datapath = match config.datapath {
         DatapathKind::DryRun => DatapathPort::dry_run(),
         DatapathKind::Bpf => {
-            let d = open_bpf(&config.bpf_pin_dir, &config.bpf_cc_name, config.rto_floor)?;
+            let d = open_bpf(
+                &config.bpf_pin_dir,
+                &config.bpf_cc_name,
+                config.rto_floor,
+                config.fallback,
+            )?;
             set_tso_rtt_log(config.tcp_tso_rtt_log);
             if config.policy.fill != Fill::Off {
                 attach_marker(&d, &config, &topo)?;

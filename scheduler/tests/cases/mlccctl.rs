@@ -60,6 +60,7 @@ async fn mlccctl_drives_every_admin_call() {
         bpf_cc_name: Default::default(),
         tcp_tso_rtt_log: mlcc_scheduler::config::TsoRttLog::Keep,
         rto_floor: mlcc_bpf::RtoFloor::default(),
+        fallback: mlcc_bpf::Fallback::default(),
         ps_scheduler_port: None,
         log_format: LogFormat::Human,
         admin_group: None,

@@ -219,6 +219,7 @@ async fn mlccd_peer_service_requires_a_cluster_certificate() {
         bpf_cc_name: Default::default(),
         tcp_tso_rtt_log: mlcc_scheduler::config::TsoRttLog::Keep,
         rto_floor: mlcc_bpf::RtoFloor::default(),
+        fallback: mlcc_bpf::Fallback::default(),
         ps_scheduler_port: None,
         log_format: LogFormat::Human,
         admin_group: None,

@@ -241,6 +241,10 @@ impl Mlcc {
                     _ => 0.0,
                 },
                 held: None,
+                // What mlccd reads instead, the bytes on its sockets' wire: in the fluid model,
+                // any while the sender holds data it may send.
+                in_flight: Some(physics::held(view.job(r), f)),
+                quiet: f.last_achieved <= 0.0,
                 last_achieved: f.last_achieved,
                 upstream,
             }
@@ -298,6 +302,8 @@ impl Mlcc {
             sent,
             slack: f.slack,
             held: Some(held),
+            in_flight: None,
+            quiet: false,
             last_achieved: f.last_achieved,
             upstream: f.upstream.iter().map(|&u| j.flows[u].id.clone()).collect(),
         }

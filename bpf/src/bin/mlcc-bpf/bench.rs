@@ -165,7 +165,7 @@ pub fn run(flows: u32, traffic: Duration) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// One flow over a 1 Gbit/s veth: half the time paced at 500 Mbit/s, half on the Reno fallback.
+/// One flow over a 1 Gbit/s veth: half the time paced at 500 Mbit/s, half on the fallback CC.
 fn per_ack_cost(dp: &mut KernelDatapath, traffic: Duration) -> Result<serde_json::Value, BoxError> {
     let _stats_on = enable_bpf_run_time_stats()?;
     let link = VethPair::create(Some(1_000_000_000))?;

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use mlcc_bpf::{
-    CcName, CwndPolicy, DEFAULT_PIN_DIR, Datapath, Dscp, Expiry, KernelDatapath, LoadOptions, Rate,
-    RateOrder, RtoFloor, SocketKey, unload_pinned,
+    CcName, CwndPolicy, DEFAULT_PIN_DIR, Datapath, Dscp, Expiry, Fallback, KernelDatapath,
+    LoadOptions, Rate, RateOrder, RtoFloor, SocketKey, unload_pinned,
 };
 
 mod bench;
@@ -53,6 +53,9 @@ enum Cmd {
         /// kernel's 200 ms.
         #[arg(long, default_value_t = RtoFloor::default().get().map_or(0, |d| d.as_millis() as u64))]
         rto_floor_ms: u64,
+        /// The kernel CC a socket runs while it has no rate order: cubic or reno.
+        #[arg(long, default_value_t = Fallback::default())]
+        fallback: Fallback,
         /// cgroup v2 directories whose TCP sockets join the CC (repeatable).
         #[arg(long)]
         cgroup: Vec<PathBuf>,
@@ -82,7 +85,7 @@ enum Cmd {
     AttachMarker { dev: String },
     /// Stop marking on DEV.
     DetachMarker { dev: String },
-    /// Remove a socket's order (it falls back to Reno).
+    /// Remove a socket's order (it falls back to the fallback CC).
     ClearRate {
         #[command(flatten)]
         netns: NetnsArg,
@@ -156,6 +159,7 @@ fn run(cli: Cli) -> Result<(), BoxError> {
             min_cwnd,
             rtt_floor_us,
             rto_floor_ms,
+            fallback,
             cgroup,
         } => {
             let opts = LoadOptions {
@@ -167,6 +171,7 @@ fn run(cli: Cli) -> Result<(), BoxError> {
                     Duration::from_micros(rtt_floor_us),
                 )?,
                 rto_floor: RtoFloor::new(Duration::from_millis(rto_floor_ms))?,
+                fallback,
             };
             let dp = KernelDatapath::load(&opts)?;
             for cg in &cgroup {
