@@ -6,9 +6,8 @@
 //! (with nothing in flight, the application still had it; without a count, assume it was out).
 //! Without a backlog count (a learned job: its counters are of bytes acked), the slot counts
 //! only where the sockets had bytes on the wire at both its ends: a ring step that emptied
-//! its window and waited for its predecessor had none at one end or the other, and taking
-//! that wait for the path ratcheted B_f down to half the path (measured on the testbed,
-//! `micro-two-jobs-heavy` with no progress files).
+//! its window and waited for its predecessor had none at one end or the other, and that wait
+//! says nothing about the path either.
 
 use super::config::PolicyConfig;
 use super::holder::has_data_waiting;
