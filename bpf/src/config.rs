@@ -293,13 +293,12 @@ impl RawConfig {
 
     /// Either layout: a datapath pinned by an older mlcc has no fallback field and runs Reno.
     pub(crate) fn from_raw(raw: &[u8]) -> Option<Self> {
-        let (raw, fallback) = match raw.len() {
+        let fallback = match raw.len() {
             layout::SIZE => {
                 let at = layout::FALLBACK;
-                let v = u32::from_ne_bytes(raw[at..at + 4].try_into().ok()?);
-                (raw, Fallback::from_raw(v)?)
+                Fallback::from_raw(u32::from_ne_bytes(raw[at..at + 4].try_into().ok()?))?
             }
-            layout::SIZE_RENO_ONLY => (raw, Fallback::Reno),
+            layout::SIZE_RENO_ONLY => Fallback::Reno,
             _ => return None,
         };
         let cc_name = CcName::from_c(&raw[layout::CC_NAME..layout::CC_NAME + CC_NAME_MAX])?;

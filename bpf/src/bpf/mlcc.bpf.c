@@ -95,13 +95,11 @@ extern void cubictcp_acked(struct sock *sk, const struct ack_sample *sample) __k
 /*
  * The cubictcp_* kfuncs are weak: a kernel whose tcp_cubic is a module not loaded still loads
  * the datapath (the loader refuses a Cubic fallback there), and its sockets fall back to Reno.
+ * Each call is guarded by its own bpf_ksym_exists, which the verifier needs to drop the call.
  */
 static __always_inline int cubic_config(const struct mlcc_config *cfg)
 {
-	return cfg && cfg->fallback == MLCC_FALLBACK_CUBIC && bpf_ksym_exists(cubictcp_init) &&
-	       bpf_ksym_exists(cubictcp_recalc_ssthresh) && bpf_ksym_exists(cubictcp_cong_avoid) &&
-	       bpf_ksym_exists(cubictcp_state) && bpf_ksym_exists(cubictcp_cwnd_event) &&
-	       bpf_ksym_exists(cubictcp_acked);
+	return cfg && cfg->fallback == MLCC_FALLBACK_CUBIC;
 }
 
 static __always_inline int cubic(void)
