@@ -10,7 +10,7 @@
 //! matches itself (autocorrelation over a window, the shortest peak at least 0.6 of the best,
 //! so a job is not read at a multiple of its period); an iteration begins where a quiet slot gives way to an active one,
 //! at most once per 0.6 periods (a bucket's pause inside an iteration is not a new one) or,
-//! once an estimate stands, once 90 % of an iteration's bytes have moved; an
+//! once an estimate stands, once all an iteration's bytes but `byte_tolerance` have moved; an
 //! estimate stands once `min_iterations` whole iterations in a row agree on their bytes within
 //! `byte_tolerance` and on their length within two slots or `period_tolerance`. It is withdrawn
 //! when the traffic stops for two periods, or an iteration runs far past its bytes and its
@@ -22,9 +22,10 @@ use crate::slot::Slot;
 
 pub mod identity;
 
-/// The share of an iteration's bytes after which, once an estimate stands, a pause ends the
-/// iteration rather than interrupting it.
-const MOST_OF_AN_ITERATION: f64 = 0.9;
+/// How far back, and above what share of the busiest slot, an iteration's first slots may be
+/// quieter than the active bar ([`Learner::lead_in`]): a slow start spans a slot or two.
+const LEAD_IN_SLOTS: usize = 2;
+const LEAD_IN_SHARE: f64 = 0.01;
 
 /// What the learner needs to call traffic periodic.
 #[derive(Clone, Debug, PartialEq)]
@@ -227,7 +228,8 @@ impl Learner {
 
     /// Adds the iteration starts in the window not seen yet: a quiet slot then an active one,
     /// at least 0.6 periods after the last start; or, once an estimate of `per_iteration`
-    /// bytes stands, once the last iteration has moved most of its bytes, however long that
+    /// bytes stands, once the last iteration has moved all its bytes but the tolerance (an
+    /// iteration short of that would disagree with the estimate anyway), however long that
     /// took. A scheduled job pauses mid-iteration while another takes its turn, and that
     /// pause would otherwise split the iteration the schedule was planned from.
     fn track_onsets(
@@ -244,11 +246,12 @@ impl Learner {
             if !onset {
                 continue;
             }
-            let s = self.slot_of(now, i);
+            let first = self.lead_in(i, threshold);
+            let s = self.slot_of(now, first);
             let early = |last: Slot| match per_iteration {
                 Some(b) => {
-                    let moved: f64 = self.bytes.range(self.index_of(now, last)..i).sum();
-                    moved < MOST_OF_AN_ITERATION * b
+                    let moved: f64 = self.bytes.range(self.index_of(now, last)..first).sum();
+                    moved < (1.0 - self.cfg.byte_tolerance) * b
                 }
                 None => s.0 - last.0 < min_gap,
             };
@@ -263,6 +266,24 @@ impl Learner {
             self.onsets.pop_front();
             self.begun += 1;
         }
+    }
+
+    /// The first slot of the burst whose first active slot is `i`: a burst that begins late in
+    /// a slot moves a little in it, below the active bar, and those bytes are the new
+    /// iteration's. Counted in the last one instead, they make two iterations in a row disagree
+    /// on their bytes by twice that much. Up to [`LEAD_IN_SLOTS`] slots back, each moving at
+    /// least [`LEAD_IN_SHARE`] of the busiest slot (so background chatter does not count).
+    fn lead_in(&self, i: usize, threshold: f64) -> usize {
+        let floor = LEAD_IN_SHARE * self.bytes.iter().copied().fold(0.0, f64::max);
+        let mut first = i;
+        while first > 0 && i - first < LEAD_IN_SLOTS {
+            let b = self.bytes[first - 1];
+            if b < floor || b >= threshold {
+                break;
+            }
+            first -= 1;
+        }
+        first
     }
 
     /// (length in slots, bytes) of each whole iteration in the window, oldest first.
@@ -289,7 +310,8 @@ impl Learner {
     /// the last `min_iterations` or none. Those before them count while they agree too (up to
     /// the window), so the figures are means over as many iterations as the job has shown.
     /// With an estimate standing (`standing`: its period), an iteration's length need only be
-    /// within half to two and a half of it: sharing links stretches iterations, not their bytes.
+    /// within a quarter to two and a half of it: sharing links stretches iterations, not their
+    /// bytes, and an iteration after a stretched one may be quick.
     fn agreeing(
         &self,
         its: &[(f64, f64)],
@@ -303,7 +325,7 @@ impl Learner {
         // Slots quantise both the burst and the compute: two slots of slack at least.
         let slack = (self.cfg.period_tolerance * mean_len).max(2.0);
         let len_ok = |l: f64| match standing {
-            Some(p) => (0.5 * p..=2.5 * p).contains(&l),
+            Some(p) => (0.25 * p..=2.5 * p).contains(&l),
             None => (l - mean_len).abs() <= slack,
         };
         let bytes_ok = |b: f64| mean > 0.0 && (b - mean).abs() <= self.cfg.byte_tolerance * mean;
@@ -525,6 +547,75 @@ mod tests {
             "{e:?}"
         );
         assert!((e.period_slots - 22.0).abs() <= 1.0, "{e:?}");
+    }
+
+    #[test]
+    fn a_burst_that_begins_late_in_a_slot_is_counted_in_its_own_iteration() {
+        // Each iteration's burst begins late in a slot: 1-8 % of a slot's bytes before its
+        // first full slot, below the active bar. Those bytes are the new iteration's; counted
+        // in the last one, two iterations in a row disagree by twice as much as 2 % allows.
+        let mut n = Noise(5);
+        let mut x = Vec::new();
+        for _ in 0..14 {
+            let lead = n.in_range(0.01, 0.08) * 3.0 * MB;
+            x.push(lead);
+            x.extend([3.0 * MB; 6]);
+            x.push(3.0 * MB - lead);
+            x.extend([0.0; 5]);
+        }
+        let mut l = Learner::new(LearnerConfig::default());
+        let seen = feed(&mut l, &x);
+        let first = seen.iter().position(Option::is_some).expect("learned");
+        // The first burst has no quiet before it: three whole iterations after the second.
+        assert!(first <= 4 * 13 + 2, "learned only at slot {first}");
+        let lost = seen[first..].iter().filter(|e| e.is_none()).count();
+        assert_eq!(lost, 0, "withdrawn");
+        let e = seen.last().unwrap().clone().unwrap();
+        assert!(
+            (e.last_iteration_bytes / (21.0 * MB) - 1.0).abs() < 1e-9,
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn a_pause_near_the_end_of_an_iteration_does_not_end_it() {
+        // Learned alone; then a turn given after 95 % of each iteration's bytes.
+        let mut x = ddp(6, 10, 4, 20.0 * MB, 31);
+        let learned_at = x.len();
+        for _ in 0..10 {
+            x.extend([1.9 * MB; 10]);
+            x.extend([0.0; 6]);
+            x.push(1.0 * MB);
+            x.extend([0.0; 4]);
+        }
+        let mut l = Learner::new(LearnerConfig::default());
+        let seen = feed(&mut l, &x);
+        assert!(seen[learned_at - 1].is_some());
+        let lost = seen[learned_at..].iter().filter(|e| e.is_none()).count();
+        assert_eq!(lost, 0, "withdrawn when a turn came late in the iteration");
+        let e = seen.last().unwrap().clone().unwrap();
+        assert!(
+            (e.last_iteration_bytes / (20.0 * MB) - 1.0).abs() <= 0.02,
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn a_quick_iteration_after_a_stretched_one_keeps_the_estimate() {
+        // 12-slot iterations; one stretched to 30 slots by a competitor, the next done in 4
+        // (3 at a rate the competitor left free, and compute that overlapped the wait).
+        let mut x = ddp(6, 8, 4, 16.0 * MB, 41);
+        let learned_at = x.len();
+        x.extend([1.0 * MB; 16]);
+        x.extend([0.0; 14]);
+        x.extend([16.0 / 3.0 * MB; 3]);
+        x.push(0.0);
+        x.extend(ddp(4, 8, 4, 16.0 * MB, 42));
+        let mut l = Learner::new(LearnerConfig::default());
+        let seen = feed(&mut l, &x);
+        assert!(seen[learned_at - 1].is_some());
+        let lost = seen[learned_at..].iter().filter(|e| e.is_none()).count();
+        assert_eq!(lost, 0, "withdrawn after a quick iteration");
     }
 
     #[test]

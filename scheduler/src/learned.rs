@@ -272,6 +272,8 @@ impl LearnedProcesses {
             }
             t.acked = seen;
             let was = t.learner.estimate().is_some();
+            // The learner's whole input, for replaying a run offline when a job is not learned.
+            tracing::trace!(target: "mlcc_learn", pid, slot = slot.0, total = t.total);
             t.learner.observe(slot, t.total);
             log_change(pid, was, t.learner.estimate(), ms);
         }
