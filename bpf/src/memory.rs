@@ -126,6 +126,7 @@ mod tests {
             cwnd_segments: 10,
             delivered_segments: 0,
             updated: MonotonicNs(0),
+            queued_bytes: Some(0),
         };
         dp.upsert_socket(key(1), stats);
         let rate = Rate::from_bytes_per_sec(1).unwrap();

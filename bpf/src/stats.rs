@@ -36,11 +36,17 @@ pub struct SocketStats {
     /// When these values were taken (CLOCK_MONOTONIC); deltas of `bytes_acked` over deltas of
     /// `updated` give the achieved rate without user-space timer jitter.
     pub updated: MonotonicNs,
+    /// Bytes the application wrote that the peer has not acknowledged (`write_seq - snd_una`),
+    /// as of the last ACK or the last start of transmission after idle. `None` from a datapath
+    /// pinned by an mlcc that did not record it.
+    pub queued_bytes: Option<u32>,
 }
 
 /// Layout of `struct mlcc_sock_stats`.
 pub(crate) mod layout {
-    pub const SIZE: usize = 64;
+    pub const SIZE: usize = 72;
+    /// The layout before `queued_bytes`, as a datapath pinned by an older mlcc has it.
+    pub const SIZE_V1: usize = 64;
     pub const BYTES_SENT: usize = 0;
     pub const BYTES_ACKED: usize = 8;
     pub const DELIVERY_RATE: usize = 16;
@@ -52,26 +58,29 @@ pub(crate) mod layout {
     pub const SND_CWND: usize = 52;
     pub const MODE: usize = 56;
     pub const DELIVERED: usize = 60;
+    pub const QUEUED: usize = 64;
 }
 
 const MODE_PACED: u32 = 1;
 
-fn u64_at(raw: &[u8; layout::SIZE], at: usize) -> u64 {
+fn u64_at(raw: &[u8], at: usize) -> u64 {
     let mut b = [0u8; 8];
     b.copy_from_slice(&raw[at..at + 8]);
     u64::from_ne_bytes(b)
 }
 
-fn u32_at(raw: &[u8; layout::SIZE], at: usize) -> u32 {
+fn u32_at(raw: &[u8], at: usize) -> u32 {
     let mut b = [0u8; 4];
     b.copy_from_slice(&raw[at..at + 4]);
     u32::from_ne_bytes(b)
 }
 
 impl SocketStats {
-    /// `None` when `raw` is not a stats value's size.
+    /// `None` when `raw` is not a stats value's size (this layout's or the one before it).
     pub(crate) fn from_raw(raw: &[u8]) -> Option<Self> {
-        let raw: &[u8; layout::SIZE] = raw.try_into().ok()?;
+        if raw.len() != layout::SIZE && raw.len() != layout::SIZE_V1 {
+            return None;
+        }
         let min_rtt_us = u32_at(raw, layout::MIN_RTT_US);
         Some(Self {
             bytes_sent: u64_at(raw, layout::BYTES_SENT),
@@ -91,6 +100,7 @@ impl SocketStats {
             cwnd_segments: u32_at(raw, layout::SND_CWND),
             delivered_segments: u32_at(raw, layout::DELIVERED),
             updated: MonotonicNs(u64_at(raw, layout::UPDATED_NS)),
+            queued_bytes: (raw.len() == layout::SIZE).then(|| u32_at(raw, layout::QUEUED)),
         })
     }
 
@@ -120,6 +130,10 @@ impl SocketStats {
         put(layout::SND_CWND, &self.cwnd_segments.to_ne_bytes());
         put(layout::MODE, &mode.to_ne_bytes());
         put(layout::DELIVERED, &self.delivered_segments.to_ne_bytes());
+        put(
+            layout::QUEUED,
+            &self.queued_bytes.unwrap_or(0).to_ne_bytes(),
+        );
         raw
     }
 }
@@ -141,8 +155,17 @@ mod tests {
             cwnd_segments: 7,
             delivered_segments: 9,
             updated: MonotonicNs(8),
+            queued_bytes: Some(10),
         };
         assert_eq!(SocketStats::from_raw(&s.to_raw()), Some(s));
+        // A datapath pinned before queued_bytes: the rest reads the same, the queue unknown.
+        let v1 = &s.to_raw()[..layout::SIZE_V1];
+        let old = SocketStats {
+            queued_bytes: None,
+            ..s
+        };
+        assert_eq!(SocketStats::from_raw(v1), Some(old));
+        assert_eq!(SocketStats::from_raw(&s.to_raw()[..60]), None);
         let f = SocketStats {
             pacing: Pacing::Fallback,
             min_rtt: None,

@@ -1227,3 +1227,79 @@ fn a_fill_flow_takes_what_a_planned_flow_leaves_and_the_whole_link_once_it_stops
     let sent_b = b.finish().unwrap();
     assert_eq!(sent_b, rx_b.finish().unwrap(), "payload differs end to end");
 }
+
+/// What a socket holds for its process (written, not yet acknowledged) is in its stats: more
+/// than nothing while the peer does not read, nothing once the peer has read and acknowledged
+/// all of it. mlccd reads it as the backlog of a job it learned, which has no progress file to
+/// say what its library handed over.
+#[test]
+fn stats_say_what_a_socket_holds_unacknowledged() {
+    use std::io::{Read, Write};
+    let Some(_serial) = root("stats_say_what_a_socket_holds_unacknowledged") else {
+        return;
+    };
+    let mut loaded = Loaded::new();
+    let cc = loaded.dp().cc_name().clone();
+    let link = VethPair::create(Some(LINK_BITS)).expect("veth pair");
+    let any = SocketAddr::new(link.receiver_addr.into(), 0);
+    let listener = link
+        .receiver
+        .enter(|| std::net::TcpListener::bind(any))
+        .expect("listen");
+    let to = listener.local_addr().unwrap();
+    let mut tx = link
+        .sender
+        .enter(|| {
+            let s = std::net::TcpStream::connect(to)?;
+            mlcc_bpf::set_congestion_control(&s, &cc)?;
+            Ok(s)
+        })
+        .expect("connect");
+    let (mut rx, _) = listener.accept().expect("accept");
+    let key = SocketKey::of_stream(&tx).expect("key");
+
+    // The peer does not read: the socket keeps what its window and buffers do not pass.
+    tx.set_nonblocking(true).unwrap();
+    let chunk = vec![7u8; 64 * 1024];
+    let mut written = 0u64;
+    loop {
+        match tx.write(&chunk) {
+            Ok(n) => written += n as u64,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => panic!("write: {e}"),
+        }
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let held = stats(loaded.dp(), &key);
+    // The kernel's bytes_acked counts the SYN of an active open.
+    let acked_data = |s: &SocketStats| s.bytes_acked.saturating_sub(1);
+    let unacked = written - acked_data(&held);
+    println!(
+        "peer not reading: {written} B written, {} acked, queue {:?} at the last ACK",
+        held.bytes_acked, held.queued_bytes
+    );
+    let q = u64::from(held.queued_bytes.expect("this datapath records the queue"));
+    assert!(
+        unacked > 0,
+        "everything was acked with the peer not reading"
+    );
+    assert!(
+        q > 0 && q <= unacked,
+        "queue {q} B at the last ACK, {unacked} B unacknowledged now"
+    );
+
+    // The peer reads everything: once all is acknowledged, the socket holds nothing.
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut read = 0u64;
+    while read < written {
+        read += rx.read(&mut buf).expect("read") as u64;
+    }
+    let end = Instant::now() + Duration::from_secs(2);
+    let mut drained = stats(loaded.dp(), &key);
+    while acked_data(&drained) < written && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(5));
+        drained = stats(loaded.dp(), &key);
+    }
+    assert_eq!(acked_data(&drained), written, "not all acknowledged in 2 s");
+    assert_eq!(drained.queued_bytes, Some(0), "{drained:?}");
+}

@@ -64,6 +64,9 @@ pub struct SocketStats {
     pub srtt: Duration,
     pub min_rtt: Option<Duration>,
     pub delivery_rate_bytes_per_sec: u64,
+    /// Bytes the process wrote that the peer has not acknowledged (`write_seq - snd_una`), as
+    /// of the last ACK or the last send after idle; `None` where the datapath does not say.
+    pub queued_bytes: Option<u64>,
 }
 
 /// One socket's order. `bytes_per_sec` is the rate it is paced at, or, with `fill`, the rate
@@ -133,6 +136,7 @@ fn from_bpf_stats(s: &mlcc_bpf::SocketStats) -> SocketStats {
         srtt: s.srtt,
         min_rtt: s.min_rtt,
         delivery_rate_bytes_per_sec: s.delivery_rate_bytes_per_sec,
+        queued_bytes: s.queued_bytes.map(u64::from),
     }
 }
 
@@ -218,6 +222,7 @@ fn stats_zero() -> mlcc_bpf::SocketStats {
         cwnd_segments: 10,
         delivered_segments: 0,
         updated: mlcc_bpf::MonotonicNs(0),
+        queued_bytes: None,
     }
 }
 
@@ -250,6 +255,9 @@ impl MemoryDatapath {
         st.srtt = stats.srtt;
         st.min_rtt = stats.min_rtt;
         st.delivery_rate_bytes_per_sec = stats.delivery_rate_bytes_per_sec;
+        st.queued_bytes = stats
+            .queued_bytes
+            .map(|q| u32::try_from(q).unwrap_or(u32::MAX));
         self.lock().dp.upsert_socket(to_bpf_key(&key), st);
     }
 

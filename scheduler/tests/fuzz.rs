@@ -263,6 +263,7 @@ struct SocketIn {
     acked: u64,
     rate: u64,
     srtt_us: u32,
+    queued: Option<u64>,
 }
 
 #[derive(Debug, TypeGenerator)]
@@ -387,6 +388,7 @@ fn run(f: &Fixture, op: &Op) {
                         srtt: std::time::Duration::from_micros(k.srtt_us.into()),
                         min_rtt: None,
                         delivery_rate_bytes_per_sec: k.rate,
+                        queued_bytes: k.queued,
                     };
                     (key, st)
                 })
@@ -668,6 +670,7 @@ fn acked_counters_near_the_limit_do_not_overflow() {
             acked: u64::MAX - 1,
             rate: u64::MAX,
             srtt_us: u32::MAX,
+            queued: Some(u64::MAX),
         };
         run(
             &f,

@@ -42,7 +42,8 @@ _Static_assert(__builtin_offsetof(struct mlcc_sock_key, dst_port) == 42, "mlcc_s
 _Static_assert(sizeof(struct mlcc_rate) == 24, "mlcc_rate layout");
 _Static_assert(__builtin_offsetof(struct mlcc_rate, fill_dscp) == 16, "mlcc_rate.fill_dscp");
 _Static_assert(sizeof(struct mlcc_mark) == 16, "mlcc_mark layout");
-_Static_assert(sizeof(struct mlcc_sock_stats) == 64, "mlcc_sock_stats layout");
+_Static_assert(sizeof(struct mlcc_sock_stats) == 72, "mlcc_sock_stats layout");
+_Static_assert(__builtin_offsetof(struct mlcc_sock_stats, queued_bytes) == 64, "mlcc_sock_stats.queued_bytes");
 _Static_assert(sizeof(struct mlcc_config) == 36, "mlcc_config layout");
 _Static_assert(__builtin_offsetof(struct mlcc_config, fallback) == 32, "mlcc_config.fallback");
 
@@ -141,6 +142,7 @@ static __always_inline void record_stats(struct sock *sk, const struct mlcc_sock
 	st->pacing_rate_bytes_per_sec = sk->sk_pacing_rate;
 	st->mode = mode;
 	st->delivered_segs = tp->delivered;
+	st->queued_bytes = tp->write_seq - tp->snd_una;
 	if (rs->interval_us > 0 && rs->delivered > 0)
 		st->delivery_rate_bytes_per_sec =
 			(__u64)rs->delivered * tp->mss_cache * USEC_PER_SEC / (__u64)rs->interval_us;
@@ -302,9 +304,27 @@ void BPF_PROG(mlcc_set_state, struct sock *sk, __u8 new_state)
 		cubictcp_state(sk, new_state);
 }
 
+/*
+ * A socket that sends after idle has had no ACK since its queue emptied: its stats say it holds
+ * nothing until the first ACK of what it sends now, unless updated here.
+ */
+static __always_inline void note_tx_start(struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct mlcc_sock_key key;
+	struct mlcc_sock_stats *st;
+
+	sock_key(sk, &key);
+	st = bpf_map_lookup_elem(&mlcc_stats, &key);
+	if (st)
+		st->queued_bytes = tp->write_seq - tp->snd_una;
+}
+
 SEC("struct_ops")
 void BPF_PROG(mlcc_cwnd_event, struct sock *sk, enum tcp_ca_event event)
 {
+	if (event == CA_EVENT_TX_START)
+		note_tx_start(sk);
 	if (cubic() && bpf_ksym_exists(cubictcp_cwnd_event))
 		cubictcp_cwnd_event(sk, event);
 }

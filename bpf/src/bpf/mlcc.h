@@ -63,6 +63,13 @@ struct mlcc_sock_stats {
 	__u32 mode;
 	/* Segments delivered, SACKed ones included (tp->delivered; wraps). */
 	__u32 delivered_segs;
+	/*
+	 * Bytes the application wrote and the peer has not acknowledged (write_seq - snd_una), at
+	 * the last ACK or the last start of transmission after idle: what the socket holds for its
+	 * process, as a progress file's backlog is what the library handed over.
+	 */
+	__u32 queued_bytes;
+	__u32 reserved;
 };
 
 /* Settings the operator may change while sockets run; one entry at index 0. */

@@ -55,8 +55,8 @@ pub struct FlowState {
     /// Bytes this group sent in its last complete iteration (progress files' share; 0 unknown).
     pub last_iteration_bytes: u64,
     /// Bytes the library has handed to the sockets this iteration but the receiver has not
-    /// acknowledged yet (progress files' enqueued count minus the datapath's acks); `None`
-    /// without both. Beyond what is in flight, this is data the sender already holds: the flow
+    /// acknowledged yet (progress files' enqueued count minus the datapath's acks; for a
+    /// learned process, what its sockets hold unacknowledged); `None` without them. Beyond what is in flight, this is data the sender already holds: the flow
     /// cannot be ahead of its upstream, and if it under-delivers, the path (not the
     /// application) held it back.
     pub app_backlog: Option<f64>,
@@ -125,6 +125,8 @@ pub struct SocketCounters {
     /// [`QUEUE_DELAY`] above its minimum. Random loss on an uncongested path leaves the RTT at
     /// its floor; a full queue (what drops under congestion) holds it milliseconds above.
     pub queueing: bool,
+    /// Bytes the process wrote and the peer has not acknowledged, where the datapath says.
+    pub queued: Option<u64>,
 }
 
 /// A standing queue this long marks loss as congestion (the testbed's shallowest queue holds
@@ -140,6 +142,7 @@ impl SocketCounters {
             queueing: s
                 .min_rtt
                 .is_some_and(|m| s.srtt.saturating_sub(m) >= QUEUE_DELAY),
+            queued: s.queued_bytes,
         }
     }
 }
@@ -297,12 +300,13 @@ impl FlowState {
         let since_start = self.since_start(measured, spec.sent_share, counters);
         self.mark_quiet(counters);
         self.in_flight = self.in_flight_now(counters);
+        let queued = self.queued_now(counters);
         self.achieved = match (measured, self.counts.acked) {
             (Some(now), Some(prev)) => Some(now.saturating_sub(prev) as f64 / tau),
             _ => None,
         };
         self.counts.acked = measured;
-        self.account(slot, &spec, since_start);
+        self.account(slot, &spec, since_start, queued);
     }
 
     fn take_spec(&mut self, slot: Slot, spec: &FlowSpec) {
@@ -479,6 +483,18 @@ impl FlowState {
             .flatten()
     }
 
+    /// What the process has written to the sockets and not had acknowledged, if the datapath
+    /// says for every one of them.
+    fn queued_now(&self, counters: &Counters) -> Option<f64> {
+        (!self.sockets.is_empty())
+            .then(|| {
+                self.sockets
+                    .iter()
+                    .try_fold(0.0, |b, k| Some(b + counters.get(k)?.queued? as f64))
+            })
+            .flatten()
+    }
+
     /// Sockets that neither sent nor had a byte acked since last slot have nothing to send
     /// (paced at the floor at least, anything queued would have moved).
     fn mark_quiet(&mut self, counters: &Counters) {
@@ -500,8 +516,15 @@ impl FlowState {
     }
 
     /// S, G and the backlog: what was acked since the iteration began (or, without counters,
-    /// what the progress file handed over), against what the iteration moves.
-    fn account(&mut self, slot: Slot, spec: &FlowSpec, since_start: Option<f64>) {
+    /// what the progress file handed over), against what the iteration moves. `queued`: what
+    /// the sockets hold unacknowledged, the backlog of a learned process.
+    fn account(
+        &mut self,
+        slot: Slot,
+        spec: &FlowSpec,
+        since_start: Option<f64>,
+        queued: Option<f64>,
+    ) {
         let mut sent = since_start.or(spec.sent_share).unwrap_or(0.0);
         if spec.source == Source::Admin && spec.expected > 0.0 && sent >= spec.expected {
             sent = self.count_admin_iterations(slot, sent, spec.expected);
@@ -512,9 +535,12 @@ impl FlowState {
             // Core plans it as a bulk transfer (PolicyConfig::remaining_of).
             None => "unknown: planned as bulk",
         };
-        // A learned process's count is of bytes acked, not handed over: no backlog is known.
+        // A learned process's count is of bytes acked, not handed over: its backlog is what
+        // its sockets hold, where the datapath says. Beyond that a library may hold bytes it
+        // has not written, but only while the sockets' buffers are full, which is a backlog
+        // too large to be idle.
         self.app_backlog = match (spec.source, spec.sent_share, since_start) {
-            (Source::Learned, _, _) => None,
+            (Source::Learned, _, _) => queued,
             (_, Some(enqueued), Some(acked)) => Some((enqueued - acked).max(0.0)),
             _ => None,
         };

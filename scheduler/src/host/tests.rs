@@ -1391,3 +1391,56 @@ fn a_flow_ending_this_slot_goes_first_and_hands_its_path_back() {
         );
     }
 }
+
+/// A learned process has no progress file to say what its library handed over: its flows'
+/// backlog is what their sockets hold unacknowledged, where the datapath says, and a flow
+/// whose sockets hold nothing is idle, however much its iteration has left.
+#[test]
+fn a_learned_flows_backlog_is_what_its_sockets_hold() {
+    let mut s = sched("h1");
+    let (mut p, out) = ring_h1();
+    let k = key(&out);
+    p.header.job_id = mlcc_core::learn::identity::Label::own("h1", 7).job_id();
+    p.header.world_size = 0;
+    p.snapshot.iteration = 1;
+    p.snapshot.iteration_start_ns = SlotConfig::paper().start_ns(Slot(1));
+    p.snapshot.last_iteration_bytes = 30 * MB;
+    let mut slot = 0;
+    let mut observe = |s: &mut HostScheduler, acked: u64, queued: Option<u64>| {
+        slot += 1;
+        p.snapshot.bytes_sent = acked;
+        let req = s.observe(
+            Slot(slot),
+            &Observation {
+                processes: vec![p.clone()],
+                stats: Some(vec![(
+                    k,
+                    SocketStats {
+                        bytes_sent: acked + queued.unwrap_or(0).min(MB),
+                        bytes_acked: acked,
+                        queued_bytes: queued,
+                        ..Default::default()
+                    },
+                )]),
+            },
+        );
+        s.plan(&answers_empty(&req));
+        s.flows().next().unwrap().clone()
+    };
+    observe(&mut s, 0, Some(0));
+    let f = observe(&mut s, MB, Some(4 * MB));
+    assert_eq!(f.app_backlog, Some(4.0 * MB as f64));
+    assert!(f.decision.unwrap().plan.iter().any(|&r| r > 0.0), "books");
+    // An older datapath does not say: unknown, as before.
+    let f = observe(&mut s, 2 * MB, None);
+    assert_eq!(f.app_backlog, None);
+    // It moved a megabyte last slot and its sockets now hold nothing: idle, though 27 MB of
+    // its iteration are left.
+    let f = observe(&mut s, 3 * MB, Some(0));
+    assert_eq!(f.app_backlog, Some(0.0));
+    assert!(f.remaining_bytes.unwrap() > 20.0 * MB as f64, "{f:?}");
+    assert!(
+        f.decision.unwrap().plan.iter().all(|&r| r == 0.0),
+        "a learned flow holding nothing books nothing"
+    );
+}

@@ -234,15 +234,14 @@ impl Mlcc {
                 model_bytes: e.bytes_per_iteration,
                 bytes: share * e.last_iteration_bytes,
                 sent: (share * e.sent_this_iteration).min(share * e.last_iteration_bytes),
-                // Nothing says the world size (a ring's slack is its smallest ring's), nor what
-                // the application holds (mlccd reads the bytes acked, not those handed over).
+                // Nothing says the world size (a ring's slack is its smallest ring's).
                 slack: match f.role {
                     FlowRole::Ring => job::ring_slack_bytes(e.bytes_per_iteration as u64, 0) as f64,
                     _ => 0.0,
                 },
-                held: None,
-                // What mlccd reads instead, the bytes on its sockets' wire: in the fluid model,
-                // any while the sender holds data it may send.
+                // What the application holds is what its sockets hold unacknowledged (mlccd
+                // reads the datapath's queue): in the fluid model, what the sender holds.
+                held: Some(physics::held(view.job(r), f)),
                 in_flight: Some(physics::held(view.job(r), f)),
                 quiet: f.last_achieved <= 0.0,
                 last_achieved: f.last_achieved,

@@ -116,6 +116,7 @@ pub fn run(flows: u32, traffic: Duration) -> Result<(), BoxError> {
         cwnd_segments: 100,
         delivered_segments: 0,
         updated: MonotonicNs::now(),
+        queued_bytes: Some(0),
     };
     let entries: Vec<(SocketKey, SocketStats)> = keys.iter().map(|&k| (k, fake)).collect();
     dp.insert_stats_for_bench(&entries)?;
