@@ -182,8 +182,33 @@ static __always_inline void pace(struct sock *sk, __u64 rate, const struct mlcc_
 {
 	if (rate > sk->sk_max_pacing_rate)
 		rate = sk->sk_max_pacing_rate;
+	sk->sk_pacing_status = SK_PACING_NEEDED;
 	sk->sk_pacing_rate = rate;
 	tcp_sk(sk)->snd_cwnd = rate_cwnd(sk, rate, cfg);
+}
+
+/*
+ * Unpaced, as the kernel's CCs run without fq, with the pacing rate the kernel would keep for
+ * them (tcp_update_pacing_rate: cwnd/srtt, twice that in slow start, 1.2 times after), which
+ * the kernel skips for a CC with cong_control. It is not a pacing rate here but what TSO burst
+ * sizes and TCP small queues (the bytes a socket may leave in the host's qdiscs) are sized by:
+ * left at the maximum, a socket on the fallback queued up to tcp_limit_output_bytes in its
+ * host's qdisc where the kernel's Cubic queues about a millisecond of its rate.
+ */
+static __always_inline void fallback_pacing(struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u32 cwnd = tp->snd_cwnd > tp->packets_out ? tp->snd_cwnd : tp->packets_out;
+	__u64 rate = (__u64)tp->mss_cache * ((USEC_PER_SEC / 100) << 3);
+
+	rate *= tp->snd_cwnd < tp->snd_ssthresh / 2 ? 200 : 120;
+	rate *= cwnd;
+	if (tp->srtt_us)
+		rate /= tp->srtt_us;
+	if (rate > sk->sk_max_pacing_rate)
+		rate = sk->sk_max_pacing_rate;
+	sk->sk_pacing_status = SK_PACING_NONE;
+	sk->sk_pacing_rate = rate;
 }
 
 /*
@@ -197,7 +222,6 @@ static __always_inline void fallback(struct sock *sk, __u32 ack, const struct ra
 	struct tcp_sock *tp = tcp_sk(sk);
 	__u8 state = inet_csk(sk)->icsk_ca_state;
 
-	sk->sk_pacing_rate = sk->sk_max_pacing_rate;
 	if (state == TCP_CA_CWR || state == TCP_CA_Recovery) {
 		__u32 target = tp->snd_ssthresh > 2 ? tp->snd_ssthresh : 2;
 
@@ -209,6 +233,7 @@ static __always_inline void fallback(struct sock *sk, __u32 ack, const struct ra
 		else
 			tcp_reno_cong_avoid(sk, ack, rs->acked_sacked);
 	}
+	fallback_pacing(sk);
 }
 
 /*
