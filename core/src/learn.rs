@@ -27,6 +27,10 @@ pub mod identity;
 const LEAD_IN_SLOTS: usize = 2;
 const LEAD_IN_SHARE: f64 = 0.01;
 
+/// How near half an iteration's bytes a quiet stretch must fall for the iteration to be read as
+/// two ([`Learner::pairs`]): a slot's lead-in either side of it moves the split by a few per cent.
+const HALF_TOLERANCE: f64 = 0.05;
+
 /// What the learner needs to call traffic periodic.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LearnerConfig {
@@ -160,6 +164,9 @@ impl Learner {
         self.track_onsets(now, period, threshold, per_iteration);
         let iterations = self.whole_iterations(now);
         let agreed = self.agreeing(&iterations, period, standing.map(|s| s.0))?;
+        if standing.is_none() && self.pairs(now, agreed.len(), threshold) {
+            return None;
+        }
         let &start = self.onsets.back()?;
         let since = now.since(start)? as usize;
         let sent: f64 = self.bytes.iter().rev().take(since + 1).sum();
@@ -284,6 +291,43 @@ impl Learner {
             first -= 1;
         }
         first
+    }
+
+    /// Whether the newest `agreed` whole iterations are each two of the job's: a quiet stretch
+    /// inside each, at least half as long as the one that ends it, after about half its bytes.
+    /// Iterations merged in pairs agree on their bytes as single ones do, and a period read at
+    /// twice the job's would plan twice its bytes per iteration. Checked only before an
+    /// estimate stands: a scheduled job may pause half-way for another's turn.
+    fn pairs(&self, now: Slot, agreed: usize, threshold: f64) -> bool {
+        let starts: Vec<Slot> = self.onsets.iter().copied().collect();
+        let Some(from) = starts.len().checked_sub(agreed + 1) else {
+            return false;
+        };
+        agreed > 0
+            && starts[from..]
+                .windows(2)
+                .all(|w| self.split_in_half(now, w[0], w[1], threshold))
+    }
+
+    fn split_in_half(&self, now: Slot, from: Slot, to: Slot, threshold: f64) -> bool {
+        let x: Vec<f64> = self
+            .bytes
+            .range(self.index_of(now, from)..self.index_of(now, to))
+            .copied()
+            .collect();
+        let total: f64 = x.iter().sum();
+        let active = |b: f64| b >= threshold && b > 0.0;
+        let quiet_before = |end: usize| x[..end].iter().rev().take_while(|&&b| !active(b)).count();
+        let tail = quiet_before(x.len());
+        tail > 0
+            && total > 0.0
+            && (1..x.len()).any(|i| {
+                let before: f64 = x[..i].iter().sum();
+                active(x[i])
+                    && !active(x[i - 1])
+                    && 2 * quiet_before(i) >= tail
+                    && (before / total - 0.5).abs() <= HALF_TOLERANCE
+            })
     }
 
     /// (length in slots, bytes) of each whole iteration in the window, oldest first.
@@ -616,6 +660,27 @@ mod tests {
         assert!(seen[learned_at - 1].is_some());
         let lost = seen[learned_at..].iter().filter(|e| e.is_none()).count();
         assert_eq!(lost, 0, "withdrawn after a quick iteration");
+    }
+
+    #[test]
+    fn iterations_read_in_pairs_are_not_stood_behind() {
+        // 12 MB an iteration, alternately in 2 slots and in 12, 4 of compute each: the shapes
+        // repeat every two iterations, so the period found is two iterations long, and pairs
+        // of them agree on their 24 MB as single ones would.
+        let mut x = Vec::new();
+        for _ in 0..12 {
+            x.extend([6.0 * MB; 2]);
+            x.extend([0.0; 4]);
+            x.extend([1.0 * MB; 12]);
+            x.extend([0.0; 4]);
+        }
+        let mut l = Learner::new(LearnerConfig::default());
+        for e in feed(&mut l, &x).into_iter().flatten() {
+            assert!(
+                (e.bytes_per_iteration / (12.0 * MB) - 1.0).abs() <= 0.05,
+                "learned at twice the job's iteration: {e:?}"
+            );
+        }
     }
 
     #[test]
