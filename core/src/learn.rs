@@ -248,12 +248,13 @@ impl Learner {
     ) {
         let active = |b: f64| b >= threshold && b > 0.0;
         let min_gap = ((period as f64) * 0.6).ceil() as u64;
+        let lead_floor = LEAD_IN_SHARE * self.busiest();
         for i in 1..self.bytes.len() {
             let onset = active(self.bytes[i]) && !active(self.bytes[i - 1]);
             if !onset {
                 continue;
             }
-            let first = self.lead_in(i, threshold);
+            let first = self.lead_in(i, lead_floor, threshold);
             let s = self.slot_of(now, first);
             let early = |last: Slot| match per_iteration {
                 Some(b) => {
@@ -279,9 +280,9 @@ impl Learner {
     /// a slot moves a little in it, below the active bar, and those bytes are the new
     /// iteration's. Counted in the last one instead, they make two iterations in a row disagree
     /// on their bytes by twice that much. Up to [`LEAD_IN_SLOTS`] slots back, each moving at
-    /// least [`LEAD_IN_SHARE`] of the busiest slot (so background chatter does not count).
-    fn lead_in(&self, i: usize, threshold: f64) -> usize {
-        let floor = LEAD_IN_SHARE * self.bytes.iter().copied().fold(0.0, f64::max);
+    /// least `floor` ([`LEAD_IN_SHARE`] of the busiest slot, so background chatter does not
+    /// count) and less than the active `threshold`.
+    fn lead_in(&self, i: usize, floor: f64, threshold: f64) -> usize {
         let mut first = i;
         while first > 0 && i - first < LEAD_IN_SLOTS {
             let b = self.bytes[first - 1];
@@ -383,7 +384,12 @@ impl Learner {
 
     /// Bytes a slot must move to count as active.
     fn threshold(&self) -> f64 {
-        self.cfg.active_share * self.bytes.iter().copied().fold(0.0, f64::max)
+        self.cfg.active_share * self.busiest()
+    }
+
+    /// Bytes of the window's busiest slot.
+    fn busiest(&self) -> f64 {
+        self.bytes.iter().copied().fold(0.0, f64::max)
     }
 
     /// The traffic stopped (nothing active for two periods) or the current iteration ran well
@@ -445,6 +451,11 @@ mod tests {
             }
         }
         out
+    }
+
+    /// Slots without an estimate.
+    fn slots_unlearned(seen: &[Option<Learned>]) -> usize {
+        seen.iter().filter(|e| e.is_none()).count()
     }
 
     fn feed(l: &mut Learner, per_slot: &[f64]) -> Vec<Option<Learned>> {
@@ -564,7 +575,7 @@ mod tests {
         let mut l = Learner::new(LearnerConfig::default());
         let seen = feed(&mut l, &x);
         assert!(seen[learned_at - 1].is_some());
-        let lost = seen[learned_at..].iter().filter(|e| e.is_none()).count();
+        let lost = slots_unlearned(&seen[learned_at..]);
         assert_eq!(lost, 0, "withdrawn while the bytes per iteration held");
     }
 
@@ -583,7 +594,7 @@ mod tests {
         let mut l = Learner::new(LearnerConfig::default());
         let seen = feed(&mut l, &x);
         assert!(seen[learned_at - 1].is_some());
-        let lost = seen[learned_at..].iter().filter(|e| e.is_none()).count();
+        let lost = slots_unlearned(&seen[learned_at..]);
         assert_eq!(lost, 0, "withdrawn when the schedule paused it");
         let e = seen.last().unwrap().clone().unwrap();
         assert!(
@@ -612,7 +623,7 @@ mod tests {
         let first = seen.iter().position(Option::is_some).expect("learned");
         // The first burst has no quiet before it: three whole iterations after the second.
         assert!(first <= 4 * 13 + 2, "learned only at slot {first}");
-        let lost = seen[first..].iter().filter(|e| e.is_none()).count();
+        let lost = slots_unlearned(&seen[first..]);
         assert_eq!(lost, 0, "withdrawn");
         let e = seen.last().unwrap().clone().unwrap();
         assert!(
@@ -635,7 +646,7 @@ mod tests {
         let mut l = Learner::new(LearnerConfig::default());
         let seen = feed(&mut l, &x);
         assert!(seen[learned_at - 1].is_some());
-        let lost = seen[learned_at..].iter().filter(|e| e.is_none()).count();
+        let lost = slots_unlearned(&seen[learned_at..]);
         assert_eq!(lost, 0, "withdrawn when a turn came late in the iteration");
         let e = seen.last().unwrap().clone().unwrap();
         assert!(
@@ -658,7 +669,7 @@ mod tests {
         let mut l = Learner::new(LearnerConfig::default());
         let seen = feed(&mut l, &x);
         assert!(seen[learned_at - 1].is_some());
-        let lost = seen[learned_at..].iter().filter(|e| e.is_none()).count();
+        let lost = slots_unlearned(&seen[learned_at..]);
         assert_eq!(lost, 0, "withdrawn after a quick iteration");
     }
 

@@ -119,6 +119,12 @@ static __always_inline __u32 min_rtt_us(const struct tcp_sock *tp)
 	return rtt;
 }
 
+/* What the socket holds for its process: written, not yet acknowledged. */
+static __always_inline __u32 queued_bytes(const struct tcp_sock *tp)
+{
+	return tp->write_seq - tp->snd_una;
+}
+
 static __always_inline void record_stats(struct sock *sk, const struct mlcc_sock_key *key,
 					 const struct rate_sample *rs, __u32 mode)
 {
@@ -142,7 +148,7 @@ static __always_inline void record_stats(struct sock *sk, const struct mlcc_sock
 	st->pacing_rate_bytes_per_sec = sk->sk_pacing_rate;
 	st->mode = mode;
 	st->delivered_segs = tp->delivered;
-	st->queued_bytes = tp->write_seq - tp->snd_una;
+	st->queued_bytes = queued_bytes(tp);
 	if (rs->interval_us > 0 && rs->delivered > 0)
 		st->delivery_rate_bytes_per_sec =
 			(__u64)rs->delivered * tp->mss_cache * USEC_PER_SEC / (__u64)rs->interval_us;
@@ -342,7 +348,7 @@ static __always_inline void note_tx_start(struct sock *sk)
 	sock_key(sk, &key);
 	st = bpf_map_lookup_elem(&mlcc_stats, &key);
 	if (st)
-		st->queued_bytes = tp->write_seq - tp->snd_una;
+		st->queued_bytes = queued_bytes(tp);
 }
 
 SEC("struct_ops")

@@ -56,9 +56,9 @@ pub struct FlowState {
     pub last_iteration_bytes: u64,
     /// Bytes the library has handed to the sockets this iteration but the receiver has not
     /// acknowledged yet (progress files' enqueued count minus the datapath's acks; for a
-    /// learned process, what its sockets hold unacknowledged); `None` without them. Beyond what is in flight, this is data the sender already holds: the flow
-    /// cannot be ahead of its upstream, and if it under-delivers, the path (not the
-    /// application) held it back.
+    /// learned process, what its sockets hold unacknowledged); `None` without them. Beyond
+    /// what is in flight, this is data the sender already holds: the flow cannot be ahead of
+    /// its upstream, and if it under-delivers, the path (not the application) held it back.
     pub app_backlog: Option<f64>,
     /// Bytes its sockets had sent and not yet had acked when last observed, `None` without
     /// datapath counters.
@@ -473,24 +473,27 @@ impl FlowState {
     /// What the sockets have on the wire unacknowledged (retransmissions counted, so at worst
     /// an over-estimate), if every one of them has counters.
     fn in_flight_now(&self, counters: &Counters) -> Option<f64> {
-        (!self.sockets.is_empty())
-            .then(|| {
-                self.sockets.iter().try_fold(0.0, |b, k| {
-                    let c = counters.get(k)?;
-                    Some(b + c.sent.saturating_sub(c.acked) as f64)
-                })
-            })
-            .flatten()
+        self.sum_over_sockets(counters, |c| Some(c.sent.saturating_sub(c.acked)))
     }
 
     /// What the process has written to the sockets and not had acknowledged, if the datapath
     /// says for every one of them.
     fn queued_now(&self, counters: &Counters) -> Option<f64> {
+        self.sum_over_sockets(counters, |c| c.queued)
+    }
+
+    /// `each` summed over the flow's sockets; `None` without sockets or where one has no
+    /// counters or no value.
+    fn sum_over_sockets(
+        &self,
+        counters: &Counters,
+        each: impl Fn(&SocketCounters) -> Option<u64>,
+    ) -> Option<f64> {
         (!self.sockets.is_empty())
             .then(|| {
                 self.sockets
                     .iter()
-                    .try_fold(0.0, |b, k| Some(b + counters.get(k)?.queued? as f64))
+                    .try_fold(0.0, |b, k| Some(b + each(counters.get(k)?)? as f64))
             })
             .flatten()
     }

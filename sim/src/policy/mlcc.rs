@@ -214,6 +214,7 @@ impl Mlcc {
         let f = view.flow(r);
         let (job, e, share, iteration) = l.of(r.job, r.flow, f.src)?;
         let flows = &view.job(r).flows;
+        let held = physics::held(view.job(r), f);
         let upstream = f
             .upstream
             .iter()
@@ -241,8 +242,8 @@ impl Mlcc {
                 },
                 // What the application holds is what its sockets hold unacknowledged (mlccd
                 // reads the datapath's queue): in the fluid model, what the sender holds.
-                held: Some(physics::held(view.job(r), f)),
-                in_flight: Some(physics::held(view.job(r), f)),
+                held: Some(held),
+                in_flight: Some(held),
                 quiet: f.last_achieved <= 0.0,
                 last_achieved: f.last_achieved,
                 upstream,
