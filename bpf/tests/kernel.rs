@@ -1112,6 +1112,68 @@ fn an_unordered_socket_backs_off_as_its_fallback_cc_does() {
     );
 }
 
+/// In Recovery a socket with no order sets cwnd by proportional rate reduction, as the kernel
+/// does for its own CCs (and skips for a CC with cong_control): cwnd is what is in flight plus
+/// PRR's share of what was delivered, so it moves with every ACK and only ends at ssthresh.
+/// Cutting cwnd straight to ssthresh, as the datapath did before, pins it there: about 1 % of
+/// Recovery samples were off ssthresh then, against 99 % under the kernel's Cubic and with PRR.
+/// The kernel's Cubic on the same link is the control.
+#[test]
+fn in_recovery_an_unordered_socket_reduces_cwnd_proportionally() {
+    let Some(_serial) = root("in_recovery_an_unordered_socket_reduces_cwnd_proportionally") else {
+        return;
+    };
+    const TCP_CA_RECOVERY: u8 = 3;
+    let link = VethPair::create(Some(LINK_BITS / 4)).expect("veth pair");
+    let any = SocketAddr::new(link.receiver_addr.into(), 0);
+    let off_ssthresh = |cc: &CcName| -> (usize, usize) {
+        let rx = Receiver::start(&link.receiver, any).expect("receiver");
+        let port = rx.addr.port();
+        let spec = mlcc_bpf::LossSpec::new(0.002, 23, port..=port).expect("spec");
+        let injector = mlcc_bpf::LossInjector::attach(&netns_path(&link.receiver), "eth0", spec)
+            .expect("attach");
+        let tx = Sender::start(&link.sender, None, rx.addr, Some(cc)).expect("sender");
+        let (mut off, mut recovering) = (0usize, 0usize);
+        let end = Instant::now() + Duration::from_millis(1500);
+        while Instant::now() < end {
+            let info = tcp_info(&tx.stream);
+            if info.tcpi_ca_state == TCP_CA_RECOVERY {
+                recovering += 1;
+                off += usize::from(info.tcpi_snd_cwnd != info.tcpi_snd_ssthresh);
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        let sent = tx.finish().unwrap();
+        assert_eq!(sent, rx.finish().unwrap(), "payload differs end to end");
+        drop(injector);
+        (off, recovering)
+    };
+    let mut loaded = Loaded::with_fallback(Fallback::Cubic);
+    let mlcc = loaded.dp().cc_name().clone();
+    let (ours, ours_n) = off_ssthresh(&mlcc);
+    let (kernel, kernel_n) = off_ssthresh(&CcName::new("cubic").expect("cubic"));
+    println!(
+        "Recovery samples with cwnd off ssthresh: fallback {ours} of {ours_n}, kernel cubic \
+         {kernel} of {kernel_n}; load {}",
+        load_average()
+    );
+    assert!(
+        kernel_n >= 20 && ours_n >= 20,
+        "too few samples in Recovery to judge: {ours_n} and {kernel_n} (0.2 % loss for 1.5 s)"
+    );
+    let share = |a: usize, n: usize| a as f64 / n as f64;
+    assert!(
+        share(kernel, kernel_n) > 0.5,
+        "the kernel's Cubic kept cwnd at ssthresh in Recovery ({kernel} of {kernel_n} samples \
+         off it): the test cannot tell PRR from a straight cut here"
+    );
+    assert!(
+        share(ours, ours_n) > 0.5,
+        "the fallback's cwnd sat at ssthresh in Recovery ({ours} of {ours_n} samples off it, \
+         kernel Cubic {kernel} of {kernel_n}): it cuts at once instead of following PRR"
+    );
+}
+
 /// Bytes each HTB class of `dev` in `ns` has sent, by class id ("10:1", ...).
 fn class_bytes(ns: &mlcc_bpf::testbed::Netns, dev: &str) -> Vec<(String, u64)> {
     let out = std::process::Command::new("tc")

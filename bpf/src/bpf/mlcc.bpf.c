@@ -217,27 +217,109 @@ static __always_inline void fallback_pacing(struct sock *sk)
 	sk->sk_pacing_rate = rate;
 }
 
+/* tcp_input.c's ACK flags, which a CC with cong_control receives as they are. */
+#define FLAG_DATA_ACKED 0x04
+#define FLAG_SYN_ACKED 0x10
+#define FLAG_DATA_SACKED 0x20
+#define FLAG_SND_UNA_ADVANCED 0x400
+#define FLAG_FORWARD_PROGRESS (FLAG_DATA_ACKED | FLAG_SYN_ACKED | FLAG_DATA_SACKED)
+#define TCP_INFINITE_SSTHRESH 0x7fffffff
+
 /*
- * The fallback CC (Reno or Cubic), run here because the kernel skips cong_avoid (and its cwnd
- * reduction) for a CC that has cong_control. Recovery cuts cwnd at once to ssthresh (half for
- * Reno, 0.7 for Cubic) instead of PRR's gradual descent.
+ * Per-socket state in icsk_ca_priv, at its end, clear of Cubic's struct bictcp at its start
+ * (Reno keeps nothing there). The verifier refuses a write outside icsk_ca_priv.
  */
-static __always_inline void fallback(struct sock *sk, __u32 ack, const struct rate_sample *rs,
-				     int use_cubic)
+struct mlcc_ca {
+	__u32 prr_delivered;
+};
+
+#define CA_PRIV_SIZE sizeof(((struct inet_connection_sock *)0)->icsk_ca_priv)
+#define MLCC_CA_OFFSET (CA_PRIV_SIZE - sizeof(struct mlcc_ca))
+_Static_assert(sizeof(struct bictcp) <= MLCC_CA_OFFSET,
+	       "mlcc's per-socket state would overlap Cubic's in icsk_ca_priv");
+
+static __always_inline struct mlcc_ca *ca_of(struct sock *sk)
+{
+	return (struct mlcc_ca *)((char *)inet_csk(sk)->icsk_ca_priv + MLCC_CA_OFFSET);
+}
+
+static __always_inline int in_cwnd_reduction(__u8 state)
+{
+	return state == TCP_CA_CWR || state == TCP_CA_Recovery;
+}
+
+static __always_inline __u32 packets_in_flight(const struct tcp_sock *tp)
+{
+	return tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
+}
+
+/* The kernel's tcp_may_raise_cwnd: grow only on in-order delivery unless reordering is high. */
+static __always_inline int may_raise_cwnd(struct sock *sk, int flag)
+{
+	int threshold = sk->__sk_common.skc_net.net->ipv4.sysctl_tcp_reordering;
+
+	if ((int)tcp_sk(sk)->reordering > threshold)
+		return flag & FLAG_FORWARD_PROGRESS;
+	return flag & FLAG_DATA_ACKED;
+}
+
+/*
+ * Proportional rate reduction (RFC 6937), as the kernel's tcp_cwnd_reduction: while more is in
+ * flight than ssthresh, send ssthresh/prior_cwnd of what is delivered; below it, grow back to
+ * ssthresh no faster than slow start; and always let the fast retransmit go at once. Cutting
+ * cwnd straight to ssthresh instead held the retransmission back until a third of the window
+ * had drained. The kernel keeps prior_cwnd and prr_out; prr_delivered is ours (the kernel counts
+ * it only in the function it skips for a CC with cong_control), counted in every mode.
+ */
+static __always_inline void prr(struct sock *sk, const struct rate_sample *rs, int flag)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	__u8 state = inet_csk(sk)->icsk_ca_state;
+	struct mlcc_ca *ca = ca_of(sk);
+	__u32 in_flight = packets_in_flight(tp);
+	int delta = (int)tp->snd_ssthresh - (int)in_flight;
+	int delivered = rs->acked_sacked;
+	int sndcnt;
 
-	if (state == TCP_CA_CWR || state == TCP_CA_Recovery) {
-		__u32 target = tp->snd_ssthresh > 2 ? tp->snd_ssthresh : 2;
+	int floor = tp->prr_out ? 0 : 1;
 
-		if (tp->snd_cwnd > target)
-			tp->snd_cwnd = target;
-	} else if (rs->acked_sacked > 0) {
+	if (delivered <= 0 || !tp->prior_cwnd)
+		return;
+	if (delta < 0) {
+		__u64 dividend = (__u64)tp->snd_ssthresh * ca->prr_delivered + tp->prior_cwnd - 1;
+
+		sndcnt = (int)(dividend / tp->prior_cwnd) - (int)tp->prr_out;
+	} else {
+		sndcnt = (int)(ca->prr_delivered - tp->prr_out);
+		if (sndcnt < delivered)
+			sndcnt = delivered;
+		if ((flag & FLAG_SND_UNA_ADVANCED) && !rs->losses)
+			sndcnt++;
+		if (sndcnt > delta)
+			sndcnt = delta;
+	}
+	if (sndcnt < floor)
+		sndcnt = floor;
+	tp->snd_cwnd = in_flight + sndcnt;
+}
+
+/*
+ * The fallback CC (Reno or Cubic), run here because the kernel skips cong_avoid and its cwnd
+ * reduction for a CC that has cong_control: PRR in CWR and Recovery, the CC's growth otherwise
+ * where the kernel's tcp_may_raise_cwnd would allow it.
+ */
+static __always_inline void fallback(struct sock *sk, __u32 ack, const struct rate_sample *rs,
+				     int flag, int use_cubic)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+
+	if (in_cwnd_reduction(inet_csk(sk)->icsk_ca_state)) {
+		prr(sk, rs, flag);
+	} else if (rs->acked_sacked > 0 && may_raise_cwnd(sk, flag)) {
 		if (use_cubic && bpf_ksym_exists(cubictcp_cong_avoid))
 			cubictcp_cong_avoid(sk, ack, rs->acked_sacked);
 		else
 			tcp_reno_cong_avoid(sk, ack, rs->acked_sacked);
+		tp->snd_cwnd_stamp = (__u32)bpf_jiffies64();
 	}
 	fallback_pacing(sk);
 }
@@ -268,12 +350,12 @@ static __always_inline void set_rto_floor(struct sock *sk, const struct mlcc_con
  * as any TCP's; the guaranteed rate itself is not cut by it.
  */
 static __always_inline void fill(struct sock *sk, __u32 ack, const struct rate_sample *rs,
-				 __u64 rate, const struct mlcc_config *cfg)
+				 int flag, __u64 rate, const struct mlcc_config *cfg)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	__u32 floor = rate_cwnd(sk, rate, cfg);
 
-	fallback(sk, ack, rs, cubic_config(cfg));
+	fallback(sk, ack, rs, flag, cubic_config(cfg));
 	if (tp->snd_cwnd < floor)
 		tp->snd_cwnd = floor;
 }
@@ -302,19 +384,21 @@ void BPF_PROG(mlcc_cong_control, struct sock *sk, __u32 ack, int flag, const str
 	__u32 zero = 0;
 	__u32 mode = MLCC_MODE_FALLBACK;
 
+	if (in_cwnd_reduction(inet_csk(sk)->icsk_ca_state) && rs->acked_sacked > 0)
+		ca_of(sk)->prr_delivered += rs->acked_sacked;
 	sock_key(sk, &key);
 	order = bpf_map_lookup_elem(&mlcc_rates, &key);
 	cfg = bpf_map_lookup_elem(&mlcc_config, &zero);
 	if (order && cfg && order->bytes_per_sec > 0 && bpf_ktime_get_ns() < order->expires_ns) {
 		if (order->fill_dscp) {
-			fill(sk, ack, rs, order->bytes_per_sec, cfg);
+			fill(sk, ack, rs, flag, order->bytes_per_sec, cfg);
 			mode = MLCC_MODE_FILL;
 		} else {
 			pace(sk, order->bytes_per_sec, cfg);
 			mode = MLCC_MODE_PACED;
 		}
 	} else {
-		fallback(sk, ack, rs, cubic_config(cfg));
+		fallback(sk, ack, rs, flag, cubic_config(cfg));
 	}
 	record_stats(sk, &key, rs, mode);
 }
@@ -327,10 +411,30 @@ __u32 BPF_PROG(mlcc_ssthresh, struct sock *sk)
 	return tcp_reno_ssthresh(sk);
 }
 
+/*
+ * The kernel's tcp_init_cwnd_reduction and tcp_end_cwnd_reduction, as far as they are skipped for
+ * a CC with cong_control: PRR starts counting when CWR or Recovery is entered from outside them,
+ * and cwnd is set to ssthresh when they end, unless Recovery was undone. The state changes after
+ * this callback returns: icsk_ca_state is still the old one.
+ */
+static __always_inline void note_reduction(struct sock *sk, __u8 new_state)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u8 old_state = inet_csk(sk)->icsk_ca_state;
+
+	if (in_cwnd_reduction(new_state) && !in_cwnd_reduction(old_state))
+		ca_of(sk)->prr_delivered = 0;
+	if (in_cwnd_reduction(old_state) && new_state < TCP_CA_CWR &&
+	    tp->snd_ssthresh < TCP_INFINITE_SSTHRESH &&
+	    (old_state == TCP_CA_CWR || tp->undo_marker))
+		tp->snd_cwnd = tp->snd_ssthresh;
+}
+
 /* Cubic's bookkeeping runs whatever the socket's mode, so it is current when an order lapses. */
 SEC("struct_ops")
 void BPF_PROG(mlcc_set_state, struct sock *sk, __u8 new_state)
 {
+	note_reduction(sk, new_state);
 	if (cubic() && bpf_ksym_exists(cubictcp_state))
 		cubictcp_state(sk, new_state);
 }
