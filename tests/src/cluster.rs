@@ -193,6 +193,9 @@ impl Cc {
                             args.extend([format!("--{k}"), v.to_string()])
                         }
                         "mode" => args.extend(["--feedback-mode".to_string(), v.to_string()]),
+                        "tso_rtt_log" => {
+                            args.extend(["--tcp-tso-rtt-log".to_string(), v.to_string()])
+                        }
                         "rank" => args.extend(["--precedence".to_string(), v.to_string()]),
                         "rto_floor" => {
                             rto_floor = mlcc_bpf::RtoFloor::new(floor(v)?)
@@ -639,8 +642,10 @@ impl EmulatedCluster {
             args.push(topo.clone().into());
             args.push("--shm-dir".into());
             args.push(self.shm_root.join(&h.name).into());
+            // Beside the progress files, not in the run's output folder: a socket's path must
+            // fit SUN_LEN (108 bytes), and `--out` may be any length.
             args.push("--admin-socket".into());
-            args.push(self.dir.join(format!("{}.sock", h.name)).into());
+            args.push(self.shm_root.join(format!("{}.sock", h.name)).into());
             args.extend(
                 [
                     "--peer-listen",
