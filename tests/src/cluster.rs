@@ -642,10 +642,8 @@ impl EmulatedCluster {
             args.push(topo.clone().into());
             args.push("--shm-dir".into());
             args.push(self.shm_root.join(&h.name).into());
-            // Beside the progress files, not in the run's output folder: a socket's path must
-            // fit SUN_LEN (108 bytes), and `--out` may be any length.
             args.push("--admin-socket".into());
-            args.push(self.shm_root.join(format!("{}.sock", h.name)).into());
+            args.push(self.admin_socket(&h.name).into());
             args.extend(
                 [
                     "--peer-listen",
@@ -763,6 +761,20 @@ impl EmulatedCluster {
             );
         }
         t
+    }
+
+    /// Where host `host`'s mlccd listens for mlccctl: in the run's folder, or beside its
+    /// progress files where that path would not fit a Unix socket's (108 bytes with its NUL),
+    /// as under a long `--out`.
+    fn admin_socket(&self, host: &str) -> PathBuf {
+        const SUN_PATH_MAX: usize = 107;
+        let name = format!("{host}.sock");
+        let in_run = self.dir.join(&name);
+        if in_run.as_os_str().len() <= SUN_PATH_MAX {
+            in_run
+        } else {
+            self.shm_root.join(name)
+        }
     }
 
     fn spawn_daemon(
