@@ -475,6 +475,18 @@ mod tests {
         out
     }
 
+    /// 500 slots or more of flows of random size, rate and spacing: no period to find.
+    fn random_flows(seed: u64) -> Vec<f64> {
+        let mut n = Noise(seed | 1);
+        let mut x = Vec::new();
+        while x.len() < 500 {
+            x.extend(std::iter::repeat_n(0.0, n.in_range(0.0, 30.0) as usize));
+            let len = n.in_range(1.0, 40.0) as usize;
+            x.extend(std::iter::repeat_n(n.in_range(0.1, 3.6) * MB, len));
+        }
+        x
+    }
+
     /// Slots without an estimate.
     fn slots_unlearned(seen: &[Option<Learned>]) -> usize {
         seen.iter().filter(|e| e.is_none()).count()
@@ -745,13 +757,7 @@ mod tests {
     #[test]
     fn random_flows_that_agree_by_chance_are_not_learned() {
         for seed in [10313869666080028998u64, 1241409636326270154] {
-            let mut n = Noise(seed | 1);
-            let mut x = Vec::new();
-            while x.len() < 500 {
-                x.extend(std::iter::repeat_n(0.0, n.in_range(0.0, 30.0) as usize));
-                let len = n.in_range(1.0, 40.0) as usize;
-                x.extend(std::iter::repeat_n(n.in_range(0.1, 3.6) * MB, len));
-            }
+            let x = random_flows(seed);
             let learned = |cfg: LearnerConfig| feed(&mut Learner::new(cfg), &x);
             let weak = LearnerConfig {
                 strong_correlation: 0.0,
@@ -818,13 +824,7 @@ mod tests {
             /// Flows of random size, rate and spacing never cross the bar.
             #[test]
             fn random_flows_are_never_learned(seed in any::<u64>()) {
-                let mut n = Noise(seed | 1);
-                let mut x = Vec::new();
-                while x.len() < 500 {
-                    x.extend(std::iter::repeat_n(0.0, n.in_range(0.0, 30.0) as usize));
-                    let len = n.in_range(1.0, 40.0) as usize;
-                    x.extend(std::iter::repeat_n(n.in_range(0.1, 3.6) * MB, len));
-                }
+                let x = random_flows(seed);
                 let mut l = Learner::new(LearnerConfig::default());
                 prop_assert!(feed(&mut l, &x).iter().all(Option::is_none));
             }
