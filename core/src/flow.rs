@@ -1,7 +1,9 @@
 //! Flow identity and precedence (docs/design.md §5, §6).
 
+use std::cmp::Ordering;
 use std::fmt;
-use std::sync::Arc;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::{Arc, LazyLock};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -9,9 +11,47 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub const MAX_ID_BYTES: usize = 128;
 
 /// A flow group's id: one job's traffic from one host to another in one role, e.g.
-/// `"job7/h1>h2/agg"`. Cheap to clone because load tables and planners key maps by it.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct FlowId(Arc<str>);
+/// `"job7/h1>h2/agg"`. Cheap to clone, hash and compare, because load tables and planners key
+/// maps by it: the text is shared, its hash is computed once, when the id is made, and clones of
+/// one id compare equal without reading the text. Ids order as their texts do.
+#[derive(Clone)]
+pub struct FlowId {
+    text: Arc<str>,
+    hash: u64,
+}
+
+/// Seeds every id's hash, once per process: a switch's tables are keyed by ids its clients
+/// choose, so their hashes must not be predictable (see [`crate::hash`]).
+static ID_HASH: LazyLock<foldhash::fast::RandomState> = LazyLock::new(Default::default);
+
+impl PartialEq for FlowId {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.text, &other.text) || (self.hash == other.hash && self.text == other.text)
+    }
+}
+
+impl Eq for FlowId {}
+
+impl Ord for FlowId {
+    fn cmp(&self, other: &Self) -> Ordering {
+        if Arc::ptr_eq(&self.text, &other.text) {
+            return Ordering::Equal;
+        }
+        self.text.cmp(&other.text)
+    }
+}
+
+impl PartialOrd for FlowId {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Hash for FlowId {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
 
 /// Why a string cannot be a flow id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -28,22 +68,27 @@ impl FlowId {
     /// Validates and wraps an id received from outside.
     pub fn new(s: &str) -> Result<Self, IdError> {
         validate_id(s)?;
-        Ok(FlowId(Arc::from(s)))
+        Ok(FlowId::from_text(Arc::from(s)))
+    }
+
+    fn from_text(text: Arc<str>) -> Self {
+        let hash = ID_HASH.hash_one(&*text);
+        FlowId { text, hash }
     }
 
     /// The canonical id of a job's flow group from `src` to `dst` in `role`.
     pub fn for_group(job: &str, src: &str, dst: &str, role: FlowRole) -> Self {
-        FlowId(Arc::from(format!("{job}/{src}>{dst}/{}", role.as_str())))
+        FlowId::from_text(Arc::from(format!("{job}/{src}>{dst}/{}", role.as_str())))
     }
 
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.text
     }
 
     /// The job, hosts and role of a canonical group id ([`Self::for_group`]); `None` for an id
     /// of another form.
     pub fn parts(&self) -> Option<FlowParts<'_>> {
-        FlowParts::parse(&self.0)
+        FlowParts::parse(&self.text)
     }
 }
 
@@ -88,19 +133,19 @@ pub fn validate_id(s: &str) -> Result<(), IdError> {
 
 impl fmt::Debug for FlowId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", &*self.0)
+        write!(f, "{:?}", &*self.text)
     }
 }
 
 impl fmt::Display for FlowId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.text)
     }
 }
 
 impl Serialize for FlowId {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
+        s.serialize_str(&self.text)
     }
 }
 

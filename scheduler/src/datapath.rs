@@ -7,7 +7,8 @@
 //! `SocketStats` at the boundary.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::hash::{Hash, Hasher};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -22,11 +23,32 @@ pub type SocketMap<V> = mlcc_core::hash::Map<SocketKey, V>;
 
 /// A TCP socket as the kernel sees it: namespace plus 4-tuple. IPv4-mapped IPv6 addresses are
 /// stored as IPv4 so that dual-stack sockets match the IPv4 peer they talk to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct SocketKey {
     pub netns_cookie: u64,
     pub src: SocketAddr,
     pub dst: SocketAddr,
+}
+
+/// Three words instead of `SocketAddr`'s field-by-field hash: a busy host looks sockets up
+/// several times per flow per slot. Equal keys hash alike (IPv6 flow labels and scope ids,
+/// which equality compares, are left out, which only makes such keys collide).
+impl Hash for SocketKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        fn word(a: &SocketAddr) -> u64 {
+            let ip = match a.ip() {
+                IpAddr::V4(v4) => u64::from(v4.to_bits()),
+                IpAddr::V6(v6) => {
+                    let b = v6.to_bits();
+                    (b as u64) ^ ((b >> 64) as u64).rotate_left(17) ^ (1 << 63)
+                }
+            };
+            ip.rotate_left(16) ^ u64::from(a.port())
+        }
+        state.write_u64(self.netns_cookie);
+        state.write_u64(word(&self.src));
+        state.write_u64(word(&self.dst));
+    }
 }
 
 impl SocketKey {

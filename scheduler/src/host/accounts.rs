@@ -167,7 +167,7 @@ impl Accounts {
         for p in &obs.processes {
             self.contribute(fabric, cfg, p, &sockets, &mut contribs);
         }
-        let admin = self.admin_groups(fabric, &cfg.host, &contribs, &sockets);
+        let admin = self.admin_groups(fabric, &cfg.host, &contribs, &sockets, slot);
         let tau_ns = cfg.policy.slots.tau_ns();
         let mut present = hash::set_with_capacity(self.flows.len());
         for (id, (job, role, dst, cs)) in contribs {
@@ -175,10 +175,9 @@ impl Accounts {
             let spec = merge(job, role, dst, &cs, slot, tau_ns);
             self.update(fabric, cfg, slot, id, spec, &sockets.counters);
         }
-        for (g, dst, keys) in admin {
-            present.insert(g.id.clone());
-            let spec = admin_spec(&g, dst, keys, slot);
-            self.update(fabric, cfg, slot, g.id, spec, &sockets.counters);
+        for (id, spec) in admin {
+            present.insert(id.clone());
+            self.update(fabric, cfg, slot, id, spec, &sockets.counters);
         }
         self.log_notes(&old_notes);
         let gone: Vec<FlowId> = self
@@ -341,7 +340,8 @@ impl Accounts {
         me: &str,
         contribs: &Contributions,
         sockets: &Sockets,
-    ) -> Vec<(FlowGroup, NodeId, Vec<SocketKey>)> {
+        slot: Slot,
+    ) -> Vec<(FlowId, FlowSpec)> {
         let claimed: Set<SocketKey> = contribs
             .values()
             .flat_map(|c| c.3.iter().flat_map(|x| x.sockets.iter().copied()))
@@ -353,7 +353,7 @@ impl Accounts {
                     && !contribs.contains_key(&g.id)
                     && let Some(dst) = fabric.topo().node_by_name(&g.dst)
                 {
-                    groups.push((g.clone(), dst));
+                    groups.push((g, dst));
                 }
             }
         }
@@ -377,7 +377,7 @@ impl Accounts {
                     _ => Vec::new(),
                 };
                 keys.sort();
-                (g, dst, keys)
+                (g.id.clone(), admin_spec(g, dst, keys, slot))
             })
             .collect()
     }
@@ -393,23 +393,23 @@ impl Accounts {
         spec: FlowSpec,
         counters: &Counters,
     ) {
-        if !self.flows.contains_key(&id) {
-            let path = match fabric.route(spec.dst, id.as_str()) {
-                Ok(p) => p,
-                Err(e) => {
-                    self.notes.insert(id.to_string(), format!("no path: {e}"));
-                    return;
-                }
-            };
-            let topo = fabric.topo();
-            let names = path.iter().map(|&l| topo.link(l).name.clone()).collect();
-            let dst = topo.node(spec.dst).name.clone();
-            let f = FlowState::new(id.clone(), &spec, dst, path, names, slot);
-            self.flows.insert(id.clone(), f);
-        }
         if let Some(f) = self.flows.get_mut(&id) {
             f.update(slot, spec, counters, cfg.policy.slots.tau_secs());
+            return;
         }
+        let path = match fabric.route(spec.dst, id.as_str()) {
+            Ok(p) => p,
+            Err(e) => {
+                self.notes.insert(id.to_string(), format!("no path: {e}"));
+                return;
+            }
+        };
+        let topo = fabric.topo();
+        let names = path.iter().map(|&l| topo.link(l).name.clone()).collect();
+        let dst = topo.node(spec.dst).name.clone();
+        let mut f = FlowState::new(id.clone(), &spec, dst, path, names, slot);
+        f.update(slot, spec, counters, cfg.policy.slots.tau_secs());
+        self.flows.insert(id, f);
     }
 
     /// How a process's connections group (or why a flow has no path) changes rarely: a

@@ -12,7 +12,7 @@ use super::HostError;
 
 /// The links of a path one switch owns: the switch's name, its emulator's address and the
 /// links' names.
-pub type SwitchLinks = (String, String, Vec<String>);
+pub type SwitchLinks<'a> = (&'a str, &'a str, Vec<String>);
 
 pub(super) struct Fabric {
     topo: Arc<Topology>,
@@ -60,14 +60,14 @@ impl Fabric {
     }
 
     /// The links of `path` grouped by the switch that owns them, for switches with an emulator.
-    pub fn switch_links(&self, path: &[LinkId]) -> Vec<SwitchLinks> {
-        let mut out: Vec<SwitchLinks> = Vec::new();
+    pub fn switch_links(&self, path: &[LinkId]) -> Vec<SwitchLinks<'_>> {
+        let mut out: Vec<SwitchLinks<'_>> = Vec::new();
         for &l in path {
             if let Some((_, node, addr)) = self.emulated_owner(l) {
                 let name = self.topo.link(l).name.clone();
                 match out.iter_mut().find(|(n, _, _)| *n == node.name) {
                     Some(e) => e.2.push(name),
-                    None => out.push((node.name.clone(), addr.to_string(), vec![name])),
+                    None => out.push((&node.name, addr, vec![name])),
                 }
             }
         }

@@ -12,6 +12,7 @@ use mlcc_core::{FlowId, Rank, Slot};
 use serde::Serialize;
 
 use super::Source;
+use super::few_sockets::FewSockets;
 use super::split::{iteration_baseline, shares};
 use crate::datapath::{SocketKey, SocketMap, SocketStats};
 
@@ -90,9 +91,9 @@ pub struct FlowState {
 #[derive(Clone, Debug, Default)]
 struct SocketCounts {
     /// Each socket's retransmit counter when last seen.
-    retransmits: SocketMap<u32>,
+    retransmits: FewSockets<u32>,
     /// Each socket's acked count where this iteration's bytes begin.
-    baseline: SocketMap<u64>,
+    baseline: FewSockets<u64>,
     /// What each socket carried in the iteration before this one, from its raw acked counts
     /// where the two began (at the first, all it carried since first seen): what the process's
     /// bytes are split over its groups by. Raw counts, never the re-anchored `baseline`: a split
@@ -101,15 +102,15 @@ struct SocketCounts {
     /// `paper-small-no-cross`, a ResNet50 worker's pushes). The last iteration, not all since
     /// the socket opened: what a connection carried once (DDP's initial broadcast from rank 0
     /// over every pair) kept a share of every later iteration for a group that no longer sends.
-    split_basis: SocketMap<u64>,
+    split_basis: FewSockets<u64>,
     /// Each socket's raw acked count where this iteration began (or where it was first seen).
-    acked_at_start: SocketMap<u64>,
+    acked_at_start: FewSockets<u64>,
     /// The sockets' acked bytes in all, last slot.
     acked: Option<u64>,
     /// The progress file's enqueued bytes (this iteration, this flow's share) last slot.
     enqueued: Option<f64>,
     /// Each socket's (sent, acked) counters when last seen.
-    sent_acked: SocketMap<(u64, u64)>,
+    sent_acked: FewSockets<(u64, u64)>,
     /// The sockets whose counters did not move since last slot: nothing to send.
     quiet: Vec<SocketKey>,
 }
@@ -345,7 +346,7 @@ impl FlowState {
             let base = iteration_baseline(b, a, last, now_enqueued);
             self.counts.baseline.insert(*k, base);
         }
-        let starts: SocketMap<u64> = spec
+        let starts: FewSockets<u64> = spec
             .sockets
             .iter()
             .filter_map(|k| Some((*k, acked(k)?)))
@@ -365,10 +366,14 @@ impl FlowState {
         let c = &mut self.counts;
         for k in sockets {
             if let Some(a) = counters.get(k).map(|c| c.acked) {
-                c.baseline.entry(*k).or_insert(a);
-                c.split_basis.entry(*k).or_insert(a);
-                c.acked_at_start.entry(*k).or_insert(a);
+                c.baseline.or_insert(*k, a);
+                c.split_basis.or_insert(*k, a);
+                c.acked_at_start.or_insert(*k, a);
             }
+        }
+        // Every count is of a socket this flow had: with the same sockets, none is stale.
+        if self.sockets == sockets {
+            return;
         }
         c.baseline.retain(|k, _| sockets.contains(k));
         c.split_basis.retain(|k, _| sockets.contains(k));
@@ -502,20 +507,17 @@ impl FlowState {
     /// (paced at the floor at least, anything queued would have moved).
     fn mark_quiet(&mut self, counters: &Counters) {
         let c = &mut self.counts;
-        c.quiet = self
-            .sockets
-            .iter()
-            .filter(|k| match (c.sent_acked.get(*k), counters.get(*k)) {
-                (Some(&prev), Some(now)) => prev == (now.sent, now.acked),
-                _ => false,
-            })
-            .copied()
-            .collect();
-        c.sent_acked = self
-            .sockets
-            .iter()
-            .filter_map(|k| counters.get(k).map(|c| (*k, (c.sent, c.acked))))
-            .collect();
+        let sockets = &self.sockets;
+        c.sent_acked
+            .retain(|k, _| sockets.contains(k) && counters.contains_key(k));
+        c.quiet.clear();
+        for k in sockets {
+            let Some(now) = counters.get(k) else { continue };
+            let seen = (now.sent, now.acked);
+            if c.sent_acked.insert(*k, seen) == Some(seen) {
+                c.quiet.push(*k);
+            }
+        }
     }
 
     /// S, G and the backlog: what was acked since the iteration began (or, without counters,

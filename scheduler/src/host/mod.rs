@@ -18,6 +18,7 @@
 
 mod accounts;
 mod fabric;
+mod few_sockets;
 mod flow_state;
 mod observation;
 mod orders;

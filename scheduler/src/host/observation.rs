@@ -116,18 +116,34 @@ pub(super) fn queries<'a>(
     for f in flows.filter(|f| has_bytes_left(f)) {
         let key = policy.key_of(&ctx.observe(f, None));
         for (sw, addr, links) in ctx.fabric.switch_links(&f.path) {
-            let b = per_switch.entry(sw).or_insert_with(|| SwitchBatch {
-                address: addr,
-                items: Vec::new(),
-            });
-            b.items.push(pb::FeedbackQuery {
+            let item = pb::FeedbackQuery {
                 flow_id: f.id.to_string(),
                 links,
                 rank: key.rank.0,
                 // Only a policy that plans slot n around committed rates needs them.
                 committed: policy.committed_now,
-            });
+            };
+            batch_of(&mut per_switch, sw, addr).items.push(item);
         }
     }
     FeedbackRequests { per_switch }
+}
+
+/// `sw`'s batch in `batches`, a new one at `addr` the first time: the names are copied once
+/// per switch and slot, not once per flow.
+pub(super) fn batch_of<'a, T>(
+    batches: &'a mut BTreeMap<String, SwitchBatch<T>>,
+    sw: &str,
+    addr: &str,
+) -> &'a mut SwitchBatch<T> {
+    if !batches.contains_key(sw) {
+        batches.insert(
+            sw.to_string(),
+            SwitchBatch {
+                address: addr.to_string(),
+                items: Vec::new(),
+            },
+        );
+    }
+    batches.get_mut(sw).expect("inserted above")
 }

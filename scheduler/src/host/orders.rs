@@ -11,10 +11,11 @@ use mlcc_core::host::{Connections, Degraded, Enforce, FlowOut};
 use mlcc_core::load_table::Update;
 use mlcc_proto::v1 as pb;
 
+use super::SlotPlan;
 use super::fabric::Fabric;
 use super::flow_state::FlowState;
+use super::observation::batch_of;
 use super::peers::PeerBook;
-use super::{SlotPlan, SwitchBatch};
 use crate::datapath::{RateOrder, SocketKey};
 
 /// What a slot's flows said of the switches and peers.
@@ -67,20 +68,20 @@ impl Carrier<'_> {
         }
         let rates = if withdraw { Vec::new() } else { d.plan.clone() };
         self.schedule(f, rates, key.rank.0, withdraw);
-        self.plan
-            .peers
-            .entry(f.dst_host.clone())
-            .or_default()
-            .push(pb::FlowProgress {
-                flow_id: d.id.to_string(),
-                sent_bytes: fo.sent as u64,
-                finish_bytes: fo.finish as u64,
-                planned_rate_bytes_per_sec: d.planned_rate,
-                iteration: f.iteration,
-                slot: slot.0,
-                next_rate_bytes_per_sec: d.next_rate(),
-                sockets: super::peers::learned_sockets(f.source, &f.sockets),
-            });
+        let peer = match self.plan.peers.get_mut(&f.dst_host) {
+            Some(p) => p,
+            None => self.plan.peers.entry(f.dst_host.clone()).or_default(),
+        };
+        peer.push(pb::FlowProgress {
+            flow_id: d.id.to_string(),
+            sent_bytes: fo.sent as u64,
+            finish_bytes: fo.finish as u64,
+            planned_rate_bytes_per_sec: d.planned_rate,
+            iteration: f.iteration,
+            slot: slot.0,
+            next_rate_bytes_per_sec: d.next_rate(),
+            sockets: super::peers::learned_sockets(f.source, &f.sockets),
+        });
         f.decision = Some(d);
         f.decided_in = slot;
     }
@@ -123,13 +124,7 @@ impl Carrier<'_> {
     /// Adds `f`'s booking to the batch of each switch on its path.
     fn schedule(&mut self, f: &FlowState, rates: Vec<f64>, rank: u64, done: bool) {
         for (sw, address, links) in self.fabric.switch_links(&f.path) {
-            self.plan
-                .schedules
-                .entry(sw)
-                .or_insert_with(|| SwitchBatch {
-                    address,
-                    items: Vec::new(),
-                })
+            batch_of(&mut self.plan.schedules, sw, address)
                 .items
                 .push(pb::ScheduleItem {
                     flow_id: f.id.to_string(),
