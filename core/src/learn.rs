@@ -98,6 +98,15 @@ pub struct Learned {
     pub confidence: f64,
 }
 
+/// See [`Learner::inspect`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Inspection {
+    /// The period in slots and the autocorrelation at its lag, if one stands out.
+    pub period: Option<(usize, f64)>,
+    /// (length in slots, bytes) of each whole iteration in the window, oldest first.
+    pub iterations: Vec<(f64, f64)>,
+}
+
 /// One process's (or cgroup's) learner. Feed it every slot with [`Learner::observe`].
 #[derive(Clone, Debug)]
 pub struct Learner {
@@ -145,6 +154,20 @@ impl Learner {
     /// The estimate, if the traffic has been periodic long enough.
     pub fn estimate(&self) -> Option<&Learned> {
         self.estimate.as_ref()
+    }
+
+    /// What the learner reads of the traffic now, for an operator asking why a process is
+    /// (not) learned: the period the window shows and its correlation, and the whole
+    /// iterations found, oldest first (length in slots, bytes).
+    pub fn inspect(&self) -> Inspection {
+        let iterations = match self.last {
+            Some((now, _)) if !self.bytes.is_empty() => self.whole_iterations(now),
+            _ => Vec::new(),
+        };
+        Inspection {
+            period: self.period(),
+            iterations,
+        }
     }
 
     fn push(&mut self, b: f64) {
@@ -545,6 +568,36 @@ mod tests {
         assert!(
             (e.bytes_per_iteration - 30.0 * MB).abs() < 0.01 * MB,
             "{e:?}"
+        );
+    }
+
+    #[test]
+    fn inspection_shows_the_period_and_the_iterations_found() {
+        let mut l = Learner::new(LearnerConfig::default());
+        assert_eq!(
+            l.inspect(),
+            Inspection {
+                period: None,
+                iterations: vec![]
+            }
+        );
+        // 8 slots of 1 MB, 6 quiet: 14-slot iterations of 8 MB.
+        let mut x = Vec::new();
+        for _ in 0..10 {
+            x.extend([MB; 8]);
+            x.extend([0.0; 6]);
+        }
+        feed(&mut l, &x);
+        let i = l.inspect();
+        let (period, correlation) = i.period.expect("a period");
+        assert_eq!(period, 14);
+        assert!(correlation > 0.8, "{i:?}");
+        assert!(i.iterations.len() >= 3, "{i:?}");
+        assert!(
+            i.iterations
+                .iter()
+                .all(|&(len, b)| len == 14.0 && b == 8.0 * MB),
+            "{i:?}"
         );
     }
 
