@@ -219,6 +219,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ids_made_apart_with_one_text_are_one_id_and_order_by_their_text() {
+        use std::collections::BTreeSet;
+        use std::hash::BuildHasher;
+        let a = FlowId::new("job/h1>h2/agg").unwrap();
+        let same = FlowId::for_group("job", "h1", "h2", FlowRole::Agg);
+        assert!(!Arc::ptr_eq(&a.text, &same.text));
+        assert_eq!(a, same);
+        assert_eq!(a.cmp(&same), Ordering::Equal);
+        let h = foldhash::fast::FixedState::with_seed(7);
+        assert_eq!(h.hash_one(&a), h.hash_one(&same));
+        let b = FlowId::new("job/h1>h2/bcast").unwrap();
+        assert_ne!(a, b);
+        assert_ne!(h.hash_one(&a), h.hash_one(&b));
+        // Order is the text's, so every driver sorts precedence ties alike.
+        let ids: BTreeSet<FlowId> = ["b", "a/x", "a", "ab"]
+            .into_iter()
+            .map(|s| FlowId::new(s).unwrap())
+            .collect();
+        let texts: Vec<&str> = ids.iter().map(FlowId::as_str).collect();
+        assert_eq!(texts, ["a", "a/x", "ab", "b"]);
+    }
+
+    #[test]
     fn ids_are_validated() {
         assert!(FlowId::new("job/h1>h2/agg").is_ok());
         assert_eq!(FlowId::new(""), Err(IdError::Empty));

@@ -430,6 +430,34 @@ mod tests {
         assert_eq!(mem.effective_rate(&k), None);
     }
 
+    #[test]
+    fn equal_keys_hash_alike_and_keys_that_differ_in_any_part_are_told_apart() {
+        use std::hash::BuildHasher;
+        let h = std::collections::hash_map::RandomState::new();
+        let key = |ns: u64, src: &str, dst: &str| {
+            SocketKey::new(ns, src.parse().unwrap(), dst.parse().unwrap())
+        };
+        let k = key(1, "10.0.0.1:5000", "10.0.0.2:80");
+        // An IPv4-mapped address is the same socket as its IPv4 form.
+        let mapped = key(1, "[::ffff:10.0.0.1]:5000", "10.0.0.2:80");
+        assert_eq!((k, h.hash_one(k)), (mapped, h.hash_one(mapped)));
+        let others = [
+            key(2, "10.0.0.1:5000", "10.0.0.2:80"),
+            key(1, "10.0.0.3:5000", "10.0.0.2:80"),
+            key(1, "10.0.0.1:5001", "10.0.0.2:80"),
+            key(1, "10.0.0.1:5000", "10.0.0.4:80"),
+            key(1, "10.0.0.1:5000", "10.0.0.2:81"),
+            key(1, "10.0.0.2:80", "10.0.0.1:5000"),
+            key(1, "[fd00::1]:5000", "10.0.0.2:80"),
+        ];
+        let mut hashes: Vec<u64> = others.iter().map(|o| h.hash_one(o)).collect();
+        hashes.push(h.hash_one(k));
+        hashes.sort_unstable();
+        hashes.dedup();
+        assert_eq!(hashes.len(), others.len() + 1, "a hash collides");
+        assert!(others.iter().all(|o| *o != k));
+    }
+
     /// The kernel datapath must move into the daemon's tokio task.
     #[test]
     fn kernel_datapath_is_send() {
