@@ -9,8 +9,14 @@ use crate::common::announced_addr;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mlcc-switchd");
 
-fn topology_file() -> std::path::PathBuf {
-    let p = std::env::temp_dir().join(format!("mlcc-switchd-cli-{}.toml", std::process::id()));
+/// A topology file of the test's own: tests run in parallel, and one rewriting a shared file
+/// (truncated, then written) while another's server read it made that server exit on an
+/// empty topology.
+fn topology_file(test: &str) -> std::path::PathBuf {
+    let p = std::env::temp_dir().join(format!(
+        "mlcc-switchd-cli-{}-{test}.toml",
+        std::process::id()
+    ));
     std::fs::write(
         &p,
         "[generate]\nkind = \"single-switch\"\nhosts = 8\nhost_link = \"10Gbit\"\n",
@@ -76,7 +82,7 @@ fn assert_accounted(report: &serde_json::Value) {
 
 #[test]
 fn serves_benches_and_stops_on_sigterm() {
-    let topo = topology_file();
+    let topo = topology_file("serve");
     let child = Command::new(BIN)
         .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
         .args(["--switch", "sw1", "--tau", "20ms", "--horizon", "4"])
@@ -139,7 +145,7 @@ fn serves_benches_and_stops_on_sigterm() {
 /// switch, and every update it sends is answered as applied.
 #[test]
 fn the_transport_baseline_answers_every_message() {
-    let topo = topology_file();
+    let topo = topology_file("baseline");
     let child = Command::new(BIN)
         .args([
             "bench-baseline",
