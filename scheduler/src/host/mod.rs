@@ -121,6 +121,19 @@ pub struct SwitchBatch<T> {
     pub items: Vec<T>,
 }
 
+/// `map`'s value for `key`, made by `make` the first time: a slot's batches are keyed by names
+/// its flows borrow, copied once per key and slot, not once per flow.
+fn entry_for<'a, V>(
+    map: &'a mut BTreeMap<String, V>,
+    key: &str,
+    make: impl FnOnce() -> V,
+) -> &'a mut V {
+    if !map.contains_key(key) {
+        map.insert(key.to_string(), make());
+    }
+    map.get_mut(key).expect("inserted above")
+}
+
 /// What the switches answered; a switch missing from the map did not answer in time.
 pub type FeedbackAnswers = HashMap<String, pb::FetchFeedbackReply>;
 

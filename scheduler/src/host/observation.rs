@@ -14,7 +14,7 @@ use mlcc_proto::v1 as pb;
 use super::fabric::Fabric;
 use super::flow_state::FlowState;
 use super::peers::PeerBook;
-use super::{FeedbackAnswers, FeedbackRequests, SwitchBatch};
+use super::{FeedbackAnswers, FeedbackRequests, SwitchBatch, entry_for};
 
 /// The switches' loads by (flow, link), from the switches that answered.
 pub(super) struct Answers<'a> {
@@ -123,27 +123,13 @@ pub(super) fn queries<'a>(
                 // Only a policy that plans slot n around committed rates needs them.
                 committed: policy.committed_now,
             };
-            batch_of(&mut per_switch, sw, addr).items.push(item);
+            entry_for(&mut per_switch, sw, || SwitchBatch {
+                address: addr.to_string(),
+                items: Vec::new(),
+            })
+            .items
+            .push(item);
         }
     }
     FeedbackRequests { per_switch }
-}
-
-/// `sw`'s batch in `batches`, a new one at `addr` the first time: the names are copied once
-/// per switch and slot, not once per flow.
-pub(super) fn batch_of<'a, T>(
-    batches: &'a mut BTreeMap<String, SwitchBatch<T>>,
-    sw: &str,
-    addr: &str,
-) -> &'a mut SwitchBatch<T> {
-    if !batches.contains_key(sw) {
-        batches.insert(
-            sw.to_string(),
-            SwitchBatch {
-                address: addr.to_string(),
-                items: Vec::new(),
-            },
-        );
-    }
-    batches.get_mut(sw).expect("inserted above")
 }

@@ -14,8 +14,8 @@ use mlcc_proto::v1 as pb;
 use super::SlotPlan;
 use super::fabric::Fabric;
 use super::flow_state::FlowState;
-use super::observation::batch_of;
 use super::peers::PeerBook;
+use super::{SwitchBatch, entry_for};
 use crate::datapath::{RateOrder, SocketKey};
 
 /// What a slot's flows said of the switches and peers.
@@ -68,11 +68,7 @@ impl Carrier<'_> {
         }
         let rates = if withdraw { Vec::new() } else { d.plan.clone() };
         self.schedule(f, rates, key.rank.0, withdraw);
-        let peer = match self.plan.peers.get_mut(&f.dst_host) {
-            Some(p) => p,
-            None => self.plan.peers.entry(f.dst_host.clone()).or_default(),
-        };
-        peer.push(pb::FlowProgress {
+        entry_for(&mut self.plan.peers, &f.dst_host, Vec::new).push(pb::FlowProgress {
             flow_id: d.id.to_string(),
             sent_bytes: fo.sent as u64,
             finish_bytes: fo.finish as u64,
@@ -124,16 +120,19 @@ impl Carrier<'_> {
     /// Adds `f`'s booking to the batch of each switch on its path.
     fn schedule(&mut self, f: &FlowState, rates: Vec<f64>, rank: u64, done: bool) {
         for (sw, address, links) in self.fabric.switch_links(&f.path) {
-            batch_of(&mut self.plan.schedules, sw, address)
-                .items
-                .push(pb::ScheduleItem {
-                    flow_id: f.id.to_string(),
-                    links,
-                    first_slot: self.plan.slot.0,
-                    rates_bytes_per_sec: rates.clone(),
-                    rank,
-                    done,
-                });
+            entry_for(&mut self.plan.schedules, sw, || SwitchBatch {
+                address: address.to_string(),
+                items: Vec::new(),
+            })
+            .items
+            .push(pb::ScheduleItem {
+                flow_id: f.id.to_string(),
+                links,
+                first_slot: self.plan.slot.0,
+                rates_bytes_per_sec: rates.clone(),
+                rank,
+                done,
+            });
         }
     }
 
