@@ -50,7 +50,11 @@ fn parse(line: &str) -> Option<(u32, u64, u64)> {
 struct Replay {
     learner: Learner,
     first_slot: u64,
-    learned_at: Option<(u64, u64)>,
+    /// Slots after the first, iteration, and observations before, when first learned.
+    learned_at: Option<(u64, u64, usize)>,
+    /// Observations with an estimate standing, and the least and most bytes per iteration it said.
+    learned_slots: usize,
+    bytes_range: Option<(f64, f64)>,
     series: Vec<(u64, u64)>,
 }
 
@@ -74,14 +78,22 @@ fn main() {
             learner: Learner::new(LearnerConfig::default()),
             first_slot: slot,
             learned_at: None,
+            learned_slots: 0,
+            bytes_range: None,
             series: Vec::new(),
         });
         r.learner.observe(Slot(slot), total);
         r.series.push((slot, total));
-        if r.learned_at.is_none()
-            && let Some(e) = r.learner.estimate()
-        {
-            r.learned_at = Some((slot - r.first_slot, e.iteration));
+        if let Some(e) = r.learner.estimate() {
+            let b = e.bytes_per_iteration;
+            let seen = r.series.len() - 1;
+            r.learned_at
+                .get_or_insert((slot - r.first_slot, e.iteration, seen));
+            r.learned_slots += 1;
+            r.bytes_range = Some(
+                r.bytes_range
+                    .map_or((b, b), |(lo, hi)| (lo.min(b), hi.max(b))),
+            );
         }
     }
     for (pid, r) in &procs {
@@ -101,10 +113,19 @@ fn report(pid: u32, r: &Replay) {
     let slots = r.series.len();
     let total = r.series.last().map_or(0, |s| s.1);
     match r.learned_at {
-        Some((after, it)) => {
+        Some((after, it, seen)) => {
             println!(
                 "pid {pid}: learned after {after} slots, at iteration {it} ({slots} slots, {total} B)"
-            )
+            );
+            if let Some((lo, hi)) = r.bytes_range {
+                println!(
+                    "  learned in {} of the {} observations since, at {:.3}-{:.3} MB per iteration",
+                    r.learned_slots,
+                    slots - seen,
+                    lo / 1e6,
+                    hi / 1e6
+                );
+            }
         }
         None => println!("pid {pid}: not learned ({slots} slots, {total} B)"),
     }
