@@ -15,6 +15,7 @@ use mlcc_core::job::Arch;
 use rustix::process::{Pid, Signal};
 use serde::Serialize;
 
+use crate::learned::{self, JobLearning, MemberTruth};
 use crate::net::{self, NetPlan, PREFIX};
 use crate::scenario::{Fault, FaultKind, JobKind, JobSpec, Scenario};
 use crate::torch::{TorchRun, TorchRuntime};
@@ -395,6 +396,8 @@ pub struct EmulatedCluster {
     pub dir: PathBuf,
     /// The BPF CC's name when cc = mlcc or mltcp.
     pub mlcc_name: Option<String>,
+    /// mlccd's slot length, when it runs.
+    mlcc_tau: Option<Duration>,
     pin_dir: Option<PathBuf>,
     shm_root: PathBuf,
     daemons: Vec<Named>,
@@ -441,6 +444,7 @@ impl EmulatedCluster {
             cc: cc.clone(),
             dir: dir.to_path_buf(),
             mlcc_name: None,
+            mlcc_tau: None,
             pin_dir: None,
             shm_root: PathBuf::from(format!("/dev/shm/{PREFIX}{run}")),
             daemons: Vec::new(),
@@ -592,6 +596,7 @@ impl EmulatedCluster {
             }
             _ => (scn.tau, scn.horizon),
         };
+        self.mlcc_tau = Some(tau);
         let tau = format!("{}us", tau.as_micros());
         let horizon = horizon.to_string();
         let emulated = if scn.switch_emulators {
@@ -1029,6 +1034,9 @@ pub struct JobResult {
     /// The CC the data sockets reported (e.g. "cubic", "mlcc_tb1a2b3c").
     pub socket_cc: String,
     pub progress_files: bool,
+    /// How well mlccd's learner read the job, where it ran without progress files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub learned: Option<JobLearning>,
     pub ok: bool,
     pub error: Option<String>,
     /// Each member's sending rate over time, from its sockets' acknowledged bytes (plotted,
@@ -1565,6 +1573,20 @@ fn prelaunch(
     Ok(running)
 }
 
+/// How well the learner of each member's host read it, from those hosts' mlccd logs.
+fn job_learning(c: &EmulatedCluster, truths: &[(&str, MemberTruth)], tau: Duration) -> JobLearning {
+    let hosts: std::collections::BTreeSet<&str> = truths.iter().map(|t| t.0).collect();
+    let mut first = BTreeMap::new();
+    for h in hosts {
+        let log = c.dir.join("logs").join(format!("mlccd-{h}.log"));
+        first.extend(learned::first_estimates(
+            &fs::read_to_string(log).unwrap_or_default(),
+        ));
+    }
+    let members: Vec<MemberTruth> = truths.iter().map(|t| t.1.clone()).collect();
+    JobLearning::of(&members, &first, tau.as_secs_f64())
+}
+
 fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult {
     for m in &mut j.members {
         if m.done.is_none() {
@@ -1596,6 +1618,7 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
         bytes_sent: 0,
         socket_cc: String::new(),
         progress_files: true,
+        learned: None,
         ok: true,
         error: None,
         senders: Vec::new(),
@@ -1605,6 +1628,7 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
         .map_or(0.0, |d| d.as_secs_f64())
         - start.elapsed().as_secs_f64();
     let mut iters = Vec::new();
+    let mut truths = Vec::new();
     for m in &j.members {
         let ok = m.done.is_some_and(|d| d.1);
         let rep: Option<TrainerReport> = fs::read_to_string(&m.out)
@@ -1619,8 +1643,19 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
                 r.bytes_sent += rep.bytes_sent;
                 r.socket_cc = rep.cc.clone();
                 r.progress_files &= rep.progress_file;
-                if rep.role != "ps-server" && !rep.iteration_s.is_empty() {
-                    iters.push(rep.iteration_s.iter().sum::<f64>() / rep.iteration_s.len() as f64);
+                let mean_iteration_s = (rep.role != "ps-server" && !rep.iteration_s.is_empty())
+                    .then(|| rep.iteration_s.iter().sum::<f64>() / rep.iteration_s.len() as f64);
+                iters.extend(mean_iteration_s);
+                if let Some(pid) = rep.pid {
+                    truths.push((
+                        m.host.as_str(),
+                        MemberTruth {
+                            pid,
+                            bytes_per_iteration: rep.bytes_sent as f64
+                                / f64::from(rep.iterations.max(1)),
+                            mean_iteration_s,
+                        },
+                    ));
                 }
                 if rep.iteration_s.len() != j.spec.iterations as usize {
                     r.ok = false;
@@ -1651,6 +1686,9 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
             "sent {} bytes but {} arrived verified",
             r.bytes_sent, r.bytes_verified
         ));
+    }
+    if let Some(tau) = c.mlcc_tau.filter(|_| !r.progress_files) {
+        r.learned = Some(job_learning(c, &truths, tau));
     }
     r.mean_iteration_s = if iters.is_empty() {
         0.0

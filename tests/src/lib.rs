@@ -7,6 +7,7 @@ pub mod cassini;
 pub mod cluster;
 pub mod experiment;
 pub mod figure;
+pub mod learned;
 pub mod net;
 pub mod predict;
 pub mod progress;

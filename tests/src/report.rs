@@ -222,6 +222,38 @@ fn per_job_table(
     t
 }
 
+/// Per repetition and job, how well the learner read the jobs of the runs without progress
+/// files (none where every run had them).
+fn learned_table(s: &Summary) -> String {
+    let mut t = String::new();
+    let mut repetition: BTreeMap<&str, usize> = BTreeMap::new();
+    for run in &s.runs {
+        let rep = repetition.entry(run.cc.as_str()).or_default();
+        *rep += 1;
+        for j in &run.jobs {
+            let Some(l) = &j.learned else { continue };
+            if t.is_empty() {
+                t += "\nLearned without progress files (each member's first estimate against \
+                      its own figures; the period against its mean iteration time):\n\n\
+                      | CC | rep | job | members learned | by iteration | bytes per iteration, \
+                      worst error | period, worst error (slots) |\n|---|---|---|---|---|---|---|\n";
+            }
+            let or_dash = |v: Option<String>| v.unwrap_or_else(|| "–".into());
+            t += &format!(
+                "| {} | {rep} | {} | {}/{} | {} | {} | {} |\n",
+                run.cc,
+                j.job,
+                l.learned,
+                l.members,
+                or_dash(l.learned_by_iteration.map(|i| i.to_string())),
+                or_dash(l.bytes_error_max.map(|e| format!("{:.2} %", e * 100.0))),
+                or_dash(l.period_error_slots_max.map(|e| format!("{e:.1}"))),
+            );
+        }
+    }
+    t
+}
+
 pub fn markdown(s: &Summary) -> String {
     let mut t = format!(
         "## {}{}: job completion time per congestion control ({} repetition(s), links' bucket \
@@ -280,6 +312,7 @@ pub fn markdown(s: &Summary) -> String {
     t += &per_job_table(s, "Mean iteration time per job (s)", 3, |c| {
         &c.mean_iteration_s
     });
+    t += &learned_table(s);
     let faults: Vec<_> = s.runs.iter().filter(|r| !r.faults.is_empty()).collect();
     if !faults.is_empty() {
         t += "\nScheduled faults (seconds since the run's start):\n\n| CC | fault | target | applied | undone |\n|---|---|---|---|---|\n";
@@ -499,6 +532,7 @@ pub fn senders(run: &CcRun, host: &str, link_mbit: f64, path: &Path) -> Result<(
 mod tests {
     use super::*;
     use crate::cluster::JobResult;
+    use crate::learned::JobLearning;
 
     fn run(cc: &str, jcts: &[f64]) -> CcRun {
         CcRun {
@@ -519,6 +553,7 @@ mod tests {
                     bytes_sent: 1,
                     socket_cc: cc.into(),
                     progress_files: true,
+                    learned: None,
                     ok: true,
                     error: None,
                     senders: vec![],
@@ -567,6 +602,40 @@ mod tests {
         let md = markdown(&s);
         assert!(
             md.contains("contention recovered") && md.contains("| j0 |"),
+            "{md}"
+        );
+        assert!(!md.contains("Learned without progress files"), "{md}");
+    }
+
+    #[test]
+    fn the_learner_is_reported_per_repetition_and_job_of_the_runs_without_progress_files() {
+        let mut runs = vec![run("mlcc", &[9.0]), run("mlcc/progress=off", &[10.0, 11.0])];
+        let mut second = run("mlcc/progress=off", &[10.5, 11.5]);
+        for (j, l) in second.jobs.iter_mut().zip([
+            JobLearning {
+                members: 3,
+                learned: 2,
+                learned_by_iteration: Some(5),
+                bytes_error_max: Some(0.004),
+                period_error_slots_max: Some(1.3),
+            },
+            JobLearning {
+                members: 2,
+                ..JobLearning::default()
+            },
+        ]) {
+            j.learned = Some(l);
+        }
+        runs.push(second);
+        let s = summarize("t", true, std::time::Duration::from_millis(2), 7, runs);
+        let md = markdown(&s);
+        assert!(md.contains("Learned without progress files"), "{md}");
+        assert!(
+            md.contains("| mlcc/progress=off | 2 | j0 | 2/3 | 5 | 0.40 % | 1.3 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| mlcc/progress=off | 2 | j1 | 0/2 | – | – | – |"),
             "{md}"
         );
     }

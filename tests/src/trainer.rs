@@ -57,6 +57,9 @@ pub struct TrainerReport {
     /// [`SAMPLE_EVERY`]: each job's sending rate over time, for the paper's Fig. 1 / 11.
     #[serde(default)]
     pub acked: Vec<(f64, u64)>,
+    /// The member's process: whose sockets mlccd's learner reads without a progress file.
+    #[serde(default)]
+    pub pid: Option<u32>,
 }
 
 /// How often a member samples what its sending sockets had acknowledged.
@@ -198,6 +201,7 @@ pub fn run(cfg: TrainerConfig) -> Result<TrainerReport, TrainerError> {
         progress_file: ctx.progress.is_open(),
         cc: String::new(),
         acked: Vec::new(),
+        pid: Some(std::process::id()),
     };
     match ctx.cfg.shape.clone() {
         Shape::Ring { world, next } => ring(&ctx, &listener, world, next, &mut report)?,

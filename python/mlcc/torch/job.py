@@ -323,6 +323,7 @@ def finish(a, dist, torch, model, state, sampler, times, start, end, t_first, w,
         "iteration_s": times, "jct_s": end - t_first, "bytes_sent": sent,
         "bytes_verified": sent if verified else 0, "progress_file": bool(snapshot),
         "cc": cc, "acked": sampler.samples if sampler else [], "verified": verified,
+        "pid": os.getpid(),
         "torch": {
             "version": torch.__version__, "backend": a.backend, "world": a.world,
             "width": w, "layers": a.layers,
