@@ -24,11 +24,15 @@ pub enum LogFormat {
 }
 
 /// Installs the global `tracing` subscriber; `RUST_LOG` overrides the default `info` filter.
+/// Human lines are coloured only on a terminal: journald, a container runtime or a log file
+/// would keep the escape codes.
 pub fn init_logs(format: LogFormat) {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Human => b.init(),

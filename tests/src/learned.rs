@@ -66,11 +66,11 @@ impl JobLearning {
     }
 }
 
-/// Each process's first estimate in an mlccd log (with or without terminal colours).
+/// Each process's first estimate in an mlccd log (human lines; a daemon colours them only on
+/// a terminal).
 pub fn first_estimates(log: &str) -> BTreeMap<u32, FirstEstimate> {
     let mut out = BTreeMap::new();
     for line in log.lines().filter(|l| l.contains(LEARNED_LINE)) {
-        let line = without_colours(line);
         let field = |name: &str| -> Option<f64> {
             let key = format!(" {name}=");
             let at = line.find(&key)? + key.len();
@@ -97,36 +97,15 @@ pub fn first_estimates(log: &str) -> BTreeMap<u32, FirstEstimate> {
     out
 }
 
-/// `line` without its terminal colours (`ESC [ ... m`).
-fn without_colours(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            chars.by_ref().find(|&c| c == 'm');
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const COLOURED: &str = "\u{1b}[2m2026-11-29T10:12:07.110862Z\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m \
-        \u{1b}[2mmlcc_scheduler::learned\u{1b}[0m\u{1b}[2m:\u{1b}[0m learned a process's \
-        iterations; scheduling it \u{1b}[3mpid\u{1b}[0m\u{1b}[2m=\u{1b}[0m23245 \
-        \u{1b}[3miteration\u{1b}[0m\u{1b}[2m=\u{1b}[0m4 \
-        \u{1b}[3mbytes_per_iteration\u{1b}[0m\u{1b}[2m=\u{1b}[0m3920048 \
-        \u{1b}[3mperiod_ms\u{1b}[0m\u{1b}[2m=\u{1b}[0m460.0 \
-        \u{1b}[3mconfidence\u{1b}[0m\u{1b}[2m=\u{1b}[0m0.93";
-
     #[test]
-    fn the_first_estimate_of_each_process_is_read_with_or_without_colours() {
-        let log = format!(
-            "{COLOURED}\n\
+    fn the_first_estimate_of_each_process_is_read_and_later_ones_and_torn_lines_are_not() {
+        let log = "2026-11-29T10:12:07Z INFO mlcc_scheduler::learned: learned a process's iterations; \
+             scheduling it pid=23245 iteration=4 bytes_per_iteration=3920048 period_ms=460.0 \
+             confidence=0.93\n\
              2026-11-29T10:12:08Z INFO mlcc_scheduler::learned: learning the iterations of a \
              process with no progress file pid=23080\n\
              2026-11-29T10:12:09Z INFO mlcc_scheduler::learned: learned a process's iterations; \
@@ -136,9 +115,8 @@ mod tests {
              scheduling it pid=23245 iteration=9 bytes_per_iteration=1 period_ms=1.0 \
              confidence=0.9\n\
              2026-11-29T10:12:20Z INFO mlcc_scheduler::learned: learned a process's iterations; \
-             scheduling it pid=77 iteration=torn"
-        );
-        let first = first_estimates(&log);
+             scheduling it pid=77 iteration=torn";
+        let first = first_estimates(log);
         assert_eq!(first.len(), 2, "{first:?}");
         assert_eq!(
             first[&23245],
