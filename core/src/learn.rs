@@ -136,6 +136,21 @@ enum Lengths {
     NearThePeriod(f64),
 }
 
+/// The mean length and mean bytes of whole iterations (none: NaN).
+fn means(its: &[(f64, f64)]) -> (f64, f64) {
+    let n = its.len() as f64;
+    (
+        its.iter().map(|w| w.0).sum::<f64>() / n,
+        its.iter().map(|w| w.1).sum::<f64>() / n,
+    )
+}
+
+/// Whether length `l` is within `share` of `to`: slots quantise both the burst and the
+/// compute, so two slots of slack at least.
+fn near(l: f64, to: f64, share: f64) -> bool {
+    (l - to).abs() <= (share * to).max(2.0)
+}
+
 /// See [`Learner::inspect`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Inspection {
@@ -244,8 +259,7 @@ impl Learner {
         let &start = self.onsets.back()?;
         let since = now.since(start)? as usize;
         let sent: f64 = self.bytes.iter().rev().take(since + 1).sum();
-        let mean_bytes = agreed.iter().map(|w| w.1).sum::<f64>() / agreed.len() as f64;
-        let mean_len = agreed.iter().map(|w| w.0).sum::<f64>() / agreed.len() as f64;
+        let (mean_len, mean_bytes) = means(&agreed);
         if self.stalled(since, sent, mean_bytes, mean_len, threshold) {
             return None;
         }
@@ -485,12 +499,10 @@ impl Learner {
     /// over equal stretches but for the one the compute follows, and three chunks in a row
     /// read as three iterations would plan a quarter of the job's.
     fn same_bytes_other_lengths(&self, its: &[(f64, f64)], agreed: &[(f64, f64)]) -> bool {
-        let n = agreed.len() as f64;
-        let bytes = agreed.iter().map(|w| w.1).sum::<f64>() / n;
-        let len = agreed.iter().map(|w| w.0).sum::<f64>() / n;
-        let slack = (self.cfg.exact_period_tolerance * len).max(2.0);
+        let (len, bytes) = means(agreed);
         its.iter().any(|&(l, b)| {
-            (b - bytes).abs() <= self.cfg.exact_byte_tolerance * bytes && (l - len).abs() > slack
+            (b - bytes).abs() <= self.cfg.exact_byte_tolerance * bytes
+                && !near(l, len, self.cfg.exact_period_tolerance)
         })
     }
 
@@ -505,10 +517,7 @@ impl Learner {
         tol: Agreement,
     ) -> Option<Vec<(f64, f64)>> {
         let last = its.get(its.len().checked_sub(k)?..)?;
-        let mean = last.iter().map(|w| w.1).sum::<f64>() / k as f64;
-        let mean_len = last.iter().map(|w| w.0).sum::<f64>() / k as f64;
-        // Slots quantise both the burst and the compute: two slots of slack at least.
-        let near = |l: f64, to: f64, share: f64| (l - to).abs() <= (share * to).max(2.0);
+        let (mean_len, mean) = means(last);
         let period_ok = match tol.lengths {
             Lengths::NearTheMean { period: share, .. } => near(period as f64, mean_len, share),
             Lengths::NearThePeriod(_) => true,

@@ -1037,6 +1037,9 @@ pub struct JobResult {
     /// How well mlccd's learner read the job, where it ran without progress files.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub learned: Option<JobLearning>,
+    /// What each member said of itself, for [`Self::learned`].
+    #[serde(skip)]
+    pub members: Vec<MemberTruth>,
     pub ok: bool,
     pub error: Option<String>,
     /// Each member's sending rate over time, from its sockets' acknowledged bytes (plotted,
@@ -1295,6 +1298,7 @@ pub fn run_jobs(
     pids.extend(cross.pids.iter().copied());
     pids.extend(spawned);
     let (cross_flows, cross) = cross.stop();
+    add_learning(c, &mut results);
     results.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s).then(a.job.cmp(&b.job)));
     Ok(CcRun {
         cc: c.cc.name().to_string(),
@@ -1573,18 +1577,25 @@ fn prelaunch(
     Ok(running)
 }
 
-/// How well the learner of each member's host read it, from those hosts' mlccd logs.
-fn job_learning(c: &EmulatedCluster, truths: &[(&str, MemberTruth)], tau: Duration) -> JobLearning {
-    let hosts: std::collections::BTreeSet<&str> = truths.iter().map(|t| t.0).collect();
+/// How well the learner read each job that ran without progress files, from every host's
+/// mlccd log, each read once when the run is over rather than in the polling loop.
+fn add_learning(c: &EmulatedCluster, results: &mut [JobResult]) {
+    let Some(tau) = c.mlcc_tau else {
+        return;
+    };
+    if results.iter().all(|r| r.progress_files) {
+        return;
+    }
     let mut first = BTreeMap::new();
-    for h in hosts {
-        let log = c.dir.join("logs").join(format!("mlccd-{h}.log"));
+    for h in &c.plan.hosts {
+        let log = c.dir.join("logs").join(format!("mlccd-{}.log", h.name));
         first.extend(learned::first_estimates(
             &fs::read_to_string(log).unwrap_or_default(),
         ));
     }
-    let members: Vec<MemberTruth> = truths.iter().map(|t| t.1.clone()).collect();
-    JobLearning::of(&members, &first, tau.as_secs_f64())
+    for r in results.iter_mut().filter(|r| !r.progress_files) {
+        r.learned = Some(JobLearning::of(&r.members, &first, tau.as_secs_f64()));
+    }
 }
 
 fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult {
@@ -1619,6 +1630,7 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
         socket_cc: String::new(),
         progress_files: true,
         learned: None,
+        members: Vec::new(),
         ok: true,
         error: None,
         senders: Vec::new(),
@@ -1628,7 +1640,6 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
         .map_or(0.0, |d| d.as_secs_f64())
         - start.elapsed().as_secs_f64();
     let mut iters = Vec::new();
-    let mut truths = Vec::new();
     for m in &j.members {
         let ok = m.done.is_some_and(|d| d.1);
         let rep: Option<TrainerReport> = fs::read_to_string(&m.out)
@@ -1647,15 +1658,12 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
                     .then(|| rep.iteration_s.iter().sum::<f64>() / rep.iteration_s.len() as f64);
                 iters.extend(mean_iteration_s);
                 if let Some(pid) = rep.pid {
-                    truths.push((
-                        m.host.as_str(),
-                        MemberTruth {
-                            pid,
-                            bytes_per_iteration: rep.bytes_sent as f64
-                                / f64::from(rep.iterations.max(1)),
-                            mean_iteration_s,
-                        },
-                    ));
+                    r.members.push(MemberTruth {
+                        pid,
+                        bytes_per_iteration: rep.bytes_sent as f64
+                            / f64::from(rep.iterations.max(1)),
+                        mean_iteration_s,
+                    });
                 }
                 if rep.iteration_s.len() != j.spec.iterations as usize {
                     r.ok = false;
@@ -1686,9 +1694,6 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
             "sent {} bytes but {} arrived verified",
             r.bytes_sent, r.bytes_verified
         ));
-    }
-    if let Some(tau) = c.mlcc_tau.filter(|_| !r.progress_files) {
-        r.learned = Some(job_learning(c, &truths, tau));
     }
     r.mean_iteration_s = if iters.is_empty() {
         0.0

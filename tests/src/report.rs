@@ -554,6 +554,7 @@ mod tests {
                     socket_cc: cc.into(),
                     progress_files: true,
                     learned: None,
+                    members: vec![],
                     ok: true,
                     error: None,
                     senders: vec![],
