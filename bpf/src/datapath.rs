@@ -21,4 +21,10 @@ pub trait Datapath {
 
     /// The sockets the CC manages (those with at least one ACK on it, until they close).
     fn sockets(&self) -> Result<Vec<SocketKey>, DatapathError>;
+
+    /// Stale ssthresh values the CC repaired since it was loaded (`bpf/src/bpf/window.h`); None
+    /// where the datapath does not count them.
+    fn ssthresh_repairs(&self) -> Result<Option<u64>, DatapathError> {
+        Ok(None)
+    }
 }

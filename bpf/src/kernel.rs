@@ -39,6 +39,8 @@ pub struct KernelDatapath {
     rates: MapHandle,
     stats: MapHandle,
     config: MapHandle,
+    /// None for a datapath pinned by a version without the counter.
+    repairs: Option<MapHandle>,
     sockops_prog: OwnedFd,
     cong_control_prog: OwnedFd,
     mark_prog: OwnedFd,
@@ -135,6 +137,7 @@ impl KernelDatapath {
             (pins::STATS, &skel.maps.mlcc_stats),
             (pins::CONFIG, &skel.maps.mlcc_config),
             (pins::MARKS, &skel.maps.mlcc_marks),
+            (pins::REPAIRS, &skel.maps.window_repairs),
         ];
         for (name, map) in maps {
             sys::obj_pin(map.as_fd(), &pin(name)).map_err(DatapathError::io(format!(
@@ -180,6 +183,7 @@ impl KernelDatapath {
             rates: handle(&skel.maps.mlcc_rates, "rates")?,
             stats: handle(&skel.maps.mlcc_stats, "stats")?,
             config: handle(&skel.maps.mlcc_config, "config")?,
+            repairs: Some(handle(&skel.maps.window_repairs, "repairs")?),
             sockops_prog: dup(skel.progs.mlcc_sockops.as_fd(), "sock_ops program")?,
             cong_control_prog: dup(skel.progs.mlcc_cong_control.as_fd(), "cong_control program")?,
             mark_prog: dup(skel.progs.mlcc_mark.as_fd(), "marker program")?,
@@ -210,6 +214,11 @@ impl KernelDatapath {
             rates: map(pins::RATES)?,
             stats: map(pins::STATS)?,
             config,
+            repairs: pin_dir
+                .join(pins::REPAIRS)
+                .exists()
+                .then(|| map(pins::REPAIRS))
+                .transpose()?,
             sockops_prog: prog(pins::SOCKOPS_PROG)?,
             cong_control_prog: prog(pins::CONG_CONTROL_PROG)?,
             mark_prog: prog(pins::MARK_PROG)?,
@@ -338,6 +347,16 @@ impl KernelDatapath {
     }
 
     /// Run counters of the per-ACK program and the sock_ops program.
+    /// How many times the CC found a socket's ssthresh above anything the kernel sets (a value
+    /// no ssthresh program returned) and repaired it (`bpf/src/bpf/window.h`). None for a
+    /// datapath pinned by a version that did not count them.
+    pub fn ssthresh_repairs(&self) -> Result<Option<u64>, DatapathError> {
+        self.repairs
+            .as_ref()
+            .map(|m| pins::read_counter(m, pins::REPAIRS))
+            .transpose()
+    }
+
     pub fn prog_run_stats(&self) -> Result<Vec<ProgRunStats>, DatapathError> {
         [&self.cong_control_prog, &self.sockops_prog]
             .into_iter()
@@ -521,5 +540,9 @@ impl Datapath for KernelDatapath {
             .keys()
             .map(|k| SocketKey::from_raw(&k).ok_or(DatapathError::Corrupt { map: "stats" }))
             .collect()
+    }
+
+    fn ssthresh_repairs(&self) -> Result<Option<u64>, DatapathError> {
+        KernelDatapath::ssthresh_repairs(self)
     }
 }

@@ -199,6 +199,7 @@ pub struct MltcpDatapath {
     pin_dir: PathBuf,
     ratios: MapHandle,
     socks: MapHandle,
+    repairs: MapHandle,
 }
 
 impl std::fmt::Debug for MltcpDatapath {
@@ -266,6 +267,7 @@ impl MltcpDatapath {
             (RATIOS, &skel.maps.mltcp_ratios),
             (SOCKS, &skel.maps.mltcp_socks),
             (CONFIG, &skel.maps.mltcp_config),
+            (pins::REPAIRS, &skel.maps.window_repairs),
         ] {
             let p = pin_dir.join(file);
             sys::obj_pin(map.as_fd(), &p)
@@ -284,6 +286,7 @@ impl MltcpDatapath {
             pin_dir: pin_dir.to_path_buf(),
             ratios: handle(&skel.maps.mltcp_ratios, "ratios")?,
             socks: handle(&skel.maps.mltcp_socks, "sockets")?,
+            repairs: handle(&skel.maps.window_repairs, "repairs")?,
         };
         pinned.commit();
         Ok(this)
@@ -297,6 +300,7 @@ impl MltcpDatapath {
             pin_dir: pin_dir.to_path_buf(),
             ratios: map(RATIOS)?,
             socks: map(SOCKS)?,
+            repairs: map(pins::REPAIRS)?,
         })
     }
 
@@ -342,6 +346,12 @@ impl MltcpDatapath {
             Ok((key, s))
         })
         .collect()
+    }
+
+    /// How many times the CC found a socket's ssthresh above anything the kernel sets (a value
+    /// no ssthresh program returned) and repaired it (`bpf/src/bpf/window.h`).
+    pub fn ssthresh_repairs(&self) -> Result<u64, DatapathError> {
+        pins::read_counter(&self.repairs, pins::REPAIRS)
     }
 
     /// What the CC recorded for one socket, if it is on the CC.

@@ -18,6 +18,8 @@ pub const CONG_CONTROL_PROG: &str = "cong_control_prog";
 pub const SOCKOPS_LINK_PREFIX: &str = "sockops_cg";
 pub const MARK_PROG: &str = "mark_prog";
 pub const MARKS: &str = "marks";
+/// The count of stale ssthresh values the CC repaired (window.h), in both CCs' pins.
+pub const REPAIRS: &str = "window_repairs";
 /// Followed by the device's network namespace cookie and its ifindex.
 pub const MARK_LINK_PREFIX: &str = "mark_if";
 
@@ -74,6 +76,20 @@ pub fn open_map(dir: &Path, name: &str) -> Result<libbpf_rs::MapHandle, Datapath
     let p = dir.join(name);
     libbpf_rs::MapHandle::from_pinned_path(&p)
         .map_err(DatapathError::bpf(format!("opening {}", p.display())))
+}
+
+/// What a one-counter array map (`REPAIRS`) holds.
+pub fn read_counter(map: &libbpf_rs::MapHandle, what: &'static str) -> Result<u64, DatapathError> {
+    use libbpf_rs::{MapCore, MapFlags};
+    let raw = map
+        .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
+        .map_err(DatapathError::bpf(format!("reading the {what} map")))?
+        .ok_or(DatapathError::Corrupt { map: what })?;
+    let bytes: [u8; 8] = raw
+        .as_slice()
+        .try_into()
+        .map_err(|_| DatapathError::Corrupt { map: what })?;
+    Ok(u64::from_ne_bytes(bytes))
 }
 
 /// Pins made during a load; removed again unless the load completes.

@@ -510,6 +510,8 @@ fn orders_apply_after_the_loader_restarts() {
 
     let mut first = KernelDatapath::open(&dir).expect("open pins");
     assert_eq!(first.cc_name(), &cc);
+    // The counter of window.h's repairs is pinned with the rest and read back.
+    assert!(first.ssthresh_repairs().unwrap().is_some());
     first
         .set_rates(&[order(tx.key, mbit(100), Duration::from_secs(10))])
         .unwrap();

@@ -206,6 +206,11 @@ impl DatapathPort {
         self.inner.clear_rates(&v)
     }
 
+    /// Stale ssthresh values the CC repaired since it was loaded; None where not counted.
+    pub fn ssthresh_repairs(&self) -> Result<Option<u64>, DatapathError> {
+        self.inner.ssthresh_repairs()
+    }
+
     /// Measurements of every socket the CC manages.
     pub fn read_stats(&self) -> Result<Vec<(SocketKey, SocketStats)>, DatapathError> {
         Ok(self

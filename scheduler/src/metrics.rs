@@ -56,6 +56,7 @@ pub struct Metrics {
     pub skew_seconds: Family<TargetLabels, FloatGauge>,
     pub handovers: Counter,
     pub handovers_dropped: Counter,
+    pub ssthresh_repairs: Gauge,
 }
 
 fn latency() -> Histogram {
@@ -83,6 +84,7 @@ impl Metrics {
             skew_seconds: Family::default(),
             handovers: Counter::default(),
             handovers_dropped: Counter::default(),
+            ssthresh_repairs: Gauge::default(),
             registry: Registry::default(),
         };
         r.register("sched_slot", "Current slot index", m.slot.clone());
@@ -160,6 +162,13 @@ impl Metrics {
             "Slots that ended before their hand-overs were due (the next slot's orders replaced \
              them)",
             m.handovers_dropped.clone(),
+        );
+        r.register(
+            "datapath_ssthresh_repairs",
+            "Sockets' ssthresh values the CC found above anything the kernel sets (a stale word \
+             the struct_ops trampoline handed back instead of the ssthresh program's answer) and \
+             repaired, since the datapath was loaded",
+            m.ssthresh_repairs.clone(),
         );
         Metrics { registry: r, ..m }
     }

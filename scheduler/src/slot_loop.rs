@@ -214,6 +214,7 @@ impl SlotLoop {
         self.record_switches(slot, fetched.switches, fetched.window);
         self.record_degraded(&plan, &silent_peers);
         self.record_flows();
+        self.record_repairs();
         w.work += t.elapsed();
         let record = SlotRecord {
             slot,
@@ -642,6 +643,25 @@ impl SlotLoop {
             m.queue_loss.get_or_create(&labels).set(count(f.queue_loss));
         }
         m.flows.set(n);
+    }
+
+    /// The datapath's count of stale ssthresh values repaired, with a warning when it grew: a
+    /// kernel that does this sends a burst from every socket it happens to.
+    fn record_repairs(&self) {
+        let Ok(Some(n)) = self.datapath.ssthresh_repairs() else {
+            return;
+        };
+        let gauge = &self.shared.metrics.ssthresh_repairs;
+        let before = gauge.get();
+        let now = i64::try_from(n).unwrap_or(i64::MAX);
+        if now > before {
+            tracing::warn!(
+                "datapath repaired {} stale ssthresh value(s) ({now} since it was loaded): the \
+                 kernel handed a socket an ssthresh no program returned",
+                now - before
+            );
+        }
+        gauge.set(now);
     }
 
     /// The slot's work, its record in the history, and its plan for `mlccctl`.

@@ -24,6 +24,7 @@
 #include <bpf/bpf_endian.h>
 #include "mlcc.h"
 #include "sock.h"
+#include "window.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -223,7 +224,6 @@ static __always_inline void fallback_pacing(struct sock *sk)
 #define FLAG_DATA_SACKED 0x20
 #define FLAG_SND_UNA_ADVANCED 0x400
 #define FLAG_FORWARD_PROGRESS (FLAG_DATA_ACKED | FLAG_SYN_ACKED | FLAG_DATA_SACKED)
-#define TCP_INFINITE_SSTHRESH 0x7fffffff
 
 /*
  * Per-socket state in icsk_ca_priv, at its end, clear of Cubic's struct bictcp at its start
@@ -241,6 +241,26 @@ _Static_assert(sizeof(struct bictcp) <= MLCC_CA_OFFSET,
 static __always_inline struct mlcc_ca *ca_of(struct sock *sk)
 {
 	return (struct mlcc_ca *)((char *)inet_csk(sk)->icsk_ca_priv + MLCC_CA_OFFSET);
+}
+
+/* The fallback's ssthresh: Cubic's where it is the fallback and loaded, else Reno's. */
+static __always_inline __u32 base_ssthresh(struct sock *sk)
+{
+	if (cubic() && bpf_ksym_exists(cubictcp_recalc_ssthresh))
+		return cubictcp_recalc_ssthresh(sk);
+	return tcp_reno_ssthresh(sk);
+}
+
+/* window.h's guard, with the fallback's ssthresh. */
+static __always_inline void repair_ssthresh(struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u32 back;
+
+	if (!ssthresh_is_stale(tp))
+		return;
+	back = window_before_reduction(tp);
+	repaired(tp, base_ssthresh(sk), back);
 }
 
 static __always_inline int in_cwnd_reduction(__u8 state)
@@ -384,6 +404,7 @@ void BPF_PROG(mlcc_cong_control, struct sock *sk, __u32 ack, int flag, const str
 	__u32 zero = 0;
 	__u32 mode = MLCC_MODE_FALLBACK;
 
+	repair_ssthresh(sk);
 	if (in_cwnd_reduction(inet_csk(sk)->icsk_ca_state) && rs->acked_sacked > 0)
 		ca_of(sk)->prr_delivered += rs->acked_sacked;
 	sock_key(sk, &key);
@@ -406,9 +427,7 @@ void BPF_PROG(mlcc_cong_control, struct sock *sk, __u32 ack, int flag, const str
 SEC("struct_ops")
 __u32 BPF_PROG(mlcc_ssthresh, struct sock *sk)
 {
-	if (cubic() && bpf_ksym_exists(cubictcp_recalc_ssthresh))
-		return cubictcp_recalc_ssthresh(sk);
-	return tcp_reno_ssthresh(sk);
+	return base_ssthresh(sk);
 }
 
 /*
@@ -434,6 +453,7 @@ static __always_inline void note_reduction(struct sock *sk, __u8 new_state)
 SEC("struct_ops")
 void BPF_PROG(mlcc_set_state, struct sock *sk, __u8 new_state)
 {
+	repair_ssthresh(sk);
 	note_reduction(sk, new_state);
 	if (cubic() && bpf_ksym_exists(cubictcp_state))
 		cubictcp_state(sk, new_state);
@@ -467,6 +487,7 @@ void BPF_PROG(mlcc_cwnd_event, struct sock *sk, enum tcp_ca_event event)
 SEC("struct_ops")
 void BPF_PROG(mlcc_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
+	repair_ssthresh(sk);
 	if (cubic() && bpf_ksym_exists(cubictcp_acked))
 		cubictcp_acked(sk, sample);
 }

@@ -34,6 +34,7 @@
 #include <bpf/bpf_endian.h>
 #include "mltcp.h"
 #include "sock.h"
+#include "window.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -145,6 +146,18 @@ static __always_inline void start_socket(struct sock *sk)
 	note_socket(sk, &key, MLTCP_F_ONE);
 }
 
+/* window.h's guard, with the base's ssthresh. `cubic` is a constant in each caller. */
+static __always_inline void repair_ssthresh(struct sock *sk, bool cubic)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u32 back;
+
+	if (!ssthresh_is_stale(tp))
+		return;
+	back = window_before_reduction(tp);
+	repaired(tp, cubic ? cubictcp_recalc_ssthresh(sk) : tcp_reno_ssthresh(sk), back);
+}
+
 /* The base's cong_avoid fed F x acked segments, the fraction carried to the next ACK. `cubic`
  * is a constant in each caller, so each program calls one base's kfunc only. */
 static __always_inline void scaled_cong_avoid(struct sock *sk, __u32 ack, __u32 acked, bool cubic)
@@ -154,6 +167,7 @@ static __always_inline void scaled_cong_avoid(struct sock *sk, __u32 ack, __u32 
 	__u32 f_milli, n;
 	__u64 scaled;
 
+	repair_ssthresh(sk, cubic);
 	sock_key(sk, &key);
 	f_milli = f_of(&key);
 	scaled = (__u64)acked * f_milli + ca->carry_milli;
@@ -186,6 +200,19 @@ SEC("struct_ops")
 __u32 BPF_PROG(mltcp_ssthresh, struct sock *sk)
 {
 	return tcp_reno_ssthresh(sk);
+}
+
+/* Reno keeps no state of its own; these two only run window.h's guard. */
+SEC("struct_ops")
+void BPF_PROG(mltcp_set_state, struct sock *sk, __u8 new_state)
+{
+	repair_ssthresh(sk, false);
+}
+
+SEC("struct_ops")
+void BPF_PROG(mltcp_acked, struct sock *sk, const struct ack_sample *sample)
+{
+	repair_ssthresh(sk, false);
 }
 
 /* Both bases' (the kernel's CUBIC undoes with Reno's too). */
@@ -231,6 +258,7 @@ __u32 BPF_PROG(mltcp_cubic_ssthresh, struct sock *sk)
 SEC("struct_ops")
 void BPF_PROG(mltcp_cubic_set_state, struct sock *sk, __u8 new_state)
 {
+	repair_ssthresh(sk, true);
 	cubictcp_state(sk, new_state);
 }
 
@@ -243,6 +271,7 @@ void BPF_PROG(mltcp_cubic_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 SEC("struct_ops")
 void BPF_PROG(mltcp_cubic_acked, struct sock *sk, const struct ack_sample *sample)
 {
+	repair_ssthresh(sk, true);
 	cubictcp_acked(sk, sample);
 }
 
@@ -252,6 +281,8 @@ struct tcp_congestion_ops mltcp_cc = {
 	.init = (void *)mltcp_init,
 	.cong_avoid = (void *)mltcp_cong_avoid,
 	.ssthresh = (void *)mltcp_ssthresh,
+	.set_state = (void *)mltcp_set_state,
+	.pkts_acked = (void *)mltcp_acked,
 	.undo_cwnd = (void *)mltcp_undo_cwnd,
 	.release = (void *)mltcp_release,
 	.name = "mltcp",
