@@ -346,7 +346,6 @@ impl KernelDatapath {
         unload_pinned(&dir)
     }
 
-    /// Run counters of the per-ACK program and the sock_ops program.
     /// How many times the CC found a socket's ssthresh above anything the kernel sets (a value
     /// no ssthresh program returned) and repaired it (`bpf/src/bpf/window.h`). None for a
     /// datapath pinned by a version that did not count them.
@@ -357,6 +356,7 @@ impl KernelDatapath {
             .transpose()
     }
 
+    /// Run counters of the per-ACK program and the sock_ops program.
     pub fn prog_run_stats(&self) -> Result<Vec<ProgRunStats>, DatapathError> {
         [&self.cong_control_prog, &self.sockops_prog]
             .into_iter()

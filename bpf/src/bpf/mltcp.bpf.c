@@ -167,7 +167,6 @@ static __always_inline void scaled_cong_avoid(struct sock *sk, __u32 ack, __u32 
 	__u32 f_milli, n;
 	__u64 scaled;
 
-	repair_ssthresh(sk, cubic);
 	sock_key(sk, &key);
 	f_milli = f_of(&key);
 	scaled = (__u64)acked * f_milli + ca->carry_milli;

@@ -14,8 +14,11 @@
  * delivered / prior_cwnd, ~10^9 segments: the socket sends all it has queued at once.
  *
  * The kernel itself never stores more than TCP_INFINITE_SSTHRESH, so each CC's repair_ssthresh
- * repairs anything above it in every callback it has: set_state (right after ssthresh on every
- * way into CWR, Recovery and Loss), pkts_acked, and each ACK's window update. The repair is
+ * repairs anything above it: in set_state (right after ssthresh on every way into CWR, Recovery
+ * and Loss), in pkts_acked (the first callback of every ACK that acks data, before CUBIC's
+ * HyStart reads ssthresh), and in mlcc's cong_control (the last, after the ACK may have entered
+ * Recovery). MLTCP's cong_avoid needs none: it follows pkts_acked and is not called in a
+ * reduction. The repair is
  * what the reduction should have done: the base's ssthresh taken at prior_cwnd (the window the
  * reduction started from, which the lost call would have seen; for CUBIC that also sets W_max
  * and ends the epoch), and cwnd no higher than prior_cwnd. mlcc's CC runs PRR itself, in
