@@ -7,7 +7,7 @@
 //! All decisions are [`crate::host::HostScheduler`]'s; this module only times, reads, sends and
 //! records.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,7 +20,9 @@ use tokio::task::JoinHandle;
 use crate::config::Config;
 use crate::daemon::{Channels, Outcome, call, clock_offset, outcome_name, peer_address};
 use crate::datapath::{DatapathPort, RateOrder, SocketKey, SocketStats};
-use crate::host::{FeedbackAnswers, FeedbackRequests, Observation, ProcessObs, SlotPlan};
+use crate::host::{
+    FeedbackAnswers, FeedbackRequests, Observation, ProcessObs, SlotPlan, SwitchBatch,
+};
 use crate::learned::{LearnedProcesses, LearnedStatus};
 use crate::metrics::{ModeLabels, RpcLabels, TargetLabels};
 use crate::monitor::ProgressDir;
@@ -206,8 +208,15 @@ impl SlotLoop {
         w.decide += t.elapsed();
         self.enforce(&mut plan);
         w.work += t.elapsed();
-        let publishing = self.publish(slot, &plan);
-        let exchanging = self.exchange(slot, &plan);
+        // The schedules are kept in the slot's record as published; the batches themselves,
+        // and the peers' progress, go out without another copy.
+        let schedules = std::mem::take(&mut plan.schedules);
+        let published_items = schedules
+            .iter()
+            .map(|(k, b)| (k.clone(), b.items.clone()))
+            .collect();
+        let publishing = self.publish(slot, schedules);
+        let exchanging = self.exchange(slot, std::mem::take(&mut plan.peers));
         let published = self.settle_publishing(publishing.calls).await;
         let silent_peers = self.settle_exchanges(exchanging, &mut w).await;
         let t = Instant::now();
@@ -219,17 +228,13 @@ impl SlotLoop {
         let record = SlotRecord {
             slot,
             answers: fetched.answers,
-            silent_switches: plan.silent_switches.clone(),
-            schedules: plan
-                .schedules
-                .iter()
-                .map(|(k, b)| (k.clone(), b.items.clone()))
-                .collect(),
+            silent_switches: plan.silent_switches,
+            schedules: published_items,
             published,
             fetch_ns: fetched.window,
             publish_ns: publishing.at_ns,
         };
-        self.record_slot(w, record, plan);
+        self.record_slot(w, record);
     }
 
     /// Progress files, their processes' connections and the datapath's counters, into the
@@ -422,11 +427,15 @@ impl SlotLoop {
     }
 
     /// UpdateSchedule to every switch the plan books on, in parallel.
-    fn publish(&mut self, slot: Slot, plan: &SlotPlan) -> Publishing {
+    fn publish(
+        &mut self,
+        slot: Slot,
+        schedules: BTreeMap<String, SwitchBatch<pb::ScheduleItem>>,
+    ) -> Publishing {
         let deadline = self.cfg.rpc_deadline;
         let at_ns = now_ns();
         let mut calls = Vec::new();
-        for (name, batch) in plan.schedules.clone() {
+        for (name, batch) in schedules {
             let addr = batch.address.clone();
             let channels = &mut self.channels;
             let Some(sess) = self.sessions.get(&addr, || channels.get(&addr, deadline)) else {
@@ -450,10 +459,14 @@ impl SlotLoop {
     }
 
     /// Exchange with every peer this host's flows go to, in parallel.
-    fn exchange(&mut self, slot: Slot, plan: &SlotPlan) -> Exchanging {
+    fn exchange(
+        &mut self,
+        slot: Slot,
+        peers: BTreeMap<String, Vec<pb::FlowProgress>>,
+    ) -> Exchanging {
         let deadline = self.cfg.rpc_deadline;
         let mut exchanges = Vec::new();
-        for (peer, flows) in plan.peers.clone() {
+        for (peer, flows) in peers {
             let Some(addr) = peer_address(&self.cfg, &self.topo, &peer) else {
                 continue;
             };
@@ -664,8 +677,8 @@ impl SlotLoop {
         gauge.set(now);
     }
 
-    /// The slot's work, its record in the history, and its plan for `mlccctl`.
-    fn record_slot(&self, w: Work, record: SlotRecord, plan: SlotPlan) {
+    /// The slot's work and its record in the history.
+    fn record_slot(&self, w: Work, record: SlotRecord) {
         let m = &self.shared.metrics;
         m.decision_seconds.observe(w.decide.as_secs_f64());
         m.slot_seconds.observe(w.work.as_secs_f64());
@@ -680,7 +693,6 @@ impl SlotLoop {
         while st.history.len() > HISTORY_SLOTS {
             st.history.pop_front();
         }
-        st.last_plan = Some(plan);
     }
 }
 

@@ -10,7 +10,7 @@ use mlcc_core::Slot;
 use mlcc_daemon::clock::{Clock, SystemClock};
 use mlcc_proto::v1 as pb;
 
-use crate::host::{FeedbackAnswers, HostScheduler, SlotPlan};
+use crate::host::{FeedbackAnswers, HostScheduler};
 use crate::metrics::Metrics;
 
 /// Added to this daemon's clock: `--clock-offset-ms`, to rehearse a host with a skewed clock
@@ -59,7 +59,6 @@ pub struct LoopStatus {
     pub recent_work: VecDeque<Duration>,
     pub degraded: Vec<String>,
     pub switches: BTreeMap<String, SwitchView>,
-    pub last_plan: Option<SlotPlan>,
     /// The headers of this slot's readable progress files: the local members of each job,
     /// listed by `ListJobs` even before (or without) any flow.
     pub local_processes: Vec<crate::progress::ProgressHeader>,

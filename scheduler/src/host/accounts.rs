@@ -357,11 +357,14 @@ impl Accounts {
                 }
             }
         }
-        let mut wanted: HashMap<NodeId, usize> = HashMap::new();
+        if groups.is_empty() {
+            return Vec::new();
+        }
+        let mut wanted: hash::Map<NodeId, usize> = hash::Map::default();
         for (_, dst) in &groups {
             *wanted.entry(*dst).or_default() += 1;
         }
-        let mut keys_by_host: HashMap<NodeId, Vec<SocketKey>> = HashMap::new();
+        let mut keys_by_host: hash::Map<NodeId, Vec<SocketKey>> = hash::Map::default();
         for k in sockets.counters.keys() {
             if !claimed.contains(k)
                 && let Some(h) = fabric.topo().host_by_ip(k.dst.ip())
@@ -372,8 +375,10 @@ impl Accounts {
         groups
             .into_iter()
             .map(|(g, dst)| {
+                // A host with one group towards it owns every unclaimed socket to it; with
+                // several, nothing tells which socket is whose.
                 let mut keys = match wanted.get(&dst) {
-                    Some(1) => keys_by_host.get(&dst).cloned().unwrap_or_default(),
+                    Some(1) => keys_by_host.remove(&dst).unwrap_or_default(),
                     _ => Vec::new(),
                 };
                 keys.sort();

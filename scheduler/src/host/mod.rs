@@ -323,6 +323,7 @@ impl HostScheduler {
                 ..Default::default()
             },
             tally: Default::default(),
+            peers: Default::default(),
         };
         for fo in out.flows {
             if let Some(f) = self.accounts.flows.get_mut(&fo.id) {

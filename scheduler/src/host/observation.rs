@@ -48,6 +48,20 @@ pub(super) struct Context<'a> {
 impl Context<'_> {
     /// What core's policy sees of `f`: with `answers`, the switches' answers on its links.
     pub fn observe(&self, f: &FlowState, answers: Option<&Answers<'_>>) -> FlowObs {
+        let mut o = self.own(f, answers);
+        o.upstream = self.peers.upstream_of(&FlowParts {
+            job: &f.job,
+            src: self.me,
+            dst: &f.dst_host,
+            role: f.role,
+        });
+        o.peer_silent = self.peers.is_silent(&f.dst_host);
+        o
+    }
+
+    /// What `f`'s own bookkeeping and path say, without its peers' reports: all its
+    /// precedence key reads ([`PolicyConfig::key_of`]).
+    fn own(&self, f: &FlowState, answers: Option<&Answers<'_>>) -> FlowObs {
         let links = f.path.iter().map(|&l| self.link(f, l, answers)).collect();
         let mut o = FlowObs::new(f.id.clone(), f.job_name.clone(), f.role, f.dst, links);
         o.connections = f.sockets.len();
@@ -61,13 +75,6 @@ impl Context<'_> {
         o.app_backlog = f.app_backlog;
         o.in_flight = f.in_flight;
         o.achieved = f.achieved;
-        o.upstream = self.peers.upstream_of(&FlowParts {
-            job: &f.job,
-            src: self.me,
-            dst: &f.dst_host,
-            role: f.role,
-        });
-        o.peer_silent = self.peers.is_silent(&f.dst_host);
         o
     }
 
@@ -114,7 +121,7 @@ pub(super) fn queries<'a>(
 ) -> FeedbackRequests {
     let mut per_switch: BTreeMap<String, SwitchBatch<pb::FeedbackQuery>> = BTreeMap::new();
     for f in flows.filter(|f| has_bytes_left(f)) {
-        let key = policy.key_of(&ctx.observe(f, None));
+        let key = policy.key_of(&ctx.own(f, None));
         for (sw, addr, links) in ctx.fabric.switch_links(&f.path) {
             let item = pb::FeedbackQuery {
                 flow_id: f.id.to_string(),

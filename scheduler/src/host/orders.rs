@@ -7,8 +7,10 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use mlcc_core::LoadTable;
+use mlcc_core::hash;
 use mlcc_core::host::{Connections, Degraded, Enforce, FlowOut};
 use mlcc_core::load_table::Update;
+use mlcc_core::topology::NodeId;
 use mlcc_proto::v1 as pb;
 
 use super::SlotPlan;
@@ -34,6 +36,9 @@ pub(super) struct Carrier<'a> {
     pub expiry: Duration,
     pub plan: SlotPlan,
     pub tally: Tally,
+    /// Per receiving host, this host's flows towards it: gathered by node, named once in
+    /// [`Self::finish`] rather than looked up by name for every flow.
+    pub peers: hash::Map<NodeId, Vec<pb::FlowProgress>>,
 }
 
 impl Carrier<'_> {
@@ -68,7 +73,7 @@ impl Carrier<'_> {
         }
         let rates = if withdraw { Vec::new() } else { d.plan.clone() };
         self.schedule(f, rates, key.rank.0, withdraw);
-        entry_for(&mut self.plan.peers, &f.dst_host, Vec::new).push(pb::FlowProgress {
+        self.peers.entry(f.dst).or_default().push(pb::FlowProgress {
             flow_id: d.id.to_string(),
             sent_bytes: fo.sent as u64,
             finish_bytes: fo.finish as u64,
@@ -162,6 +167,12 @@ impl Carrier<'_> {
 
     /// The slot's plan, with its degraded modes described for operators.
     pub fn finish(mut self, peers: &PeerBook) -> SlotPlan {
+        let topo = self.fabric.topo();
+        self.plan.peers = self
+            .peers
+            .into_iter()
+            .map(|(n, flows)| (topo.node(n).name.clone(), flows))
+            .collect();
         let plan = &mut self.plan;
         for s in &self.tally.silent {
             plan.degraded.push(format!(
