@@ -41,6 +41,9 @@ bin=target/release/mlcc-switchd
 # one), for A/B comparisons of the server in one sitting: run-to-run drift of the machine is
 # larger than most per-message savings.
 server_bin=${SERVER_BIN:-$bin}
+# GEN_BIN=/path/to/another/mlcc-switchd generates the load with that build, for A/B comparisons
+# of the generator (the servers stay this build, or SERVER_BIN's).
+gen_bin=${GEN_BIN:-$bin}
 
 
 # run_one SUBCOMMAND... : serves with the given server command line, benches it, prints the
@@ -58,7 +61,7 @@ run_one() {
     sleep 0.1
   done
   echo "$label: load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-  "${prio[@]}" taskset -c "$GEN_CPUS" "$bin" bench --target "127.0.0.1:$PORT" --hosts "$HOSTS" \
+  "${prio[@]}" taskset -c "$GEN_CPUS" "$gen_bin" bench --target "127.0.0.1:$PORT" --hosts "$HOSTS" \
     --flows "$FLOWS" --slots "$SLOTS" --server-pid "$server" "${bench_args[@]}" >"$work/$label.json"
   echo "$label: load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
   if [ "$label" = switch ]; then

@@ -59,7 +59,7 @@ impl Context<'_> {
         o
     }
 
-    /// What `f`'s own bookkeeping and path say, without its peers' reports: all its
+    /// What `f`'s own bookkeeping and path say, without its peers' reports: all that its
     /// precedence key reads ([`PolicyConfig::key_of`]).
     fn own(&self, f: &FlowState, answers: Option<&Answers<'_>>) -> FlowObs {
         let links = f.path.iter().map(|&l| self.link(f, l, answers)).collect();
@@ -122,6 +122,8 @@ pub(super) fn queries<'a>(
     let mut per_switch: BTreeMap<String, SwitchBatch<pb::FeedbackQuery>> = BTreeMap::new();
     for f in flows.filter(|f| has_bytes_left(f)) {
         let key = policy.key_of(&ctx.own(f, None));
+        // `own` leaves the peers' reports out: the key must not read them.
+        debug_assert_eq!(key, policy.key_of(&ctx.observe(f, None)));
         for (sw, addr, links) in ctx.fabric.switch_links(&f.path) {
             let item = pb::FeedbackQuery {
                 flow_id: f.id.to_string(),
