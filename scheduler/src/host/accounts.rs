@@ -342,10 +342,6 @@ impl Accounts {
         sockets: &Sockets,
         slot: Slot,
     ) -> Vec<(FlowId, FlowSpec)> {
-        let claimed: Set<SocketKey> = contribs
-            .values()
-            .flat_map(|c| c.3.iter().flat_map(|x| x.sockets.iter().copied()))
-            .collect();
         let mut groups = Vec::new();
         for job in self.admin_jobs.values() {
             for g in &job.groups {
@@ -360,6 +356,10 @@ impl Accounts {
         if groups.is_empty() {
             return Vec::new();
         }
+        let claimed: Set<SocketKey> = contribs
+            .values()
+            .flat_map(|c| c.3.iter().flat_map(|x| x.sockets.iter().copied()))
+            .collect();
         let mut wanted: hash::Map<NodeId, usize> = hash::Map::default();
         for (_, dst) in &groups {
             *wanted.entry(*dst).or_default() += 1;

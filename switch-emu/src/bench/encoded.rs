@@ -4,6 +4,7 @@
 //! Protobuf reads fields in any order, so the appended ones decode as if written first.
 
 use mlcc_core::slot::Slot;
+use mlcc_proto::v1 as pb;
 use prost::bytes::{BufMut, Bytes};
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
 
@@ -33,6 +34,52 @@ pub(super) struct Spec<'a> {
     pub rank: u64,
     /// Rates per schedule item (K).
     pub horizon: usize,
+}
+
+impl Spec<'_> {
+    /// The fetch for `slot`, built the ordinary way (unary mode sends it as it is).
+    pub fn fetch_request(&self, slot: Slot) -> pb::FetchFeedbackRequest {
+        pb::FetchFeedbackRequest {
+            host: self.host.into(),
+            slot: slot.0,
+            flows: self
+                .flows
+                .iter()
+                .map(|(f, l, _)| pb::FeedbackQuery {
+                    flow_id: f.clone(),
+                    links: vec![l.clone()],
+                    rank: self.rank,
+                    committed: false,
+                })
+                .collect(),
+        }
+    }
+
+    /// The update for `slot`, item `j` booking `rate(j, t)` in its plan's slot `t`, built the
+    /// ordinary way.
+    pub fn update_request(
+        &self,
+        slot: Slot,
+        rate: impl Fn(usize, usize) -> f64,
+    ) -> pb::UpdateScheduleRequest {
+        pb::UpdateScheduleRequest {
+            host: self.host.into(),
+            slot: slot.0,
+            flows: self
+                .flows
+                .iter()
+                .enumerate()
+                .map(|(j, (f, l, _))| pb::ScheduleItem {
+                    flow_id: f.clone(),
+                    links: vec![l.clone()],
+                    first_slot: slot.0,
+                    rates_bytes_per_sec: (0..self.horizon).map(|t| rate(j, t)).collect(),
+                    rank: self.rank,
+                    done: false,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// Which of the two messages.
@@ -150,7 +197,6 @@ impl Encoded {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mlcc_proto::v1 as pb;
     use pb::session_request::Request as Req;
     use prost::Message;
 
@@ -178,41 +224,12 @@ mod tests {
         kind: Kind,
         spec: &Spec<'_>,
         seq: u64,
-        slot: u64,
+        slot: Slot,
         deadline: u64,
     ) -> pb::SessionRequest {
         let request = match kind {
-            Kind::Fetch => Req::FetchFeedback(pb::FetchFeedbackRequest {
-                host: spec.host.into(),
-                slot,
-                flows: spec
-                    .flows
-                    .iter()
-                    .map(|(f, l, _)| pb::FeedbackQuery {
-                        flow_id: f.clone(),
-                        links: vec![l.clone()],
-                        rank: spec.rank,
-                        committed: false,
-                    })
-                    .collect(),
-            }),
-            Kind::Update => Req::UpdateSchedule(pb::UpdateScheduleRequest {
-                host: spec.host.into(),
-                slot,
-                flows: spec
-                    .flows
-                    .iter()
-                    .enumerate()
-                    .map(|(j, (f, l, _))| pb::ScheduleItem {
-                        flow_id: f.clone(),
-                        links: vec![l.clone()],
-                        first_slot: slot,
-                        rates_bytes_per_sec: (0..spec.horizon).map(|t| rate(j, t)).collect(),
-                        rank: spec.rank,
-                        done: false,
-                    })
-                    .collect(),
-            }),
+            Kind::Fetch => Req::FetchFeedback(spec.fetch_request(slot)),
+            Kind::Update => Req::UpdateSchedule(spec.update_request(slot, rate)),
         };
         pb::SessionRequest {
             seq,
@@ -240,7 +257,7 @@ mod tests {
                 let got = pb::SessionRequest::decode(bytes.as_ref()).unwrap();
                 assert_eq!(
                     got,
-                    expected(kind, &spec, seq, slot, deadline),
+                    expected(kind, &spec, seq, Slot(slot), deadline),
                     "{kind:?} slot {slot}"
                 );
             }

@@ -336,27 +336,31 @@ fn sleep_until_ns(target_ns: u64) -> tokio::time::Sleep {
     tokio::time::sleep(Duration::from_nanos(target_ns.saturating_sub(now)))
 }
 
+/// The rate flow `j` books for its plan's slot `t` in the span's slot `s`: a quarter of its
+/// link's capacity times 0–3, shifted every slot, so that every update changes the table.
+fn bench_rate(flows: &[(String, String, f64)], s: u64, j: usize, t: usize) -> f64 {
+    flows[j].2 / 4.0 * ((s as usize + j + t) % 4) as f64
+}
+
+/// A host's name and flows apart from the host, which each slot borrows to wait.
+fn identity(host: &Host) -> (String, Vec<(String, String, f64)>) {
+    (host.name.clone(), host.flows.clone())
+}
+
 async fn run_host(mut client: SwitchClient<Channel>, mut host: Host, span: Span) -> Stats {
     let Span { slots, timeout, .. } = span;
     let mut rec = Recorder::new(&span);
-    let k = slots.horizon();
+    let (name, flows) = identity(&host);
+    let spec = Spec {
+        host: &name,
+        flows: &flows,
+        rank: host.rank,
+        horizon: slots.horizon(),
+    };
     for s in 0..span.total() {
         let st = rec.slot(s);
         let (slot, begin) = host.start_slot(&span, s).await;
-        let fetch = pb::FetchFeedbackRequest {
-            host: host.name.clone(),
-            slot: slot.0,
-            flows: host
-                .flows
-                .iter()
-                .map(|(f, l, _)| pb::FeedbackQuery {
-                    flow_id: f.clone(),
-                    links: vec![l.clone()],
-                    rank: host.rank,
-                    committed: false,
-                })
-                .collect(),
-        };
+        let fetch = spec.fetch_request(slot);
         st.bytes[0] += (fetch.encoded_len() + GRPC_FRAME_BYTES) as u64;
         let mut req = tonic::Request::new(fetch);
         req.set_timeout(timeout);
@@ -372,25 +376,7 @@ async fn run_host(mut client: SwitchClient<Channel>, mut host: Host, span: Span)
                 tracing::debug!("fetch_feedback: {e}");
             }
         }
-        let update = pb::UpdateScheduleRequest {
-            host: host.name.clone(),
-            slot: slot.0,
-            flows: host
-                .flows
-                .iter()
-                .enumerate()
-                .map(|(j, (f, l, cap))| pb::ScheduleItem {
-                    flow_id: f.clone(),
-                    links: vec![l.clone()],
-                    first_slot: slot.0,
-                    rates_bytes_per_sec: (0..k)
-                        .map(|t| cap / 4.0 * ((s as usize + j + t) % 4) as f64)
-                        .collect(),
-                    rank: host.rank,
-                    done: false,
-                })
-                .collect(),
-        };
+        let update = spec.update_request(slot, |j, t| bench_rate(&flows, s, j, t));
         st.bytes[2] += (update.encoded_len() + GRPC_FRAME_BYTES) as u64;
         let mut req = tonic::Request::new(update);
         req.set_timeout(timeout);
@@ -518,7 +504,7 @@ impl Prebuilt {
             .message(spec, (seq, slot, deadline_ns), |_, _| 0.0)
     }
 
-    /// This slot's update: the same rate pattern as unary mode, shifted every slot.
+    /// This slot's update, at [`bench_rate`] as in unary mode.
     fn update(
         &mut self,
         spec: &Spec<'_>,
@@ -526,8 +512,9 @@ impl Prebuilt {
         (slot, s): (Slot, u64),
         deadline_ns: u64,
     ) -> Bytes {
-        let rate = |j: usize, t: usize| spec.flows[j].2 / 4.0 * ((s as usize + j + t) % 4) as f64;
-        self.update.message(spec, (seq, slot, deadline_ns), rate)
+        self.update.message(spec, (seq, slot, deadline_ns), |j, t| {
+            bench_rate(spec.flows, s, j, t)
+        })
     }
 }
 
@@ -590,8 +577,7 @@ async fn run_session_host(
 ) -> (Stats, Option<Session>) {
     let Span { slots, timeout, .. } = span;
     let mut rec = Recorder::new(&span);
-    // The host's identity, apart from the host itself, which each slot borrows to wait.
-    let (name, flows) = (host.name.clone(), host.flows.clone());
+    let (name, flows) = identity(&host);
     let spec = Spec {
         host: &name,
         flows: &flows,
