@@ -16,7 +16,7 @@
 //! ([`LoadTable::settle_some`]). A switch holding a thousand links used to stall every call for
 //! half a millisecond at each slot boundary while the whole table moved at once.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -175,12 +175,15 @@ impl Sums {
     }
 }
 
+/// An entry's place in its link's `slab`.
+type Handle = u32;
+
 /// One publisher's entries on a link: their sum (all-others exclusion) and keys (precedence
 /// exclusion walks them; a host has few flows).
 #[derive(Clone, Debug)]
 struct Publisher {
     sums: Sums,
-    keys: BTreeSet<PrecedenceKey>,
+    keys: BTreeMap<PrecedenceKey, Handle>,
 }
 
 #[derive(Clone, Debug)]
@@ -191,10 +194,14 @@ struct LinkLoad {
     /// No entry expires before this slot (a lower bound of min(refreshed) + K, exact after each
     /// expiry scan), so catching up skips the scan while every entry is fresh.
     expiry_floor: u64,
+    /// The entries, in no order; `entries`, `index` and the publishers' keys name them by
+    /// place, so that finding a flow's entry (every update, every feedback) is one hash
+    /// lookup rather than a search of the ordered tree as well.
+    slab: Vec<Entry>,
     /// Entries in precedence order.
-    entries: BTreeMap<PrecedenceKey, Entry>,
-    /// Flow → its key in `entries`.
-    index: Map<FlowId, PrecedenceKey>,
+    entries: BTreeMap<PrecedenceKey, Handle>,
+    /// Flow → its entry.
+    index: Map<FlowId, Handle>,
     /// Σ of all entries for slots `window_start..window_start + 2K`.
     total: Vec<f64>,
     by_publisher: Map<String, Publisher>,
@@ -212,6 +219,7 @@ impl LinkLoad {
             capacity,
             now,
             expiry_floor: u64::MAX,
+            slab: Vec::new(),
             entries: BTreeMap::new(),
             index: Map::default(),
             total: vec![0.0; window],
@@ -222,8 +230,9 @@ impl LinkLoad {
         }
     }
 
-    /// Adds (`sign` = 1) or removes (−1) an entry's contribution to every sum.
-    fn account(&mut self, window_start: Slot, e: &Entry, sign: f64) {
+    /// Adds (`sign` = 1, with the entry's handle) or removes (−1) an entry's contribution to
+    /// every sum.
+    fn account(&mut self, window_start: Slot, e: &Entry, sign: f64, h: Handle) {
         let window = self.total.len();
         accumulate(&mut self.total, window_start, e, sign);
         // Allocate the publisher's name only the first time it is seen on this link; a known
@@ -235,13 +244,13 @@ impl LinkLoad {
                 .entry(e.publisher.clone())
                 .or_insert_with(|| Publisher {
                     sums: Sums::new(window),
-                    keys: BTreeSet::new(),
+                    keys: BTreeMap::new(),
                 }),
         };
         accumulate(&mut p.sums.sum, window_start, e, sign);
         if sign > 0.0 {
             p.sums.count += 1;
-            p.keys.insert(e.key.clone());
+            p.keys.insert(e.key.clone(), h);
         } else {
             p.sums.count -= 1;
             p.keys.remove(&e.key);
@@ -257,13 +266,24 @@ impl LinkLoad {
     }
 
     fn insert(&mut self, window_start: Slot, e: Entry) {
+        let h = Handle::try_from(self.slab.len()).expect("a link holds fewer than 2^32 entries");
         self.expiry_floor = self.expiry_floor.min(e.refreshed.0 + self.horizon());
-        self.account(window_start, &e, 1.0);
+        self.account(window_start, &e, 1.0, h);
         if let Some(t) = &mut self.order {
             t.insert(e.key.clone(), e.first_slot, &e.fixed);
         }
-        self.index.insert(e.key.flow.clone(), e.key.clone());
-        self.entries.insert(e.key.clone(), e);
+        self.index.insert(e.key.flow.clone(), h);
+        self.entries.insert(e.key.clone(), h);
+        self.slab.push(e);
+    }
+
+    fn entry(&self, h: Handle) -> &Entry {
+        &self.slab[h as usize]
+    }
+
+    /// The entries in precedence order.
+    fn ordered(&self) -> impl Iterator<Item = &Entry> + '_ {
+        self.entries.values().map(|&h| self.entry(h))
     }
 
     /// Builds the order tree if a read wanted one and the link is still busy.
@@ -272,16 +292,17 @@ impl LinkLoad {
             return;
         }
         let mut t = OrderTree::new(self.horizon() as usize);
-        for e in self.entries.values() {
+        for e in self.ordered() {
             t.insert(e.key.clone(), e.first_slot, &e.fixed);
         }
         self.order = Some(t);
     }
 
     fn remove(&mut self, window_start: Slot, flow: &FlowId) -> Option<Entry> {
-        let key = self.index.remove(flow)?;
-        let e = self.entries.remove(&key)?;
-        self.account(window_start, &e, -1.0);
+        let h = self.index.remove(flow)?;
+        let e = self.take(h);
+        self.entries.remove(&e.key);
+        self.account(window_start, &e, -1.0, h);
         if let Some(t) = &mut self.order {
             t.remove(&e.key);
         }
@@ -292,6 +313,25 @@ impl LinkLoad {
         Some(e)
     }
 
+    /// Takes entry `h` out of the slab; the last entry moves into its place and is renamed
+    /// wherever it is named.
+    fn take(&mut self, h: Handle) -> Entry {
+        let e = self.slab.swap_remove(h as usize);
+        if let Some(moved) = self.slab.get(h as usize) {
+            let names = [
+                self.entries.get_mut(&moved.key),
+                self.index.get_mut(&moved.key.flow),
+                self.by_publisher
+                    .get_mut(&moved.publisher)
+                    .and_then(|p| p.keys.get_mut(&moved.key)),
+            ];
+            for name in names.into_iter().flatten() {
+                *name = h;
+            }
+        }
+        e
+    }
+
     /// The common update: a scheduler republishing a flow under the same key and publisher.
     /// Rewrites the entry where it is instead of removing and reinserting it, which would
     /// rebalance two trees, rehash the flow twice and reallocate its publisher and rates. The
@@ -299,16 +339,11 @@ impl LinkLoad {
     /// same order, and a publisher that held only this entry restarts from zero, as the removal
     /// would have dropped it. Returns false (nothing changed) otherwise.
     fn replace_in_place(&mut self, window_start: Slot, u: &Update<'_>) -> bool {
-        let Some(key) = self.index.get(u.flow) else {
+        let Some(&h) = self.index.get(u.flow) else {
             return false;
         };
-        if key != u.key {
-            return false;
-        }
-        let Some(e) = self.entries.get_mut(key) else {
-            return false;
-        };
-        if e.publisher != u.publisher {
+        let e = &mut self.slab[h as usize];
+        if e.key != *u.key || e.publisher != u.publisher {
             return false;
         }
         let Some(p) = self.by_publisher.get_mut(&e.publisher) else {
@@ -339,9 +374,8 @@ impl LinkLoad {
     /// the tree or a walk alike.
     fn add_before(&self, key: &PrecedenceKey, from: Slot, out: &mut [f64]) -> usize {
         let (lo, hi) = (self.now.0, self.now.0 + self.total.len() as u64);
-        let valid = |s: u64| (lo..hi).contains(&s);
         if let Some(t) = &self.order {
-            return t.add_before(key, from, valid, out);
+            return t.add_before(key, from, |s| (lo..hi).contains(&s), out);
         }
         if self.entries.len() >= TREE_FROM {
             self.tree_wanted.set();
@@ -349,14 +383,23 @@ impl LinkLoad {
         let mut visited = 0;
         for (c, chunk) in out.chunks_mut(CHUNK).enumerate() {
             let start = from.0 + (c * CHUNK) as u64;
+            // The slots this chunk may count: inside both the chunk and the link's window.
+            let (a, b) = (start.max(lo), (start + chunk.len() as u64).min(hi));
             let mut sum = [0i128; CHUNK];
-            for (_, e) in self.entries.range(..key) {
+            // From the first entry on, rather than `range(..key)`: a link holds few entries
+            // here, and finding the range's end costs a second descent with its key compares.
+            for (_, &h) in self.entries.iter().take_while(|(k, _)| *k < key) {
                 visited += 1;
-                for (i, r) in e.fixed.iter().enumerate() {
-                    let s = e.first_slot.0 + i as u64;
-                    if valid(s) && (start..start + chunk.len() as u64).contains(&s) {
-                        sum[(s - start) as usize] += r;
-                    }
+                let e = self.entry(h);
+                let first = e.first_slot.0;
+                let (ea, eb) = (a.max(first), b.min(first + e.fixed.len() as u64));
+                if ea >= eb {
+                    continue;
+                }
+                let rates = &e.fixed[(ea - first) as usize..(eb - first) as usize];
+                let cells = &mut sum[(ea - start) as usize..(eb - start) as usize];
+                for (cell, r) in cells.iter_mut().zip(rates) {
+                    *cell += r;
                 }
             }
             for (cell, s) in chunk.iter_mut().zip(sum) {
@@ -378,14 +421,15 @@ impl LinkLoad {
         let sum: i128 = self
             .entries
             .range((Excluded(key), Unbounded))
-            .filter(|(_, e)| e.first_slot == slot)
-            .map(|(_, e)| e.fixed.first().copied().unwrap_or(0))
+            .map(|(_, &h)| self.entry(h))
+            .filter(|e| e.first_slot == slot)
+            .map(|e| e.fixed.first().copied().unwrap_or(0))
             .sum();
         float(sum)
     }
 
     fn get(&self, flow: &FlowId) -> Option<&Entry> {
-        self.index.get(flow).and_then(|k| self.entries.get(k))
+        self.index.get(flow).map(|&h| self.entry(h))
     }
 
     /// Moves every per-slot sum `by` slots earlier (the window's start advanced by `by`).
@@ -419,8 +463,8 @@ impl LinkLoad {
     }
 
     fn next_expiry(&self, k: u64) -> u64 {
-        self.entries
-            .values()
+        self.slab
+            .iter()
             .map(|e| e.refreshed.0 + k)
             .min()
             .unwrap_or(u64::MAX)
@@ -458,7 +502,7 @@ impl LinkLoad {
         let k = self.horizon();
         let mut expired = Vec::new();
         let mut floor = u64::MAX;
-        for e in self.entries.values() {
+        for e in self.ordered() {
             let x = e.refreshed.0 + k;
             if x <= at.0 {
                 expired.push(e.key.flow.clone());
@@ -479,10 +523,12 @@ impl LinkLoad {
         self.total = vec![0.0; window];
         self.by_publisher.clear();
         // The order tree's sums are exact: it has no drift to shed.
+        let slab = std::mem::take(&mut self.slab);
         let entries = std::mem::take(&mut self.entries);
-        for e in entries.values() {
-            self.account(window_start, e, 1.0);
+        for &h in entries.values() {
+            self.account(window_start, &slab[h as usize], 1.0, h);
         }
+        self.slab = slab;
         self.entries = entries;
     }
 }
@@ -714,8 +760,8 @@ impl LoadTable {
         // Take out what the asker must not count: its host's entries, its own flow's under
         // another key, and entries that lapsed on a link not yet caught up.
         if let Some(p) = q.exclude_publisher.and_then(|p| l.by_publisher.get(p)) {
-            for key in p.keys.range((Excluded(q.key), Unbounded)) {
-                let e = &l.entries[key];
+            for (_, &h) in p.keys.range((Excluded(q.key), Unbounded)) {
+                let e = l.entry(h);
                 if e.first_slot == slot {
                     sum -= rate_at(e, slot);
                 }
@@ -808,8 +854,8 @@ impl LoadTable {
                 visited += l.add_before(q.key, from, out);
                 // Then take out what this flow must not see among those.
                 if let Some(p) = q.exclude_publisher.and_then(|p| l.by_publisher.get(p)) {
-                    for k in p.keys.range(..q.key) {
-                        add_entry(out, &l.entries[k], -1.0);
+                    for (_, &h) in p.keys.iter().take_while(|(k, _)| *k < q.key) {
+                        add_entry(out, l.entry(h), -1.0);
                     }
                 }
                 if let Some(e) = own.filter(|e| e.key < *q.key && !excluded(e)) {
@@ -868,14 +914,13 @@ impl LoadTable {
         } else {
             0
         };
-        l.entries.values().take(walk).filter(|e| self.lapsed(e))
+        l.ordered().take(walk).filter(|e| self.lapsed(e))
     }
 
     /// Entries on a link, in precedence order (for operators and tests).
     pub fn entries(&self, link: LinkId) -> Result<Vec<(&FlowId, &Entry)>, TableError> {
         let l = self.link(link)?;
-        Ok(l.entries
-            .values()
+        Ok(l.ordered()
             .filter(|e| !self.lapsed(e))
             .map(|e| (&e.key.flow, e))
             .collect())
@@ -906,14 +951,22 @@ impl LoadTable {
                 ));
             }
             let mut fresh = LinkLoad::new(l.capacity, l.total.len(), l.now);
-            for (k, e) in &l.entries {
+            if l.slab.len() != l.entries.len() {
+                return Err(format!("link {id}: entries and slab disagree"));
+            }
+            for (k, &h) in &l.entries {
+                let Some(e) = l.slab.get(h as usize) else {
+                    return Err(format!("link {id}: entry {} names no slab place", k.flow));
+                };
                 if &e.key != k {
                     return Err(format!(
                         "link {id}: entry {} stored under another key",
                         e.key.flow
                     ));
                 }
-                if l.index.get(&k.flow) != Some(k) {
+                if l.index.get(&k.flow) != Some(&h)
+                    || l.by_publisher.get(&e.publisher).and_then(|p| p.keys.get(k)) != Some(&h)
+                {
                     return Err(format!(
                         "link {id}: entry {} missing from flow index",
                         k.flow
@@ -953,7 +1006,7 @@ impl LoadTable {
                 || fresh.by_publisher.iter().any(|(p, a)| {
                     l.by_publisher.get(p).is_none_or(|b| {
                         a.sums.count != b.sums.count
-                            || a.keys != b.keys
+                            || !a.keys.keys().eq(b.keys.keys())
                             || !same(&a.sums.sum, &b.sums.sum)
                     })
                 })
