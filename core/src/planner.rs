@@ -217,24 +217,7 @@ impl Planner {
 
         let none = vec![None; inputs.len()];
         let mut decisions = self.pass(&inputs, &keys, &achievable, &order, initial, &none);
-
-        // Held-back flows released bandwidth: give it to the others in the same slot.
-        let frozen: Vec<Option<Vec<f64>>> = decisions
-            .iter()
-            .map(|d| (d.reduction > 0.0).then(|| d.plan.clone()))
-            .collect();
-        if frozen.iter().any(Option::is_some) {
-            let current = match self.config.mode {
-                FeedbackMode::Precedence => none,
-                FeedbackMode::AllOthers => decisions.iter().map(|d| Some(d.plan.clone())).collect(),
-            };
-            let second = self.pass(&inputs, &keys, &achievable, &order, current, &frozen);
-            for (i, d) in second.into_iter().enumerate() {
-                if frozen[i].is_none() {
-                    decisions[i] = d;
-                }
-            }
-        }
+        self.release_held_back(&inputs, &keys, &achievable, &order, &mut decisions);
 
         // Remember plans; forget flows that are done or gone.
         let mut withdrawn: Vec<FlowId> = self
@@ -266,6 +249,50 @@ impl Planner {
             slot,
             decisions,
             withdrawn,
+        }
+    }
+
+    /// Held-back flows released bandwidth: a second pass gives it to the others in the same
+    /// slot. In precedence mode that pass would change nothing: it plans each flow around the
+    /// flows ranked before it alone, as the first did, and those (held back or not) book in it
+    /// what they booked in the first, in the same order, so every decision comes out the same
+    /// to the bit. There it runs only in debug builds, to check that.
+    fn release_held_back(
+        &self,
+        inputs: &[&FlowInput],
+        keys: &[PrecedenceKey],
+        achievable: &[f64],
+        order: &[usize],
+        decisions: &mut [FlowDecision],
+    ) {
+        let precedence = self.config.mode == FeedbackMode::Precedence;
+        if precedence && !cfg!(debug_assertions) {
+            return;
+        }
+        let frozen: Vec<Option<Vec<f64>>> = decisions
+            .iter()
+            .map(|d| (d.reduction > 0.0).then(|| d.plan.clone()))
+            .collect();
+        if frozen.iter().all(Option::is_none) {
+            return;
+        }
+        let current = match self.config.mode {
+            FeedbackMode::Precedence => vec![None; inputs.len()],
+            FeedbackMode::AllOthers => decisions.iter().map(|d| Some(d.plan.clone())).collect(),
+        };
+        let second = self.pass(inputs, keys, achievable, order, current, &frozen);
+        for (i, d) in second.into_iter().enumerate() {
+            if frozen[i].is_some() {
+                continue;
+            }
+            if precedence {
+                debug_assert_eq!(
+                    decisions[i], d,
+                    "precedence mode's second pass moved a flow"
+                );
+            } else {
+                decisions[i] = d;
+            }
         }
     }
 
