@@ -1104,6 +1104,40 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_moved_in_the_slab_by_a_removal_is_still_found_and_rewritten() {
+        let mut t = table();
+        put(&mut t, "a", "h1", 1, 100, &[10.0; 4]);
+        put(&mut t, "b", "h2", 2, 100, &[20.0; 4]);
+        put(&mut t, "c", "h1", 3, 100, &[40.0; 4]);
+        // Removing the first entry moves the last into its place.
+        let a = fid("a");
+        let done = Update {
+            flow: &a,
+            publisher: "h1",
+            first_slot: Slot(100),
+            rates: &[],
+            key: &PrecedenceKey::new(Rank(1), a.clone()),
+            done: true,
+        };
+        t.update(LinkId(0), &done).unwrap();
+        t.check_invariants().unwrap();
+        // The moved entry is rewritten in place, under its own name.
+        put(&mut t, "c", "h1", 3, 100, &[5.0, 5.0, 0.0, 0.0]);
+        t.check_invariants().unwrap();
+        assert_eq!(t.load(LinkId(0), Slot(100)).unwrap(), 25.0);
+        assert_eq!(t.load(LinkId(0), Slot(102)).unwrap(), 20.0);
+        // Whatever ranks before a late flow, less its host's.
+        let late = fb(&t, "z", 9, Some("h2"), FeedbackMode::Precedence);
+        assert_eq!(late, vec![5.0, 5.0, 0.0, 0.0]);
+        let mut fresh = table();
+        put(&mut fresh, "b", "h2", 2, 100, &[20.0; 4]);
+        put(&mut fresh, "c", "h1", 3, 100, &[5.0, 5.0, 0.0, 0.0]);
+        for mode in [FeedbackMode::Precedence, FeedbackMode::AllOthers] {
+            assert_eq!(fb(&t, "z", 9, None, mode), fb(&fresh, "z", 9, None, mode));
+        }
+    }
+
+    #[test]
     fn feedback_excludes_the_asking_flow_and_its_host() {
         let mut t = table();
         put(&mut t, "a", "h1", 1, 100, &[10.0, 10.0, 0.0, 0.0]);
