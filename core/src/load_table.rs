@@ -411,16 +411,18 @@ impl LinkLoad {
 
     /// The first rates of the entries ranked after `key` whose plans start in `slot`; exact.
     fn first_after(&self, key: &PrecedenceKey, slot: Slot) -> f64 {
-        use std::ops::Bound::{Excluded, Unbounded};
         if let Some(t) = &self.order {
             return t.first_after(key, slot);
         }
         if self.entries.len() >= TREE_FROM {
             self.tree_wanted.set();
         }
+        // From the last entry back, for the reason `add_before` walks from the first.
         let sum: i128 = self
             .entries
-            .range((Excluded(key), Unbounded))
+            .iter()
+            .rev()
+            .take_while(|(k, _)| *k > key)
             .map(|(_, &h)| self.entry(h))
             .filter(|e| e.first_slot == slot)
             .map(|e| e.fixed.first().copied().unwrap_or(0))
@@ -748,7 +750,6 @@ impl LoadTable {
     /// (`host::PolicyConfig::committed_now`). O(log n) in the link's entries, plus the asking
     /// host's own entries on the link.
     pub fn committed(&self, link: LinkId, q: &Query<'_>, slot: Slot) -> Result<f64, TableError> {
-        use std::ops::Bound::{Excluded, Unbounded};
         let l = self.link(link)?;
         // Entries a link holds start within 2K slots of its own slot; no other slot has any.
         let k = self.horizon as u64;
@@ -760,7 +761,7 @@ impl LoadTable {
         // Take out what the asker must not count: its host's entries, its own flow's under
         // another key, and entries that lapsed on a link not yet caught up.
         if let Some(p) = q.exclude_publisher.and_then(|p| l.by_publisher.get(p)) {
-            for (_, &h) in p.keys.range((Excluded(q.key), Unbounded)) {
+            for (_, &h) in p.keys.iter().rev().take_while(|(k, _)| *k > q.key) {
                 let e = l.entry(h);
                 if e.first_slot == slot {
                     sum -= rate_at(e, slot);
