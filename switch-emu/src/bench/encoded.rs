@@ -28,19 +28,19 @@ mod tag {
 }
 
 /// What one host's messages carry: its name, its flows (flow id, link) and their rank.
-pub(super) struct Spec<'a> {
-    pub host: &'a str,
-    pub flows: &'a [(String, String, f64)],
+pub(super) struct Spec {
+    pub host: String,
+    pub flows: Vec<(String, String, f64)>,
     pub rank: u64,
     /// Rates per schedule item (K).
     pub horizon: usize,
 }
 
-impl Spec<'_> {
+impl Spec {
     /// The fetch for `slot`, built the ordinary way (unary mode sends it as it is).
     pub fn fetch_request(&self, slot: Slot) -> pb::FetchFeedbackRequest {
         pb::FetchFeedbackRequest {
-            host: self.host.into(),
+            host: self.host.clone(),
             slot: slot.0,
             flows: self
                 .flows
@@ -63,7 +63,7 @@ impl Spec<'_> {
         rate: impl Fn(usize, usize) -> f64,
     ) -> pb::UpdateScheduleRequest {
         pb::UpdateScheduleRequest {
-            host: self.host.into(),
+            host: self.host.clone(),
             slot: slot.0,
             flows: self
                 .flows
@@ -125,12 +125,12 @@ fn doubles_field(buf: &mut Vec<u8>, tag: u32, n: usize) -> usize {
 
 impl Encoded {
     /// `kind` for `spec`, its slot numbers set to `slot` and its rates to 0.
-    pub fn new(kind: Kind, spec: &Spec<'_>, slot: Slot) -> Self {
+    pub fn new(kind: Kind, spec: &Spec, slot: Slot) -> Self {
         let mut body = Vec::new();
         bytes_field(&mut body, tag::REQUEST_HOST, spec.host.as_bytes());
         let mut slots = vec![varint_field(&mut body, tag::REQUEST_SLOT, slot.0)];
         let mut rates = Vec::new();
-        for (flow, link, _) in spec.flows {
+        for (flow, link, _) in &spec.flows {
             let mut item = Vec::new();
             bytes_field(&mut item, tag::ITEM_FLOW, flow.as_bytes());
             bytes_field(&mut item, tag::ITEM_LINKS, link.as_bytes());
@@ -170,7 +170,7 @@ impl Encoded {
     /// `deadline_ns`.
     pub fn message(
         &mut self,
-        spec: &Spec<'_>,
+        spec: &Spec,
         (seq, slot, deadline_ns): (u64, Slot, u64),
         rate: impl Fn(usize, usize) -> f64,
     ) -> Bytes {
@@ -206,10 +206,10 @@ mod tests {
             .collect()
     }
 
-    fn spec(flows: &[(String, String, f64)]) -> Spec<'_> {
+    fn spec() -> Spec {
         Spec {
-            host: "h7",
-            flows,
+            host: "h7".into(),
+            flows: flows(),
             rank: 29_000_000_123,
             horizon: 4,
         }
@@ -222,7 +222,7 @@ mod tests {
     /// What prost makes of the same message, built the ordinary way.
     fn expected(
         kind: Kind,
-        spec: &Spec<'_>,
+        spec: &Spec,
         seq: u64,
         slot: Slot,
         deadline: u64,
@@ -240,8 +240,7 @@ mod tests {
 
     #[test]
     fn patched_messages_decode_as_prost_builds_them() {
-        let flows = flows();
-        let spec = spec(&flows);
+        let spec = spec();
         for kind in [Kind::Fetch, Kind::Update] {
             let mut m = Encoded::new(kind, &spec, Slot(30_000_000_000));
             // The same width as built, then a narrower and a wider slot number (rebuilt), and

@@ -342,21 +342,20 @@ fn bench_rate(flows: &[(String, String, f64)], s: u64, j: usize, t: usize) -> f6
     flows[j].2 / 4.0 * ((s as usize + j + t) % 4) as f64
 }
 
-/// A host's name and flows apart from the host, which each slot borrows to wait.
-fn identity(host: &Host) -> (String, Vec<(String, String, f64)>) {
-    (host.name.clone(), host.flows.clone())
+/// What `host`'s messages carry, apart from the host, which each slot borrows to wait.
+fn spec_of(host: &Host, horizon: usize) -> Spec {
+    Spec {
+        host: host.name.clone(),
+        flows: host.flows.clone(),
+        rank: host.rank,
+        horizon,
+    }
 }
 
 async fn run_host(mut client: SwitchClient<Channel>, mut host: Host, span: Span) -> Stats {
     let Span { slots, timeout, .. } = span;
     let mut rec = Recorder::new(&span);
-    let (name, flows) = identity(&host);
-    let spec = Spec {
-        host: &name,
-        flows: &flows,
-        rank: host.rank,
-        horizon: slots.horizon(),
-    };
+    let spec = spec_of(&host, slots.horizon());
     for s in 0..span.total() {
         let st = rec.slot(s);
         let (slot, begin) = host.start_slot(&span, s).await;
@@ -376,7 +375,7 @@ async fn run_host(mut client: SwitchClient<Channel>, mut host: Host, span: Span)
                 tracing::debug!("fetch_feedback: {e}");
             }
         }
-        let update = spec.update_request(slot, |j, t| bench_rate(&flows, s, j, t));
+        let update = spec.update_request(slot, |j, t| bench_rate(&spec.flows, s, j, t));
         st.bytes[2] += (update.encoded_len() + GRPC_FRAME_BYTES) as u64;
         let mut req = tonic::Request::new(update);
         req.set_timeout(timeout);
@@ -491,7 +490,7 @@ struct Prebuilt {
 }
 
 impl Prebuilt {
-    fn new(spec: &Spec<'_>, slot: Slot) -> Self {
+    fn new(spec: &Spec, slot: Slot) -> Self {
         Prebuilt {
             fetch: Encoded::new(Kind::Fetch, spec, slot),
             update: Encoded::new(Kind::Update, spec, slot),
@@ -499,21 +498,15 @@ impl Prebuilt {
     }
 
     /// This slot's fetch.
-    fn fetch(&mut self, spec: &Spec<'_>, seq: u64, slot: Slot, deadline_ns: u64) -> Bytes {
+    fn fetch(&mut self, spec: &Spec, seq: u64, slot: Slot, deadline_ns: u64) -> Bytes {
         self.fetch
             .message(spec, (seq, slot, deadline_ns), |_, _| 0.0)
     }
 
     /// This slot's update, at [`bench_rate`] as in unary mode.
-    fn update(
-        &mut self,
-        spec: &Spec<'_>,
-        seq: u64,
-        (slot, s): (Slot, u64),
-        deadline_ns: u64,
-    ) -> Bytes {
+    fn update(&mut self, spec: &Spec, seq: u64, (slot, s): (Slot, u64), deadline_ns: u64) -> Bytes {
         self.update.message(spec, (seq, slot, deadline_ns), |j, t| {
-            bench_rate(spec.flows, s, j, t)
+            bench_rate(&spec.flows, s, j, t)
         })
     }
 }
@@ -577,13 +570,7 @@ async fn run_session_host(
 ) -> (Stats, Option<Session>) {
     let Span { slots, timeout, .. } = span;
     let mut rec = Recorder::new(&span);
-    let (name, flows) = identity(&host);
-    let spec = Spec {
-        host: &name,
-        flows: &flows,
-        rank: host.rank,
-        horizon: slots.horizon(),
-    };
+    let spec = spec_of(&host, slots.horizon());
     let mut pre = Prebuilt::new(&spec, span.start);
     let mut seq = 0u64;
     for s in 0..span.total() {
