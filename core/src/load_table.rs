@@ -750,6 +750,7 @@ impl LoadTable {
     /// (`host::PolicyConfig::committed_now`). O(log n) in the link's entries, plus the asking
     /// host's own entries on the link.
     pub fn committed(&self, link: LinkId, q: &Query<'_>, slot: Slot) -> Result<f64, TableError> {
+        use std::ops::Bound::{Excluded, Unbounded};
         let l = self.link(link)?;
         // Entries a link holds start within 2K slots of its own slot; no other slot has any.
         let k = self.horizon as u64;
@@ -761,7 +762,9 @@ impl LoadTable {
         // Take out what the asker must not count: its host's entries, its own flow's under
         // another key, and entries that lapsed on a link not yet caught up.
         if let Some(p) = q.exclude_publisher.and_then(|p| l.by_publisher.get(p)) {
-            for (_, &h) in p.keys.iter().rev().take_while(|(k, _)| *k > q.key) {
+            // In key order: the float subtractions below must come in the order they always
+            // did, or the answer moves in its last bit.
+            for (_, &h) in p.keys.range((Excluded(q.key), Unbounded)) {
                 let e = l.entry(h);
                 if e.first_slot == slot {
                     sum -= rate_at(e, slot);
