@@ -356,7 +356,8 @@ impl Planner {
         frozen: &[Option<Vec<f64>>],
     ) -> Vec<FlowDecision> {
         let k = self.config.slots.horizon();
-        let mut local: LocalBookings = Map::default();
+        // About one own uplink and one far link per flow.
+        let mut local: LocalBookings = hash::map_with_capacity(inputs.len() + 1);
         for (i, b) in booked.iter().enumerate() {
             if let Some(plan) = b {
                 book(&mut local, &inputs[i].path, plan, 1.0, k);

@@ -110,7 +110,7 @@ impl std::hash::Hash for PathKey<'_> {
 /// groups was quadratic in a host's flows when each is on its own path).
 fn path_groups<'a>(members: &[Member<'a>]) -> Vec<(&'a [LinkFeedback], Vec<usize>)> {
     let mut groups: Vec<(&'a [LinkFeedback], Vec<usize>)> = Vec::new();
-    let mut group_of: Map<PathKey<'a>, usize> = Map::default();
+    let mut group_of: Map<PathKey<'a>, usize> = crate::hash::map_with_capacity(members.len());
     for (i, m) in members.iter().enumerate() {
         if m.rate.is_none_or(|r| r <= 0.0) || m.path.is_empty() {
             continue;

@@ -91,9 +91,10 @@ impl<'a> LocalLoad<'a> {
         wider: &[bool],
         standby: &[bool],
     ) -> Self {
+        // About one own uplink and one far link per flow.
         let mut load = LocalLoad {
-            now: Map::default(),
-            flows: Map::default(),
+            now: crate::hash::map_with_capacity(flows.len() + 1),
+            flows: crate::hash::map_with_capacity(flows.len() + 1),
             sharing: Map::default(),
             standby_sharing: Map::default(),
         };

@@ -22,6 +22,7 @@ impl<'a> UplinkSplit<'a> {
     pub fn new(cfg: &PolicyConfig, flows: &[Local<'a>], idle: &[bool]) -> Self {
         let mut left = Map::default();
         if cfg.split_uplink {
+            left.reserve(flows.len());
             for (f, &idle) in flows.iter().zip(idle) {
                 if let Some(first) = f.obs.links.first()
                     && !idle

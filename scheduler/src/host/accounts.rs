@@ -3,7 +3,7 @@
 //! application's backlog and last slot's delivery — what core's policy observes.
 
 use mlcc_core::learn::identity::Label;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use mlcc_core::flow::FlowRole;
@@ -47,11 +47,12 @@ struct Sockets {
 
 impl Sockets {
     fn of(stats: Option<&[(SocketKey, SocketStats)]>) -> Self {
+        let stats = stats.unwrap_or_default();
         let mut s = Sockets {
-            by_tuple: HashMap::default(),
-            counters: Counters::default(),
+            by_tuple: hash::map_with_capacity(stats.len()),
+            counters: hash::map_with_capacity(stats.len()),
         };
-        for (k, st) in stats.unwrap_or_default() {
+        for (k, st) in stats {
             s.by_tuple.entry((k.src, k.dst)).or_default().push(*k);
             s.counters.insert(*k, SocketCounters::of(st));
         }
@@ -360,11 +361,12 @@ impl Accounts {
             .values()
             .flat_map(|c| c.3.iter().flat_map(|x| x.sockets.iter().copied()))
             .collect();
-        let mut wanted: hash::Map<NodeId, usize> = hash::Map::default();
+        let mut wanted: hash::Map<NodeId, usize> = hash::map_with_capacity(groups.len());
         for (_, dst) in &groups {
             *wanted.entry(*dst).or_default() += 1;
         }
-        let mut keys_by_host: hash::Map<NodeId, Vec<SocketKey>> = hash::Map::default();
+        let mut keys_by_host: hash::Map<NodeId, Vec<SocketKey>> =
+            hash::map_with_capacity(groups.len());
         for k in sockets.counters.keys() {
             if !claimed.contains(k)
                 && let Some(h) = fabric.topo().host_by_ip(k.dst.ip())

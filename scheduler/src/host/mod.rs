@@ -323,7 +323,7 @@ impl HostScheduler {
                 ..Default::default()
             },
             tally: Default::default(),
-            peers: Default::default(),
+            peers: mlcc_core::hash::map_with_capacity(out.flows.len()),
         };
         for fo in out.flows {
             if let Some(f) = self.accounts.flows.get_mut(&fo.id) {

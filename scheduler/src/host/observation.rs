@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use mlcc_core::flow::FlowParts;
-use mlcc_core::hash::Map;
+use mlcc_core::hash::{self, Map};
 use mlcc_core::host::{Answer, FlowObs, LinkObs, PolicyConfig};
 use mlcc_core::topology::LinkId;
 use mlcc_proto::v1 as pb;
@@ -24,7 +24,12 @@ pub(super) struct Answers<'a> {
 
 impl<'a> Answers<'a> {
     pub fn of(answered: &'a FeedbackAnswers) -> Self {
-        let mut loads = Map::default();
+        let n = answered
+            .values()
+            .flat_map(|r| &r.flows)
+            .map(|ff| ff.links.len())
+            .sum();
+        let mut loads = hash::map_with_capacity(n);
         for r in answered.values() {
             for ff in &r.flows {
                 for l in &ff.links {
