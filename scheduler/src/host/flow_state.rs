@@ -19,6 +19,27 @@ use crate::datapath::{SocketKey, SocketMap, SocketStats};
 /// Each socket's datapath counters this slot.
 pub(super) type Counters = SocketMap<SocketCounters>;
 
+/// One of a flow's sockets' counters this slot, where the datapath has them.
+type Seen<'a> = Option<&'a SocketCounters>;
+
+/// Acked bytes of a socket, 0 without counters.
+fn acked(c: &Seen<'_>) -> u64 {
+    c.map_or(0, |c| c.acked)
+}
+
+/// `each` summed over a flow's sockets; `None` without sockets or where one has no counters or
+/// no value.
+fn sum_over_sockets(
+    seen: &[Seen<'_>],
+    each: impl Fn(&SocketCounters) -> Option<u64>,
+) -> Option<f64> {
+    if seen.is_empty() {
+        return None;
+    }
+    seen.iter()
+        .try_fold(0.0, |b, c| Some(b + each(c.as_ref()?)? as f64))
+}
+
 /// Bookkeeping of one local flow group across slots.
 #[derive(Clone, Debug, Serialize)]
 pub struct FlowState {
@@ -296,12 +317,14 @@ impl FlowState {
         self.take_spec(slot, &spec);
         self.start_iteration(&spec, counters);
         self.track_sockets(&spec.sockets, counters);
-        self.count_retransmits(counters);
-        let measured = self.acked_total(counters);
-        let since_start = self.since_start(measured, spec.sent_share, counters);
-        self.mark_quiet(counters);
-        self.in_flight = self.in_flight_now(counters);
-        let queued = self.queued_now(counters);
+        // Each socket's counters looked up once for the steps below, in `self.sockets`' order.
+        let seen: Vec<Seen<'_>> = self.sockets.iter().map(|k| counters.get(k)).collect();
+        self.count_retransmits(&seen);
+        let measured = self.acked_total(&seen);
+        let since_start = self.since_start(measured, spec.sent_share, &seen);
+        self.mark_quiet(&seen);
+        self.in_flight = self.in_flight_now(&seen);
+        let queued = self.queued_now(&seen);
         self.achieved = match (measured, self.counts.acked) {
             (Some(now), Some(prev)) => Some(now.saturating_sub(prev) as f64 / tau),
             _ => None,
@@ -382,9 +405,9 @@ impl FlowState {
         c.retransmits.retain(|k, _| sockets.contains(k));
     }
 
-    fn count_retransmits(&mut self, counters: &Counters) {
-        for k in &self.sockets {
-            let Some(l) = counters.get(k) else { continue };
+    fn count_retransmits(&mut self, seen: &[Seen<'_>]) {
+        for (k, l) in self.sockets.iter().zip(seen) {
+            let Some(l) = l else { continue };
             // A socket first seen now counts from now: its past is not this flow's to explain.
             let prev = self
                 .counts
@@ -400,16 +423,14 @@ impl FlowState {
     }
 
     /// The sockets' acked bytes in all, where the datapath counts every one of them.
-    fn acked_total(&self, counters: &Counters) -> Option<u64> {
+    fn acked_total(&self, seen: &[Seen<'_>]) -> Option<u64> {
         // Saturating: the counters come from the datapath, and a wrapped sum (a reused socket
         // key, a corrupt map entry) must not panic the slot loop.
-        (!self.sockets.is_empty() && self.sockets.iter().all(|k| counters.contains_key(k))).then(
-            || {
-                self.sockets
-                    .iter()
-                    .fold(0u64, |s, k| s.saturating_add(counters[k].acked))
-            },
-        )
+        if seen.is_empty() {
+            return None;
+        }
+        seen.iter()
+            .try_fold(0u64, |s, c| Some(s.saturating_add(c.as_ref()?.acked)))
     }
 
     /// Bytes acked since this iteration's baselines (`measured`: the sockets' acked total).
@@ -428,9 +449,9 @@ impl FlowState {
         &mut self,
         measured: Option<u64>,
         enqueued: Option<f64>,
-        counters: &Counters,
+        seen: &[Seen<'_>],
     ) -> Option<f64> {
-        let mut since_start = measured.map(|_| self.acked_since_baseline(counters));
+        let mut since_start = measured.map(|_| self.acked_since_baseline(seen));
         if let (Some(now), Some(prev), Some(enq), Some(prev_enq), Some(got)) = (
             measured,
             self.counts.acked,
@@ -442,77 +463,61 @@ impl FlowState {
             && (got - enq).abs() >= 1.0
             && enq - got <= got
         {
-            self.reanchor(got - enq, counters);
-            since_start = Some(self.acked_since_baseline(counters));
+            self.reanchor(got - enq, seen);
+            since_start = Some(self.acked_since_baseline(seen));
         }
         self.counts.enqueued = enqueued;
         since_start
     }
 
-    fn acked_since_baseline(&self, counters: &Counters) -> f64 {
+    /// Only where every socket has counters (`acked_total` is some).
+    fn acked_since_baseline(&self, seen: &[Seen<'_>]) -> f64 {
         self.sockets
             .iter()
-            .map(|k| {
+            .zip(seen)
+            .map(|(k, c)| {
                 let base = self.counts.baseline.get(k).copied().unwrap_or(0);
-                counters[k].acked.saturating_sub(base) as f64
+                acked(c).saturating_sub(base) as f64
             })
             .sum()
     }
 
     /// Moves the baselines on by `excess` bytes in all, each socket by its share.
-    fn reanchor(&mut self, excess: f64, counters: &Counters) {
-        let w = shares(
-            &self
-                .sockets
-                .iter()
-                .map(|k| Some(counters[k].acked))
-                .collect::<Vec<_>>(),
-        );
-        for (k, w) in self.sockets.iter().zip(w) {
+    fn reanchor(&mut self, excess: f64, seen: &[Seen<'_>]) {
+        let w = shares(&seen.iter().map(|c| Some(acked(c))).collect::<Vec<_>>());
+        for ((k, w), c) in self.sockets.iter().zip(w).zip(seen) {
             let b = self.counts.baseline.get(k).copied().unwrap_or(0) as f64;
-            let moved = (b + excess * w).clamp(0.0, counters[k].acked as f64) as u64;
+            let moved = (b + excess * w).clamp(0.0, acked(c) as f64) as u64;
             self.counts.baseline.insert(*k, moved);
         }
     }
 
     /// What the sockets have on the wire unacknowledged (retransmissions counted, so at worst
     /// an over-estimate), if every one of them has counters.
-    fn in_flight_now(&self, counters: &Counters) -> Option<f64> {
-        self.sum_over_sockets(counters, |c| Some(c.sent.saturating_sub(c.acked)))
+    fn in_flight_now(&self, seen: &[Seen<'_>]) -> Option<f64> {
+        sum_over_sockets(seen, |c| Some(c.sent.saturating_sub(c.acked)))
     }
 
     /// What the process has written to the sockets and not had acknowledged, if the datapath
     /// says for every one of them.
-    fn queued_now(&self, counters: &Counters) -> Option<f64> {
-        self.sum_over_sockets(counters, |c| c.queued)
-    }
-
-    /// `each` summed over the flow's sockets; `None` without sockets or where one has no
-    /// counters or no value.
-    fn sum_over_sockets(
-        &self,
-        counters: &Counters,
-        each: impl Fn(&SocketCounters) -> Option<u64>,
-    ) -> Option<f64> {
-        (!self.sockets.is_empty())
-            .then(|| {
-                self.sockets
-                    .iter()
-                    .try_fold(0.0, |b, k| Some(b + each(counters.get(k)?)? as f64))
-            })
-            .flatten()
+    fn queued_now(&self, seen: &[Seen<'_>]) -> Option<f64> {
+        sum_over_sockets(seen, |c| c.queued)
     }
 
     /// Sockets that neither sent nor had a byte acked since last slot have nothing to send
     /// (paced at the floor at least, anything queued would have moved).
-    fn mark_quiet(&mut self, counters: &Counters) {
+    fn mark_quiet(&mut self, seen: &[Seen<'_>]) {
         let c = &mut self.counts;
         let sockets = &self.sockets;
-        c.sent_acked
-            .retain(|k, _| sockets.contains(k) && counters.contains_key(k));
+        c.sent_acked.retain(|k, _| {
+            sockets
+                .iter()
+                .zip(seen)
+                .any(|(s, now)| s == k && now.is_some())
+        });
         c.quiet.clear();
-        for k in sockets {
-            let Some(now) = counters.get(k) else { continue };
+        for (k, now) in sockets.iter().zip(seen) {
+            let Some(now) = now else { continue };
             let seen = (now.sent, now.acked);
             if c.sent_acked.insert(*k, seen) == Some(seen) {
                 c.quiet.push(*k);
