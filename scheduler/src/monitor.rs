@@ -11,14 +11,14 @@
 //! files whose writer died are dropped. The monitor never deletes files: they belong to the
 //! job's user.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::progress::{
-    ProgressError, ProgressHeader, ProgressPolicy, ProgressReader, ProgressSnapshot,
+    ProgressError, ProgressHeader, ProgressPolicy, ProgressReader, ProgressSnapshot, writers_alive,
 };
 
 /// What changed in the directory since the last scan.
@@ -98,7 +98,8 @@ impl DirWatch {
 #[derive(Debug)]
 pub struct ProgressDir {
     dir: PathBuf,
-    readers: HashMap<PathBuf, Followed>,
+    /// By path: read in path order.
+    readers: BTreeMap<PathBuf, Followed>,
     refused: HashMap<PathBuf, Version>,
     policy: ProgressPolicy,
     watch: Option<DirWatch>,
@@ -135,7 +136,7 @@ impl ProgressDir {
     pub fn with_policy(dir: impl Into<PathBuf>, policy: ProgressPolicy) -> Self {
         ProgressDir {
             dir: dir.into(),
-            readers: HashMap::new(),
+            readers: BTreeMap::new(),
             refused: HashMap::new(),
             policy,
             watch: None,
@@ -166,13 +167,7 @@ impl ProgressDir {
         if changed || self.since_listing >= RESCAN_SLOTS {
             return self.rescan();
         }
-        let mut gone: Vec<PathBuf> = self
-            .readers
-            .iter()
-            .filter(|(_, f)| !f.reader.writer_alive())
-            .map(|(p, _)| p.clone())
-            .collect();
-        gone.sort();
+        let gone = self.exited_writers();
         for p in &gone {
             self.readers.remove(p);
         }
@@ -180,6 +175,17 @@ impl ProgressDir {
             removed: gone,
             ..Default::default()
         })
+    }
+
+    /// The followed files whose writer exited, in path order.
+    fn exited_writers(&self) -> Vec<PathBuf> {
+        let readers: Vec<&ProgressReader> = self.readers.values().map(|f| &f.reader).collect();
+        self.readers
+            .keys()
+            .zip(writers_alive(&readers))
+            .filter(|(_, alive)| !alive)
+            .map(|(p, _)| p.clone())
+            .collect()
     }
 
     /// Whether an inotify watch is set on the directory.
@@ -222,13 +228,15 @@ impl ProgressDir {
             present.insert(entry.path(), version);
         }
         // Gone files, and files whose writer exited.
-        let mut gone: Vec<PathBuf> = self
-            .readers
-            .iter()
-            .filter(|(p, f)| !present.contains_key(*p) || !f.reader.writer_alive())
-            .map(|(p, _)| p.clone())
-            .collect();
+        let mut gone = self.exited_writers();
+        gone.extend(
+            self.readers
+                .keys()
+                .filter(|p| !present.contains_key(*p))
+                .cloned(),
+        );
         gone.sort();
+        gone.dedup();
         for p in &gone {
             self.readers.remove(p);
         }
@@ -290,12 +298,8 @@ impl ProgressDir {
                 })
             })
             .collect();
-        v.sort_by(|a, b| match (a, b) {
-            (Ok(a), Ok(b)) => a.path.cmp(b.path),
-            (Ok(_), Err(_)) => std::cmp::Ordering::Less,
-            (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
-            (Err(_), Err(_)) => std::cmp::Ordering::Equal,
-        });
+        // In path order (the map's), errors last.
+        v.sort_by_key(|r| r.is_err());
         v
     }
 

@@ -545,24 +545,36 @@ impl ProgressReader {
     /// Whether the writing process is gone (its pid no longer exists). A reused pid is caught
     /// by the caller comparing process start times if it matters.
     pub fn writer_alive(&self) -> bool {
-        use rustix::event::{PollFd, PollFlags, Timespec, poll};
-        if let Some(fd) = &self.writer {
-            // A pidfd polls readable once its process has exited.
-            let mut fds = [PollFd::new(fd, PollFlags::IN)];
-            let now = Timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            match poll(&mut fds, Some(&now)) {
-                Ok(0) => return true,
-                Ok(_) => return false,
-                Err(_) => {}
-            }
-        }
-        Path::new("/proc")
-            .join(self.header.pid.to_string())
-            .exists()
+        writers_alive(&[self])[0]
     }
+}
+
+/// [`ProgressReader::writer_alive`] for many readers at once: their pidfds in one `poll(2)`
+/// rather than one each, since every slot asks it of every followed file.
+pub fn writers_alive(readers: &[&ProgressReader]) -> Vec<bool> {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let mut fds: Vec<PollFd<'_>> = readers
+        .iter()
+        .filter_map(|r| r.writer.as_ref())
+        .map(|fd| PollFd::new(fd, PollFlags::IN))
+        .collect();
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // A pidfd polls readable once its process has exited; where poll fails, /proc tells.
+    let polled = !fds.is_empty() && poll(&mut fds, Some(&now)).is_ok();
+    let mut exited = fds.iter().map(|f| !f.revents().is_empty());
+    readers
+        .iter()
+        .map(|r| {
+            let by_fd = r.writer.as_ref().and_then(|_| exited.next());
+            match by_fd {
+                Some(gone) if polled => !gone,
+                _ => Path::new("/proc").join(r.header.pid.to_string()).exists(),
+            }
+        })
+        .collect()
 }
 
 /// A pidfd for `pid`, if the kernel gives one (Linux 5.3).
