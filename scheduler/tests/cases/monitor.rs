@@ -134,6 +134,44 @@ fn a_file_whose_writer_exits_is_dropped_at_the_next_poll() {
     let _ = child.wait();
 }
 
+/// The writers are asked about in one poll: of several, only the one that exited is dropped,
+/// whatever its place among them.
+#[test]
+fn of_several_writers_only_the_one_that_exits_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut children: Vec<_> = (0..4)
+        .map(|_| {
+            std::process::Command::new("sleep")
+                .arg("30")
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let files: Vec<_> = children
+        .iter()
+        .enumerate()
+        .map(|(rank, c)| {
+            let pid = c.id();
+            // The header's rank (byte 88) matches the file's name.
+            crafted(d, &format!("mlcc.job.worker.{rank}.{pid}"), pid, |b| {
+                b[88] = rank as u8
+            })
+        })
+        .collect();
+    let mut m = ProgressDir::new(d);
+    assert_eq!(m.poll().unwrap().added, files);
+    children[2].kill().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(m.poll().unwrap().removed, vec![files[2].clone()]);
+    assert_eq!(m.len(), 3);
+    assert_eq!(m.read().len(), 3);
+    for c in &mut children {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
 /// A writer preempted inside its update holds the sequence lock through every retry of a
 /// slot's read. Its file then gives the last consistent counters, marked stale, rather than
 /// dropping out of the slot (which took its process's share out of its flow groups for a
