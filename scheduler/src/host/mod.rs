@@ -325,8 +325,18 @@ impl HostScheduler {
             tally: Default::default(),
             peers: mlcc_core::hash::map_with_capacity(out.flows.len()),
         };
+        // Core answers in the order it was asked, the flows' own: each answer's flow is found
+        // by walking on, not by a search of the map.
+        let mut states = self.accounts.flows.iter_mut();
         for fo in out.flows {
-            if let Some(f) = self.accounts.flows.get_mut(&fo.id) {
+            let found = match states.find(|(id, _)| **id == fo.id) {
+                Some((_, f)) => Some(f),
+                None => {
+                    states = self.accounts.flows.iter_mut();
+                    states.find(|(id, _)| **id == fo.id).map(|(_, f)| f)
+                }
+            };
+            if let Some(f) = found {
                 carrier.flow(fo, f);
             }
         }

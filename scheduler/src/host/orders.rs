@@ -124,7 +124,16 @@ impl Carrier<'_> {
 
     /// Adds `f`'s booking to the batch of each switch on its path.
     fn schedule(&mut self, f: &FlowState, rates: Vec<f64>, rank: u64, done: bool) {
-        for (sw, address, links) in self.fabric.switch_links(&f.path) {
+        let switches = self.fabric.switch_links(&f.path);
+        let last = switches.len().saturating_sub(1);
+        let mut rates = Some(rates);
+        for (i, (sw, address, links)) in switches.into_iter().enumerate() {
+            // Each switch its copy; the last takes the plan itself.
+            let rates = if i == last {
+                rates.take().unwrap_or_default()
+            } else {
+                rates.clone().unwrap_or_default()
+            };
             entry_for(&mut self.plan.schedules, sw, || SwitchBatch {
                 address: address.to_string(),
                 items: Vec::new(),
@@ -134,7 +143,7 @@ impl Carrier<'_> {
                 flow_id: f.id.to_string(),
                 links,
                 first_slot: self.plan.slot.0,
-                rates_bytes_per_sec: rates.clone(),
+                rates_bytes_per_sec: rates,
                 rank,
                 done,
             });
@@ -168,8 +177,10 @@ impl Carrier<'_> {
     /// The slot's plan, with its degraded modes described for operators.
     pub fn finish(mut self, peers: &PeerBook) -> SlotPlan {
         let topo = self.fabric.topo();
-        self.plan.peers = self
-            .peers
+        let mut by_peer: Vec<_> = self.peers.into_iter().collect();
+        // In name order already, so that the map's own sort finds one run.
+        by_peer.sort_unstable_by_key(|(n, _)| self.fabric.name_order(*n));
+        self.plan.peers = by_peer
             .into_iter()
             .map(|(n, flows)| (topo.node(n).name.clone(), flows))
             .collect();
