@@ -71,7 +71,7 @@ pub fn path_prices<'a>(
 /// smallest capacity on the path (normalizes the price term); `eta` weighs it.
 ///
 /// O(K²) after one O(K log K) sort: the cheapest-first order of the first β̂ slots is the
-/// global order restricted to t < β̂.
+/// global order restricted to t < β̂. O(K) for a flow beyond the horizon.
 pub fn schedule(
     remaining: f64,
     tau_secs: f64,
