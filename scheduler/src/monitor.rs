@@ -167,7 +167,7 @@ impl ProgressDir {
         if changed || self.since_listing >= RESCAN_SLOTS {
             return self.rescan();
         }
-        let gone = self.exited_writers();
+        let gone = self.dropped(|_| true);
         for p in &gone {
             self.readers.remove(p);
         }
@@ -177,13 +177,14 @@ impl ProgressDir {
         })
     }
 
-    /// The followed files whose writer exited, in path order.
-    fn exited_writers(&self) -> Vec<PathBuf> {
+    /// The followed files to drop, in path order: those whose writer exited, and those not
+    /// `listed` any more.
+    fn dropped(&self, listed: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
         let readers: Vec<&ProgressReader> = self.readers.values().map(|f| &f.reader).collect();
         self.readers
             .keys()
             .zip(writers_alive(&readers))
-            .filter(|(_, alive)| !alive)
+            .filter(|(p, alive)| !alive || !listed(p))
             .map(|(p, _)| p.clone())
             .collect()
     }
@@ -228,15 +229,7 @@ impl ProgressDir {
             present.insert(entry.path(), version);
         }
         // Gone files, and files whose writer exited.
-        let mut gone = self.exited_writers();
-        gone.extend(
-            self.readers
-                .keys()
-                .filter(|p| !present.contains_key(*p))
-                .cloned(),
-        );
-        gone.sort();
-        gone.dedup();
+        let gone = self.dropped(|p| present.contains_key(p));
         for p in &gone {
             self.readers.remove(p);
         }

@@ -125,15 +125,9 @@ impl Carrier<'_> {
     /// Adds `f`'s booking to the batch of each switch on its path.
     fn schedule(&mut self, f: &FlowState, rates: Vec<f64>, rank: u64, done: bool) {
         let switches = self.fabric.switch_links(&f.path);
-        let last = switches.len().saturating_sub(1);
-        let mut rates = Some(rates);
-        for (i, (sw, address, links)) in switches.into_iter().enumerate() {
-            // Each switch its copy; the last takes the plan itself.
-            let rates = if i == last {
-                rates.take().unwrap_or_default()
-            } else {
-                rates.clone().unwrap_or_default()
-            };
+        // Each switch its copy; the last takes the plan itself.
+        let copies = std::iter::repeat_n(rates, switches.len());
+        for ((sw, address, links), rates) in switches.into_iter().zip(copies) {
             entry_for(&mut self.plan.schedules, sw, || SwitchBatch {
                 address: address.to_string(),
                 items: Vec::new(),
