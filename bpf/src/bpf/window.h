@@ -13,8 +13,12 @@
  * kernel's PRR (and ours) reads the value as an int below zero and sets cwnd to ssthresh x
  * delivered / prior_cwnd, ~10^9 segments: the socket sends all it has queued at once.
  *
- * The kernel itself never stores more than TCP_INFINITE_SSTHRESH, so each CC's repair_ssthresh
- * repairs anything above it: in set_state (right after ssthresh on every way into CWR, Recovery
+ * The stale word is not always above TCP_INFINITE_SSTHRESH (0x2a5b9280 was seen once), but it is
+ * always far above any window: the kernel's ssthresh is TCP_INFINITE_SSTHRESH until the first
+ * reduction and a fraction of cwnd after, and cwnd grows only while it limits what is in
+ * flight, which a peer's largest window (65535 << 14, 2^30 bytes) bounds to 2^31 bytes of cwnd:
+ * 2^24 segments at a 128-byte MSS. So each CC's repair_ssthresh repairs any other value above
+ * 2^24 (MAX_PLAUSIBLE_SSTHRESH): in set_state (right after ssthresh on every way into CWR, Recovery
  * and Loss), in pkts_acked (the first callback of every ACK that acks data, before CUBIC's
  * HyStart reads ssthresh), and in mlcc's cong_control (the last, after the ACK may have entered
  * Recovery). MLTCP's cong_avoid needs none: it follows pkts_acked and is not called in a
@@ -39,9 +43,12 @@ struct {
 	__type(value, __u64);
 } window_repairs SEC(".maps");
 
+#define MAX_PLAUSIBLE_SSTHRESH (1u << 24)
+
 static __always_inline bool ssthresh_is_stale(const struct tcp_sock *tp)
 {
-	return tp->snd_ssthresh > TCP_INFINITE_SSTHRESH;
+	return tp->snd_ssthresh != TCP_INFINITE_SSTHRESH &&
+	       tp->snd_ssthresh > MAX_PLAUSIBLE_SSTHRESH;
 }
 
 /* cwnd set to the window the reduction started from, ready for the base's ssthresh; returns
