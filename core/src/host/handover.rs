@@ -130,7 +130,9 @@ fn path_groups<'a>(members: &[Member<'a>]) -> Vec<(&'a [LinkFeedback], Vec<usize
 fn plan(members: &[Member<'_>], tau: f64) -> Vec<Option<Handover>> {
     let mut out = vec![None; members.len()];
     let groups = path_groups(members);
-    for (path, g) in groups {
+    // A hand-over needs a flow that ends and a mate on its path: a flow alone on its path has
+    // none, and is passed over before its group is split.
+    for (path, g) in groups.into_iter().filter(|(_, g)| g.len() > 1) {
         let rate = |i: usize| members[i].rate.unwrap_or(0.0);
         let (ending, mates): (Vec<usize>, Vec<usize>) =
             g.into_iter().partition(|&i| members[i].ending);

@@ -4,6 +4,7 @@
 
 use mlcc_core::learn::identity::Label;
 use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
 use std::net::SocketAddr;
 
 use mlcc_core::flow::FlowRole;
@@ -41,8 +42,31 @@ pub(super) struct AdminJob {
 /// The datapath's sockets this slot: by 4-tuple (/proc does not give the netns cookie, the
 /// datapath does), and their counters.
 struct Sockets {
-    by_tuple: hash::Map<(SocketAddr, SocketAddr), Vec<SocketKey>>,
+    by_tuple: hash::Map<(SocketAddr, SocketAddr), TupleKeys>,
     counters: Counters,
+}
+
+/// The datapath's sockets with one 4-tuple: one, unless network namespaces reuse addresses.
+/// Held without a vector of its own in the common case: a busy host has hundreds per slot.
+enum TupleKeys {
+    One(SocketKey),
+    More(Vec<SocketKey>),
+}
+
+impl TupleKeys {
+    fn push(&mut self, k: SocketKey) {
+        match self {
+            TupleKeys::One(first) => *self = TupleKeys::More(vec![*first, k]),
+            TupleKeys::More(keys) => keys.push(k),
+        }
+    }
+
+    fn as_slice(&self) -> &[SocketKey] {
+        match self {
+            TupleKeys::One(k) => std::slice::from_ref(k),
+            TupleKeys::More(keys) => keys,
+        }
+    }
 }
 
 impl Sockets {
@@ -53,7 +77,12 @@ impl Sockets {
             counters: hash::map_with_capacity(stats.len()),
         };
         for (k, st) in stats {
-            s.by_tuple.entry((k.src, k.dst)).or_default().push(*k);
+            match s.by_tuple.entry((k.src, k.dst)) {
+                Entry::Occupied(mut e) => e.get_mut().push(*k),
+                Entry::Vacant(e) => {
+                    e.insert(TupleKeys::One(*k));
+                }
+            }
             s.counters.insert(*k, SocketCounters::of(st));
         }
         s
@@ -414,7 +443,8 @@ impl Accounts {
         let topo = fabric.topo();
         let names = path.iter().map(|&l| topo.link(l).name.clone()).collect();
         let dst = topo.node(spec.dst).name.clone();
-        let mut f = FlowState::new(id.clone(), &spec, dst, path, names, slot);
+        let by_switch = fabric.switch_parts(&path);
+        let mut f = FlowState::new(id.clone(), &spec, dst, path, names, by_switch, slot);
         f.update(slot, spec, counters, cfg.policy.slots.tau_secs());
         self.flows.insert(id, f);
     }
@@ -468,7 +498,8 @@ fn group_connections(
         }
         let keys = sockets
             .by_tuple
-            .get(&(canonical(c.local), canonical(c.remote)));
+            .get(&(canonical(c.local), canonical(c.remote)))
+            .map(TupleKeys::as_slice);
         if c.accepted && (zmq_van || (role == FlowRole::Ring && !sends_data(keys, sockets))) {
             inbound += 1;
             continue;
@@ -476,7 +507,7 @@ fn group_connections(
         let g = groups.entry(remote).or_default();
         g.1 += 1;
         if let Some(keys) = keys {
-            g.0.extend(keys);
+            g.0.extend_from_slice(keys);
         }
     }
     let note = format!(
@@ -500,7 +531,7 @@ const ACCEPTED_SENDS_DATA: u64 = 64 * 1024;
 /// its address order picks, and sends both ways over it (gloo/transport/tcp/pair.cc): rank r's
 /// ring sends to rank r-1, over a connection r may have accepted. Skipped, half of a Gloo
 /// ring's flows went unscheduled.
-fn sends_data(keys: Option<&Vec<SocketKey>>, sockets: &Sockets) -> bool {
+fn sends_data(keys: Option<&[SocketKey]>, sockets: &Sockets) -> bool {
     keys.is_some_and(|k| sockets.acked(k) > ACCEPTED_SENDS_DATA)
 }
 

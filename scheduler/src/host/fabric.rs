@@ -10,9 +10,14 @@ use mlcc_core::topology::{LinkId, Node, NodeId, NodeKind, Owner, Topology};
 
 use super::HostError;
 
-/// The links of a path one switch owns: the switch's name, its emulator's address and the
-/// links' names.
-pub type SwitchLinks<'a> = (&'a str, &'a str, Vec<String>);
+/// The links of a flow's path that one emulated switch owns, by name in path order: what the
+/// flow asks that switch about and books with it. Paths do not change during a flow, so each
+/// flow keeps its parts rather than grouping its path every slot.
+#[derive(Clone, Debug)]
+pub struct SwitchPart {
+    pub switch: NodeId,
+    pub links: Vec<String>,
+}
 
 pub(super) struct Fabric {
     topo: Arc<Topology>,
@@ -75,18 +80,33 @@ impl Fabric {
     }
 
     /// The links of `path` grouped by the switch that owns them, for switches with an emulator.
-    pub fn switch_links(&self, path: &[LinkId]) -> Vec<SwitchLinks<'_>> {
-        let mut out: Vec<SwitchLinks<'_>> = Vec::new();
+    pub fn switch_parts(&self, path: &[LinkId]) -> Vec<SwitchPart> {
+        let mut out: Vec<SwitchPart> = Vec::new();
         for &l in path {
-            if let Some((_, node, addr)) = self.emulated_owner(l) {
+            if let Some((switch, _, _)) = self.emulated_owner(l) {
                 let name = self.topo.link(l).name.clone();
-                match out.iter_mut().find(|(n, _, _)| *n == node.name) {
-                    Some(e) => e.2.push(name),
-                    None => out.push((&node.name, addr, vec![name])),
+                match out.iter_mut().find(|p| p.switch == switch) {
+                    Some(p) => p.links.push(name),
+                    None => out.push(SwitchPart {
+                        switch,
+                        links: vec![name],
+                    }),
                 }
             }
         }
         out
+    }
+
+    /// Switch `s`'s name and its emulator's address, if it has one.
+    pub fn emulator(&self, s: NodeId) -> Option<(&str, &str)> {
+        let node = self.topo.node(s);
+        match &node.kind {
+            NodeKind::Switch {
+                emulator: Some(addr),
+                ..
+            } => Some((node.name.as_str(), addr.as_str())),
+            _ => None,
+        }
     }
 
     /// The switch that owns link `l`, if an emulator speaks for it: the switch, its node and
@@ -96,13 +116,7 @@ impl Fabric {
         let Owner::Switch(s) = self.topo.owner(l) else {
             return None;
         };
-        let node = self.topo.node(s);
-        match &node.kind {
-            NodeKind::Switch {
-                emulator: Some(addr),
-                ..
-            } => Some((s, node, addr.as_str())),
-            _ => None,
-        }
+        let (_, addr) = self.emulator(s)?;
+        Some((s, self.topo.node(s), addr))
     }
 }

@@ -12,6 +12,7 @@ use mlcc_core::{FlowId, Rank, Slot};
 use serde::Serialize;
 
 use super::Source;
+use super::fabric::SwitchPart;
 use super::few_sockets::FewSockets;
 use super::split::{iteration_baseline, shares};
 use crate::datapath::{SocketKey, SocketMap, SocketStats};
@@ -55,6 +56,9 @@ pub struct FlowState {
     #[serde(skip)]
     pub path: Vec<LinkId>,
     pub path_names: Vec<String>,
+    /// `path`'s links grouped by the emulated switch that owns them.
+    #[serde(skip)]
+    pub(super) by_switch: Vec<SwitchPart>,
     pub source: Source,
     /// Sockets the datapath knows, and all connections found for the group.
     pub sockets: Vec<SocketKey>,
@@ -198,6 +202,7 @@ impl FlowState {
         dst_host: String,
         path: Vec<LinkId>,
         path_names: Vec<String>,
+        by_switch: Vec<SwitchPart>,
         slot: Slot,
     ) -> Self {
         FlowState {
@@ -209,6 +214,7 @@ impl FlowState {
             dst: spec.dst,
             path,
             path_names,
+            by_switch,
             source: spec.source,
             sockets: Vec::new(),
             connections: 0,

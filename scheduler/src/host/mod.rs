@@ -212,7 +212,7 @@ impl HostScheduler {
         self.fabric.topo()
     }
 
-    pub fn flows(&self) -> impl Iterator<Item = &FlowState> {
+    pub fn flows(&self) -> impl ExactSizeIterator<Item = &FlowState> {
         self.accounts.flows.values()
     }
 
@@ -313,6 +313,7 @@ impl HostScheduler {
         let expiry = Duration::from_nanos(
             self.cfg.policy.slots.tau_ns() * u64::from(self.cfg.order_expiry_slots.max(1)),
         );
+        let sockets = self.flows().map(|f| f.sockets.len()).sum();
         let mut carrier = Carrier {
             fabric: &self.fabric,
             table: &mut self.table,
@@ -320,10 +321,12 @@ impl HostScheduler {
             expiry,
             plan: SlotPlan {
                 slot: self.slot,
+                orders: Vec::with_capacity(sockets),
                 ..Default::default()
             },
             tally: Default::default(),
             peers: mlcc_core::hash::map_with_capacity(out.flows.len()),
+            flows: self.accounts.flows.len() + self.accounts.gone.len(),
         };
         // Core answers in the order it was asked, the flows' own: each answer's flow is found
         // by walking on, not by a search of the map.

@@ -122,24 +122,29 @@ pub(super) fn has_bytes_left(f: &FlowState) -> bool {
 pub(super) fn queries<'a>(
     ctx: &Context<'_>,
     policy: &PolicyConfig,
-    flows: impl Iterator<Item = &'a FlowState>,
+    flows: impl ExactSizeIterator<Item = &'a FlowState>,
 ) -> FeedbackRequests {
     let mut per_switch: BTreeMap<String, SwitchBatch<pb::FeedbackQuery>> = BTreeMap::new();
+    // A switch is asked about at most every flow: its batch is sized once, not grown.
+    let most = flows.len();
     for f in flows.filter(|f| has_bytes_left(f)) {
         let key = policy.key_of(&ctx.own(f, None));
         // `own` leaves the peers' reports out: the key must not read them.
         debug_assert_eq!(key, policy.key_of(&ctx.observe(f, None)));
-        for (sw, addr, links) in ctx.fabric.switch_links(&f.path) {
+        for part in &f.by_switch {
+            let Some((sw, addr)) = ctx.fabric.emulator(part.switch) else {
+                continue;
+            };
             let item = pb::FeedbackQuery {
-                flow_id: f.id.to_string(),
-                links,
+                flow_id: f.id.as_str().to_owned(),
+                links: part.links.clone(),
                 rank: key.rank.0,
                 // Only a policy that plans slot n around committed rates needs them.
                 committed: policy.committed_now,
             };
             entry_for(&mut per_switch, sw, || SwitchBatch {
                 address: addr.to_string(),
-                items: Vec::new(),
+                items: Vec::with_capacity(most),
             })
             .items
             .push(item);

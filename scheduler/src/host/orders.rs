@@ -39,6 +39,8 @@ pub(super) struct Carrier<'a> {
     /// Per receiving host, this host's flows towards it: gathered by node, named once in
     /// [`Self::finish`] rather than looked up by name for every flow.
     pub peers: hash::Map<NodeId, Vec<pb::FlowProgress>>,
+    /// The slot's flows, gone ones included: the most items one switch's schedule can get.
+    pub flows: usize,
 }
 
 impl Carrier<'_> {
@@ -74,7 +76,7 @@ impl Carrier<'_> {
         let rates = if withdraw { Vec::new() } else { d.plan.clone() };
         self.schedule(f, rates, key.rank.0, withdraw);
         self.peers.entry(f.dst).or_default().push(pb::FlowProgress {
-            flow_id: d.id.to_string(),
+            flow_id: d.id.as_str().to_owned(),
             sent_bytes: fo.sent as u64,
             finish_bytes: fo.finish as u64,
             planned_rate_bytes_per_sec: d.planned_rate,
@@ -124,18 +126,21 @@ impl Carrier<'_> {
 
     /// Adds `f`'s booking to the batch of each switch on its path.
     fn schedule(&mut self, f: &FlowState, rates: Vec<f64>, rank: u64, done: bool) {
-        let switches = self.fabric.switch_links(&f.path);
         // Each switch its copy; the last takes the plan itself.
-        let copies = std::iter::repeat_n(rates, switches.len());
-        for ((sw, address, links), rates) in switches.into_iter().zip(copies) {
+        let copies = std::iter::repeat_n(rates, f.by_switch.len());
+        for (part, rates) in f.by_switch.iter().zip(copies) {
+            let Some((sw, address)) = self.fabric.emulator(part.switch) else {
+                continue;
+            };
+            let most = self.flows;
             entry_for(&mut self.plan.schedules, sw, || SwitchBatch {
                 address: address.to_string(),
-                items: Vec::new(),
+                items: Vec::with_capacity(most),
             })
             .items
             .push(pb::ScheduleItem {
-                flow_id: f.id.to_string(),
-                links,
+                flow_id: f.id.as_str().to_owned(),
+                links: part.links.clone(),
                 first_slot: self.plan.slot.0,
                 rates_bytes_per_sec: rates,
                 rank,
