@@ -26,8 +26,10 @@ use crate::slot::Slot;
 use crate::topology::LinkId;
 use crate::units::BytesPerSec;
 
+mod booked;
 mod order;
-use order::{CHUNK, OrderTree, fixed, float};
+use booked::Booked;
+use order::{CHUNK, OrderTree, float};
 
 /// A link holding this many entries, that is asked for precedence feedback, keeps them in an
 /// [`OrderTree`] as well from its next write on; one holding fewer than [`TREE_UNTIL`] drops it.
@@ -107,9 +109,6 @@ pub struct Entry {
     pub key: PrecedenceKey,
     /// Slot of the last update; the entry expires K slots later.
     pub refreshed: Slot,
-    /// `rates` in fixed point, for the exact sums (converted once, when written).
-    #[serde(skip)]
-    fixed: Vec<i128>,
 }
 
 /// What a scheduler publishes for one flow on one link.
@@ -198,6 +197,9 @@ struct LinkLoad {
     /// place, so that finding a flow's entry (every update, every feedback) is one hash
     /// lookup rather than a search of the ordered tree as well.
     slab: Vec<Entry>,
+    /// The slab's entries' rates in fixed point, for the exact sums (converted once, when
+    /// written), in the slab's order.
+    booked: Booked,
     /// Entries in precedence order.
     entries: BTreeMap<PrecedenceKey, Handle>,
     /// Flow → its entry.
@@ -220,6 +222,7 @@ impl LinkLoad {
             now,
             expiry_floor: u64::MAX,
             slab: Vec::new(),
+            booked: Booked::new(window / 2),
             entries: BTreeMap::new(),
             index: Map::default(),
             total: vec![0.0; window],
@@ -269,8 +272,9 @@ impl LinkLoad {
         let h = Handle::try_from(self.slab.len()).expect("a link holds fewer than 2^32 entries");
         self.expiry_floor = self.expiry_floor.min(e.refreshed.0 + self.horizon());
         self.account(window_start, &e, 1.0, h);
+        self.booked.push(e.first_slot.0, &e.rates);
         if let Some(t) = &mut self.order {
-            t.insert(e.key.clone(), e.first_slot, &e.fixed);
+            t.insert(e.key.clone(), e.first_slot, self.booked.get(h as usize).1);
         }
         self.index.insert(e.key.flow.clone(), h);
         self.entries.insert(e.key.clone(), h);
@@ -292,8 +296,9 @@ impl LinkLoad {
             return;
         }
         let mut t = OrderTree::new(self.horizon() as usize);
-        for e in self.ordered() {
-            t.insert(e.key.clone(), e.first_slot, &e.fixed);
+        for (k, &h) in &self.entries {
+            let (first, fixed) = self.booked.get(h as usize);
+            t.insert(k.clone(), Slot(first), fixed);
         }
         self.order = Some(t);
     }
@@ -317,6 +322,7 @@ impl LinkLoad {
     /// wherever it is named.
     fn take(&mut self, h: Handle) -> Entry {
         let e = self.slab.swap_remove(h as usize);
+        self.booked.swap_remove(h as usize);
         if let Some(moved) = self.slab.get(h as usize) {
             let names = [
                 self.entries.get_mut(&moved.key),
@@ -358,13 +364,12 @@ impl LinkLoad {
         e.first_slot = u.first_slot;
         e.rates.clear();
         e.rates.extend_from_slice(u.rates);
-        e.fixed.clear();
-        e.fixed.extend(u.rates.iter().map(|&r| fixed(r)));
+        self.booked.set(h as usize, u.first_slot.0, u.rates);
         e.refreshed = window_start;
         accumulate(&mut self.total, window_start, e, 1.0);
         accumulate(&mut p.sums.sum, window_start, e, 1.0);
         if let Some(t) = &mut self.order {
-            t.replace(&e.key, e.first_slot, &e.fixed);
+            t.replace(&e.key, e.first_slot, self.booked.get(h as usize).1);
         }
         true
     }
@@ -390,13 +395,12 @@ impl LinkLoad {
             // here, and finding the range's end costs a second descent with its key compares.
             for (_, &h) in self.entries.iter().take_while(|(k, _)| *k < key) {
                 visited += 1;
-                let e = self.entry(h);
-                let first = e.first_slot.0;
-                let (ea, eb) = (a.max(first), b.min(first + e.fixed.len() as u64));
+                let (first, fixed) = self.booked.get(h as usize);
+                let (ea, eb) = (a.max(first), b.min(first + fixed.len() as u64));
                 if ea >= eb {
                     continue;
                 }
-                let rates = &e.fixed[(ea - first) as usize..(eb - first) as usize];
+                let rates = &fixed[(ea - first) as usize..(eb - first) as usize];
                 let cells = &mut sum[(ea - start) as usize..(eb - start) as usize];
                 for (cell, r) in cells.iter_mut().zip(rates) {
                     *cell += r;
@@ -423,9 +427,9 @@ impl LinkLoad {
             .iter()
             .rev()
             .take_while(|(k, _)| *k > key)
-            .map(|(_, &h)| self.entry(h))
-            .filter(|e| e.first_slot == slot)
-            .map(|e| e.fixed.first().copied().unwrap_or(0))
+            .map(|(_, &h)| self.booked.get(h as usize))
+            .filter(|&(first, _)| first == slot.0)
+            .map(|(_, fixed)| fixed.first().copied().unwrap_or(0))
             .sum();
         float(sum)
     }
@@ -721,7 +725,6 @@ impl LoadTable {
                     publisher: u.publisher.to_string(),
                     first_slot: u.first_slot,
                     rates: u.rates.to_vec(),
-                    fixed: u.rates.iter().map(|&r| fixed(r)).collect(),
                     key: u.key.clone(),
                     refreshed: window_start,
                 },
@@ -980,6 +983,12 @@ impl LoadTable {
                     return Err(format!("link {id}: entry {} should have expired", k.flow));
                 }
                 fresh.insert(l.now, e.clone());
+                if l.booked.get(h as usize) != fresh.booked.get(fresh.slab.len() - 1) {
+                    return Err(format!(
+                        "link {id}: entry {}'s booking is not its rates'",
+                        k.flow
+                    ));
+                }
             }
             let same = |a: &[f64], b: &[f64]| {
                 a.len() == b.len()
