@@ -10,12 +10,15 @@ use mlcc_core::topology::{LinkId, Node, NodeId, NodeKind, Owner, Topology};
 
 use super::HostError;
 
-/// The links of a flow's path that one emulated switch owns, by name in path order: what the
-/// flow asks that switch about and books with it. Paths do not change during a flow, so each
-/// flow keeps its parts rather than grouping its path every slot.
+/// The links of a flow's path that one emulated switch owns, by name in path order, with the
+/// switch's name and its emulator's address: what the flow asks that switch about and books
+/// with it. Paths do not change during a flow, so each flow keeps its parts from routing on
+/// rather than grouping its path every slot; and a flow a new topology ends still withdraws
+/// from the switches it booked on, named as they were.
 #[derive(Clone, Debug)]
 pub struct SwitchPart {
-    pub switch: NodeId,
+    pub switch: String,
+    pub address: String,
     pub links: Vec<String>,
 }
 
@@ -83,30 +86,19 @@ impl Fabric {
     pub fn switch_parts(&self, path: &[LinkId]) -> Vec<SwitchPart> {
         let mut out: Vec<SwitchPart> = Vec::new();
         for &l in path {
-            if let Some((switch, _, _)) = self.emulated_owner(l) {
+            if let Some((_, node, address)) = self.emulated_owner(l) {
                 let name = self.topo.link(l).name.clone();
-                match out.iter_mut().find(|p| p.switch == switch) {
+                match out.iter_mut().find(|p| p.switch == node.name) {
                     Some(p) => p.links.push(name),
                     None => out.push(SwitchPart {
-                        switch,
+                        switch: node.name.clone(),
+                        address: address.to_string(),
                         links: vec![name],
                     }),
                 }
             }
         }
         out
-    }
-
-    /// Switch `s`'s name and its emulator's address, if it has one.
-    pub fn emulator(&self, s: NodeId) -> Option<(&str, &str)> {
-        let node = self.topo.node(s);
-        match &node.kind {
-            NodeKind::Switch {
-                emulator: Some(addr),
-                ..
-            } => Some((node.name.as_str(), addr.as_str())),
-            _ => None,
-        }
     }
 
     /// The switch that owns link `l`, if an emulator speaks for it: the switch, its node and
@@ -116,7 +108,13 @@ impl Fabric {
         let Owner::Switch(s) = self.topo.owner(l) else {
             return None;
         };
-        let (_, addr) = self.emulator(s)?;
-        Some((s, self.topo.node(s), addr))
+        let node = self.topo.node(s);
+        match &node.kind {
+            NodeKind::Switch {
+                emulator: Some(addr),
+                ..
+            } => Some((s, node, addr.as_str())),
+            _ => None,
+        }
     }
 }

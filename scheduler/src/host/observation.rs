@@ -132,9 +132,6 @@ pub(super) fn queries<'a>(
         // `own` leaves the peers' reports out: the key must not read them.
         debug_assert_eq!(key, policy.key_of(&ctx.observe(f, None)));
         for part in &f.by_switch {
-            let Some((sw, addr)) = ctx.fabric.emulator(part.switch) else {
-                continue;
-            };
             let item = pb::FeedbackQuery {
                 flow_id: f.id.as_str().to_owned(),
                 links: part.links.clone(),
@@ -142,8 +139,8 @@ pub(super) fn queries<'a>(
                 // Only a policy that plans slot n around committed rates needs them.
                 committed: policy.committed_now,
             };
-            entry_for(&mut per_switch, sw, || SwitchBatch {
-                address: addr.to_string(),
+            entry_for(&mut per_switch, &part.switch, || SwitchBatch {
+                address: part.address.clone(),
                 items: Vec::with_capacity(most),
             })
             .items

@@ -129,12 +129,9 @@ impl Carrier<'_> {
         // Each switch its copy; the last takes the plan itself.
         let copies = std::iter::repeat_n(rates, f.by_switch.len());
         for (part, rates) in f.by_switch.iter().zip(copies) {
-            let Some((sw, address)) = self.fabric.emulator(part.switch) else {
-                continue;
-            };
             let most = self.flows;
-            entry_for(&mut self.plan.schedules, sw, || SwitchBatch {
-                address: address.to_string(),
+            entry_for(&mut self.plan.schedules, &part.switch, || SwitchBatch {
+                address: part.address.clone(),
                 items: Vec::with_capacity(most),
             })
             .items

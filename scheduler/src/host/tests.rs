@@ -476,6 +476,42 @@ fn outputs_rates_per_socket_schedules_per_switch_and_peer_messages() {
     assert_eq!(msgs[0].finish_bytes, (d.rate * 0.06) as u64);
 }
 
+/// A new topology ends every flow: each withdraws from the switch it booked on, under the
+/// names and address that switch had, while the flow routed anew books on the new switch.
+#[test]
+fn a_new_topology_withdraws_from_the_switches_of_the_old_one() {
+    let mut s = sched("h1");
+    let (p, out) = ring_h1();
+    let obs = Observation {
+        processes: vec![p],
+        stats: stats(&[(key(&out), 0)]),
+    };
+    let req = s.observe(Slot(5), &obs);
+    s.plan(&answers_empty(&req));
+    // Fewer nodes and links than before, under another switch: the old flow's ids name
+    // nothing here.
+    let mut b = TopologyBuilder::new();
+    let cap = parse_rate("1Gbit").unwrap();
+    b.add_switch("sw9", 0, Some("127.0.0.1:9".into()));
+    for i in 1..=2 {
+        let name = format!("h{i}");
+        b.add_host(&name, Some(format!("10.0.0.{i}").parse().unwrap()), None);
+        b.add_duplex(&name, "sw9", cap);
+    }
+    s.set_topology(Arc::new(b.build().unwrap())).unwrap();
+    let req = s.observe(Slot(6), &obs);
+    let plan = s.plan(&answers_empty(&req));
+    let old = &plan.schedules["sw1"];
+    assert_eq!(old.address, "127.0.0.1:1");
+    assert_eq!(old.items.len(), 1);
+    assert!(old.items[0].done);
+    assert_eq!(old.items[0].links, ["sw1->h2"]);
+    let new = &plan.schedules["sw9"];
+    assert_eq!(new.address, "127.0.0.1:9");
+    assert!(!new.items[0].done);
+    assert_eq!(new.items[0].links, ["sw9->h2"]);
+}
+
 #[test]
 fn other_hosts_bookings_on_the_switch_link_are_planned_around() {
     let mut s = sched("h1");
