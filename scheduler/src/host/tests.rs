@@ -14,13 +14,18 @@ const MB: u64 = 1_000_000;
 
 /// h1..h4 (10.0.0.1..4) on one emulated switch sw1, 1 Gbit/s links.
 fn topo() -> Arc<Topology> {
+    one_switch("sw1", "127.0.0.1:1", 4)
+}
+
+/// h1..hN (10.0.0.1..N) on one emulated switch `sw` at `address`, 1 Gbit/s links.
+fn one_switch(sw: &str, address: &str, hosts: usize) -> Arc<Topology> {
     let mut b = TopologyBuilder::new();
     let cap = parse_rate("1Gbit").unwrap();
-    b.add_switch("sw1", 0, Some("127.0.0.1:1".into()));
-    for i in 1..=4 {
+    b.add_switch(sw, 0, Some(address.into()));
+    for i in 1..=hosts {
         let name = format!("h{i}");
         b.add_host(&name, Some(format!("10.0.0.{i}").parse().unwrap()), None);
-        b.add_duplex(&name, "sw1", cap);
+        b.add_duplex(&name, sw, cap);
     }
     Arc::new(b.build().unwrap())
 }
@@ -112,6 +117,19 @@ fn ring_h1_with_acks() -> (
         stats: stats(&[(k, acked)]),
     };
     (sched("h1"), p, obs)
+}
+
+/// `ring_h1` under a fresh scheduler on h1, observed at slot 5 with nothing acked: the
+/// scheduler, the observation and the feedback it asks for.
+fn ring_h1_observed_at_5() -> (HostScheduler, Observation, FeedbackRequests) {
+    let mut s = sched("h1");
+    let (p, out) = ring_h1();
+    let obs = Observation {
+        processes: vec![p],
+        stats: stats(&[(key(&out), 0)]),
+    };
+    let req = s.observe(Slot(5), &obs);
+    (s, obs, req)
 }
 
 fn answers_empty(req: &FeedbackRequests) -> FeedbackAnswers {
@@ -480,25 +498,11 @@ fn outputs_rates_per_socket_schedules_per_switch_and_peer_messages() {
 /// names and address that switch had, while the flow routed anew books on the new switch.
 #[test]
 fn a_new_topology_withdraws_from_the_switches_of_the_old_one() {
-    let mut s = sched("h1");
-    let (p, out) = ring_h1();
-    let obs = Observation {
-        processes: vec![p],
-        stats: stats(&[(key(&out), 0)]),
-    };
-    let req = s.observe(Slot(5), &obs);
+    let (mut s, obs, req) = ring_h1_observed_at_5();
     s.plan(&answers_empty(&req));
     // Fewer nodes and links than before, under another switch: the old flow's ids name
     // nothing here.
-    let mut b = TopologyBuilder::new();
-    let cap = parse_rate("1Gbit").unwrap();
-    b.add_switch("sw9", 0, Some("127.0.0.1:9".into()));
-    for i in 1..=2 {
-        let name = format!("h{i}");
-        b.add_host(&name, Some(format!("10.0.0.{i}").parse().unwrap()), None);
-        b.add_duplex(&name, "sw9", cap);
-    }
-    s.set_topology(Arc::new(b.build().unwrap())).unwrap();
+    s.set_topology(one_switch("sw9", "127.0.0.1:9", 2)).unwrap();
     let req = s.observe(Slot(6), &obs);
     let plan = s.plan(&answers_empty(&req));
     let old = &plan.schedules["sw1"];
@@ -605,13 +609,7 @@ fn a_silent_switch_is_planned_as_unbooked_and_marked() {
 
 #[test]
 fn a_switch_with_a_skewed_clock_leaves_its_flows_to_kernel_tcp_and_withdraws_them() {
-    let mut s = sched("h1");
-    let (p, out) = ring_h1();
-    let obs = Observation {
-        processes: vec![p],
-        stats: stats(&[(key(&out), 0)]),
-    };
-    let req = s.observe(Slot(5), &obs);
+    let (mut s, obs, req) = ring_h1_observed_at_5();
     s.set_unsynced_switches(["sw1".to_string()].into());
     let plan = s.plan(&answers_empty(&req));
     assert_eq!(plan.unsynced_switches, ["sw1"]);
@@ -624,7 +622,7 @@ fn a_switch_with_a_skewed_clock_leaves_its_flows_to_kernel_tcp_and_withdraws_the
     );
     // No order: the datapath's fallback (kernel TCP) paces it; the socket's order is cleared.
     assert!(plan.orders.is_empty(), "{:?}", plan.orders);
-    assert_eq!(plan.clear, [key(&out)]);
+    assert_eq!(plan.clear, [key(&ring_h1().1)]);
     let f = s.flows().next().unwrap();
     assert_eq!(f.enforced_rate, 0.0);
     assert!(f.degraded.iter().any(|d| d.contains("kernel TCP")));
