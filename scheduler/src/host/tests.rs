@@ -122,12 +122,8 @@ fn ring_h1_with_acks() -> (
 /// `ring_h1` under a fresh scheduler on h1, observed at slot 5 with nothing acked: the
 /// scheduler, the observation and the feedback it asks for.
 fn ring_h1_observed_at_5() -> (HostScheduler, Observation, FeedbackRequests) {
-    let mut s = sched("h1");
-    let (p, out) = ring_h1();
-    let obs = Observation {
-        processes: vec![p],
-        stats: stats(&[(key(&out), 0)]),
-    };
+    let (mut s, p, at) = ring_h1_with_acks();
+    let obs = at(&p, 0);
     let req = s.observe(Slot(5), &obs);
     (s, obs, req)
 }
