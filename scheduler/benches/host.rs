@@ -19,7 +19,7 @@ use mlcc_scheduler::host::{FeedbackAnswers, HostConfig, HostScheduler, Observati
 /// what they cost in the daemon, not what glibc's malloc would make of them.
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: mlcc_alloc::MlccAlloc = mlcc_alloc::MlccAlloc;
 
 const K: usize = 10;
 

@@ -104,7 +104,7 @@ struct RunArgs {
 /// which mimalloc's thread-local free lists serve for less than glibc's malloc.
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: mlcc_alloc::MlccAlloc = mlcc_alloc::MlccAlloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -15,7 +15,7 @@ use mlcc_switch_emu::{Emulator, SystemClock, server};
 /// for less than glibc's malloc.
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: mlcc_alloc::MlccAlloc = mlcc_alloc::MlccAlloc;
 
 #[derive(Parser, Debug)]
 #[command(

@@ -14,7 +14,7 @@ use mlcc_scheduler::sockets::ProcSockets;
 /// for less than glibc's malloc.
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: mlcc_alloc::MlccAlloc = mlcc_alloc::MlccAlloc;
 
 #[derive(Parser, Debug)]
 #[command(
