@@ -183,12 +183,15 @@ impl Default for RtoFloor {
 /// The kernel CC a socket runs while it has no order (none yet, its order lapsed, or its job is
 /// not scheduled), through the kernel's own functions. Cubic by default, the kernel's own
 /// default, so a job mlcc does not schedule runs as it would without mlcc; Reno is what the
-/// datapath ran before it could choose.
+/// datapath ran before it could choose. BBR keeps queues short where only its own flows share a
+/// link; a socket takes it when it joins the CC (its model fills the socket's CC state), so a
+/// change of fallback to or from BBR applies to sockets opened afterwards.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Fallback {
     Reno,
     #[default]
     Cubic,
+    Bbr,
 }
 
 impl Fallback {
@@ -196,6 +199,7 @@ impl Fallback {
         match self {
             Fallback::Reno => 0,
             Fallback::Cubic => 1,
+            Fallback::Bbr => 2,
         }
     }
 
@@ -203,6 +207,7 @@ impl Fallback {
         match v {
             0 => Some(Fallback::Reno),
             1 => Some(Fallback::Cubic),
+            2 => Some(Fallback::Bbr),
             _ => None,
         }
     }
@@ -213,6 +218,7 @@ impl fmt::Display for Fallback {
         f.write_str(match self {
             Fallback::Reno => "reno",
             Fallback::Cubic => "cubic",
+            Fallback::Bbr => "bbr",
         })
     }
 }
@@ -223,9 +229,10 @@ impl FromStr for Fallback {
         match s {
             "reno" => Ok(Fallback::Reno),
             "cubic" => Ok(Fallback::Cubic),
+            "bbr" => Ok(Fallback::Bbr),
             _ => Err(DatapathError::Invalid {
                 what: "fallback congestion control",
-                why: format!("{s:?}: say cubic or reno"),
+                why: format!("{s:?}: say cubic, reno or bbr"),
             }),
         }
     }
@@ -358,7 +365,12 @@ mod tests {
         assert_eq!(RawConfig::from_raw(&unknown), None);
         assert_eq!("cubic".parse::<Fallback>().unwrap(), Fallback::Cubic);
         assert_eq!("reno".parse::<Fallback>().unwrap().to_string(), "reno");
-        assert!("bbr".parse::<Fallback>().is_err());
+        assert_eq!("bbr".parse::<Fallback>().unwrap(), Fallback::Bbr);
+        assert!("vegas".parse::<Fallback>().is_err());
+        for f in [Fallback::Reno, Fallback::Cubic, Fallback::Bbr] {
+            assert_eq!(Fallback::from_raw(f.to_raw()), Some(f));
+            assert_eq!(f.to_string().parse::<Fallback>().unwrap(), f);
+        }
         assert_eq!(RtoFloor::new(Duration::ZERO).unwrap(), RtoFloor::KERNEL);
         assert_eq!(RtoFloor::KERNEL.get(), None);
         assert!(RtoFloor::new(Duration::from_millis(201)).is_err());

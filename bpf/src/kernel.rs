@@ -55,23 +55,25 @@ impl std::fmt::Debug for KernelDatapath {
     }
 }
 
-/// The Cubic fallback runs the kernel's tcp_cubic through its kfuncs, which a kernel has only
-/// with tcp_cubic built in or its module loaded (every distribution's default CC, but a kernel
-/// may be built otherwise). Without it the program would run Reno under the name Cubic.
+/// The Cubic and BBR fallbacks run the kernel's tcp_cubic or tcp_bbr through its kfuncs, which
+/// a kernel has only with that CC built in or its module loaded (Cubic is every distribution's
+/// default; BBR is often a module). Without it the program would run Reno under its name.
 fn check_fallback(fallback: Fallback) -> Result<(), DatapathError> {
     const AVAILABLE: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
-    if fallback != Fallback::Cubic {
-        return Ok(());
-    }
+    let (cc, module) = match fallback {
+        Fallback::Reno => return Ok(()),
+        Fallback::Cubic => ("cubic", "tcp_cubic"),
+        Fallback::Bbr => ("bbr", "tcp_bbr"),
+    };
     let ccs =
         fs::read_to_string(AVAILABLE).map_err(DatapathError::io(format!("reading {AVAILABLE}")))?;
-    if ccs.split_whitespace().any(|cc| cc == "cubic") {
+    if ccs.split_whitespace().any(|c| c == cc) {
         return Ok(());
     }
     Err(DatapathError::Invalid {
         what: "fallback congestion control",
         why: format!(
-            "cubic is not in {AVAILABLE} ({}): load tcp_cubic (modprobe tcp_cubic) or choose the reno fallback",
+            "{cc} is not in {AVAILABLE} ({}): load {module} (modprobe {module}) or choose the reno fallback",
             ccs.trim()
         ),
     })

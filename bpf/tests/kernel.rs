@@ -1114,6 +1114,129 @@ fn an_unordered_socket_backs_off_as_its_fallback_cc_does() {
     );
 }
 
+/// What an unordered socket did on a lossy link: how often its ssthresh changed, the segments it
+/// retransmitted, and its goodput over the window's second half, Mbit/s.
+struct UnorderedUnderLoss {
+    ssthresh_changes: usize,
+    retransmits: u32,
+    mbit: f64,
+}
+
+/// Sends for `total` with no order through `link` at 0.2 % loss, sampling tcp_info every ms.
+fn unordered_under_loss(
+    loaded: &mut Loaded,
+    link: &VethPair,
+    total: Duration,
+) -> (UnorderedUnderLoss, Sender, Receiver) {
+    let cc = loaded.dp().cc_name().clone();
+    let rx = Receiver::start(
+        &link.receiver,
+        SocketAddr::new(link.receiver_addr.into(), 0),
+    )
+    .expect("receiver");
+    let port = rx.addr.port();
+    let spec = mlcc_bpf::LossSpec::new(0.002, 29, port..=port).expect("spec");
+    let injector =
+        mlcc_bpf::LossInjector::attach(&netns_path(&link.receiver), "eth0", spec).expect("attach");
+    let tx = Sender::start(&link.sender, None, rx.addr, Some(&cc)).expect("sender");
+    let start = Instant::now();
+    let mut ssthresh = tcp_info(&tx.stream).tcpi_snd_ssthresh;
+    let mut ssthresh_changes = 0;
+    let mut half = None;
+    while start.elapsed() < total {
+        let now = tcp_info(&tx.stream).tcpi_snd_ssthresh;
+        ssthresh_changes += usize::from(now != ssthresh);
+        ssthresh = now;
+        if half.is_none() && start.elapsed() >= total / 2 {
+            half = Some(stats(loaded.dp(), &tx.key));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let end = stats(loaded.dp(), &tx.key);
+    drop(injector);
+    let out = UnorderedUnderLoss {
+        ssthresh_changes,
+        retransmits: total_retrans(&tx.stream),
+        mbit: half.map_or(0.0, |h| rate_between(&h, &end) * 8e-6),
+    };
+    (out, tx, rx)
+}
+
+/// With the BBR fallback an unordered socket runs the kernel's BBR through its kfuncs: random
+/// loss never moves its ssthresh (`bbr_ssthresh` keeps it; BBR itself sets it once, to the
+/// bytes in flight, when it leaves STARTUP), where the Cubic fallback, the control on a link
+/// like it, cuts it at every loss. An order then paces the socket
+/// as it paces any, and when the order lapses BBR takes the socket back, data intact.
+#[test]
+fn an_unordered_socket_on_the_bbr_fallback_runs_bbr_and_obeys_orders() {
+    let Some(_serial) = root("an_unordered_socket_on_the_bbr_fallback_runs_bbr_and_obeys_orders")
+    else {
+        return;
+    };
+    // A link each: a connection may take its predecessor's ssthresh from tcp_metrics.
+    let link = || VethPair::create(Some(LINK_BITS / 4)).expect("veth pair");
+    let unordered = Duration::from_millis(1500);
+    let mut cubic = Loaded::with_fallback(Fallback::Cubic);
+    let (control, tx, rx) = unordered_under_loss(&mut cubic, &link(), unordered);
+    assert_eq!(
+        tx.finish().unwrap(),
+        rx.finish().unwrap(),
+        "payload differs end to end"
+    );
+    drop(cubic);
+
+    let link = link();
+    let mut bbr = Loaded::with_fallback(Fallback::Bbr);
+    let (ours, tx, rx) = unordered_under_loss(&mut bbr, &link, unordered);
+    let dp = bbr.dp();
+    let ttl = Duration::from_secs(1);
+    dp.set_rates(&[order(tx.key, mbit(50), ttl)]).unwrap();
+    let samples = sample_for(dp, &tx.key, Duration::from_millis(2000));
+    let sent = tx.finish().unwrap();
+    let got = rx.finish().unwrap();
+    assert_eq!(sent, got, "payload differs end to end");
+    let paced = rate_over(&samples, 0.3, 0.95) * 8e-6;
+    let after = rate_over(&samples, 1.4, 1.95) * 8e-6;
+    let link_mbit = LINK_BITS as f64 / 4.0 * 1e-6;
+    println!(
+        "0.2 % loss, unordered: bbr fallback {:.1} Mbit/s ({} retransmits, ssthresh changed {} \
+         times), cubic fallback {:.1} Mbit/s ({} retransmits, ssthresh changed {} times); bbr \
+         socket paced at {paced:.1} Mbit/s under a 50 Mbit/s order, {after:.1} Mbit/s after it \
+         lapsed; load {}",
+        ours.mbit,
+        ours.retransmits,
+        ours.ssthresh_changes,
+        control.mbit,
+        control.retransmits,
+        control.ssthresh_changes,
+        load_average()
+    );
+    assert!(
+        control.ssthresh_changes >= 5,
+        "the cubic control cut at {} losses only",
+        control.ssthresh_changes
+    );
+    assert!(ours.retransmits > 0, "no loss reached the bbr socket");
+    assert!(
+        ours.ssthresh_changes <= 1,
+        "losses moved the bbr socket's ssthresh {} times",
+        ours.ssthresh_changes
+    );
+    assert!(
+        ours.mbit >= 0.6 * link_mbit,
+        "bbr fallback at {:.1} Mbit/s of {link_mbit:.0} under 0.2 % loss",
+        ours.mbit
+    );
+    assert!(
+        (paced - 50.0).abs() <= 5.0,
+        "paced at {paced:.1} Mbit/s, ordered 50"
+    );
+    assert!(
+        after >= 0.5 * link_mbit,
+        "after the order lapsed bbr reached only {after:.1} Mbit/s"
+    );
+}
+
 /// In Recovery a socket with no order sets cwnd by proportional rate reduction, as the kernel
 /// does for its own CCs (and skips for a CC with cong_control): cwnd is what is in flight plus
 /// PRR's share of what was delivered, so it moves with every ACK and only ends at ssthresh.

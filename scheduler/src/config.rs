@@ -220,9 +220,10 @@ pub struct DaemonArgs {
     pub rto_floor: Option<mlcc_bpf::RtoFloor>,
     /// The kernel CC a socket on the BPF datapath runs while it has no rate order: before its
     /// first, when its job is not scheduled (no progress file and nothing learned yet), or when
-    /// mlccd stops renewing orders. "cubic" (the kernel's default) or "reno" [default: cubic].
-    /// Used when mlccd loads the datapath; a pinned one keeps the fallback it was loaded with.
-    #[arg(long, value_name = "cubic|reno", value_parser = parse_fallback)]
+    /// mlccd stops renewing orders. "cubic" (the kernel's default), "reno" or "bbr" (a socket
+    /// keeps the BBR choice it joined with) [default: cubic]. Used when mlccd loads the
+    /// datapath; a pinned one keeps the fallback it was loaded with.
+    #[arg(long, value_name = "cubic|reno|bbr", value_parser = parse_fallback)]
     pub fallback: Option<mlcc_bpf::Fallback>,
     /// Remote port of the PS-Lite scheduler (DMLC_PS_ROOT_PORT); its connections are skipped,
     /// and so are the connections a process that has one accepted: PS-Lite's ZMQ van sends only
@@ -777,7 +778,7 @@ mod tests {
     }
 
     #[test]
-    fn fallback_defaults_to_cubic_and_takes_reno_from_file_or_flag() {
+    fn fallback_defaults_to_cubic_and_takes_reno_or_bbr_from_file_or_flag() {
         use mlcc_bpf::Fallback;
         let (_dir, p, args) = minimal_config();
         let fallback = |c: &DaemonArgs| c.resolve().unwrap().fallback;
@@ -785,8 +786,13 @@ mod tests {
         rewrite(&p, "fallback = \"reno\"\n");
         assert_eq!(fallback(&args), Fallback::Reno);
         rewrite(&p, "fallback = \"bbr\"\n");
+        assert_eq!(fallback(&args), Fallback::Bbr);
+        rewrite(&p, "fallback = \"vegas\"\n");
         let e = args.resolve().unwrap_err().to_string();
-        assert!(e.contains("fallback") && e.contains("cubic or reno"), "{e}");
+        assert!(
+            e.contains("fallback") && e.contains("cubic, reno or bbr"),
+            "{e}"
+        );
         rewrite(&p, "fallback = \"reno\"\n");
         let flag = DaemonArgs {
             fallback: Some(Fallback::Cubic),

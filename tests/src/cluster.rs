@@ -116,7 +116,7 @@ pub enum Cc {
     /// wrote: `mlcc`, or `mlcc/key=value/...` with mlccd options in mlcc-sim's variant syntax
     /// (`eta`, `rank`, `mode`, `policy`, and any rule `NAME=on|off`), so one sitting can compare
     /// policies on real TCP; `args` are those options as mlccd flags. `rto_floor=DURATION` (or
-    /// `kernel`) sets the datapath's RTO floor instead, `fallback=reno|cubic` the kernel CC its
+    /// `kernel`) sets the datapath's RTO floor instead, `fallback=reno|cubic|bbr` the kernel CC its
     /// sockets run without an order; `tau=DURATION` and `horizon=K` the
     /// slots of mlccd and the switch emulators instead of the scenario's. `progress=off`
     /// starts the jobs without progress files (their sockets still on the CC), so mlccd
@@ -2147,7 +2147,11 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(Cc::parse("mlcc/fallback=bbr").is_err());
+        match Cc::parse("mlcc/fallback=bbr") {
+            Ok(Cc::Mlcc { fallback, .. }) => assert_eq!(fallback, mlcc_bpf::Fallback::Bbr),
+            other => panic!("{other:?}"),
+        }
+        assert!(Cc::parse("mlcc/fallback=vegas").is_err());
         match Cc::parse("mlcc/progress=off/learn=off") {
             Ok(Cc::Mlcc { progress, args, .. }) => {
                 assert!(!progress);

@@ -4,8 +4,8 @@
  *
  * mlcc_cc paces every socket at the rate mlccd wrote for its 4-tuple and caps cwnd near the
  * rate's BDP, so the planned rate, not loss, decides how fast a flow goes. Without an order (none
- * yet, or mlccd stopped renewing it) the socket runs the kernel's Cubic (or Reno, as the operator
- * chooses) through the kernel's own kfuncs: flows never freeze because the daemon is gone.
+ * yet, or mlccd stopped renewing it) the socket runs the kernel's Cubic (or Reno or BBR, as the
+ * operator chooses) through the kernel's own kfuncs: flows never freeze because the daemon is gone.
  *
  * An order with a fill class (fill_dscp) guarantees its rate and lets the socket send beyond it:
  * the CC runs its fallback unpaced with a cwnd floor of the guaranteed rate's BDP, and
@@ -16,7 +16,7 @@
  * mlcc_sockops puts sockets of the cgroups it is attached to on mlcc_cc, so a job opts in
  * without patching its communication library.
  *
- * The tcp_reno_* and cubictcp_* kfuncs are GPL-only: the programs are licensed "Dual MIT/GPL".
+ * The tcp_reno_*, cubictcp_* and bbr_* kfuncs are GPL-only: the programs are licensed "Dual MIT/GPL".
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -93,11 +93,18 @@ extern void cubictcp_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym 
 extern void cubictcp_state(struct sock *sk, __u8 new_state) __ksym __weak;
 extern void cubictcp_cwnd_event(struct sock *sk, enum tcp_ca_event event) __ksym __weak;
 extern void cubictcp_acked(struct sock *sk, const struct ack_sample *sample) __ksym __weak;
+extern void bbr_init(struct sock *sk) __ksym __weak;
+extern void bbr_main(struct sock *sk, __u32 ack, int flag, const struct rate_sample *rs) __ksym __weak;
+extern __u32 bbr_ssthresh(struct sock *sk) __ksym __weak;
+extern __u32 bbr_undo_cwnd(struct sock *sk) __ksym __weak;
+extern void bbr_cwnd_event(struct sock *sk, enum tcp_ca_event event) __ksym __weak;
+extern void bbr_set_state(struct sock *sk, __u8 new_state) __ksym __weak;
 
 /*
- * The cubictcp_* kfuncs are weak: a kernel whose tcp_cubic is a module not loaded still loads
- * the datapath (the loader refuses a Cubic fallback there), and its sockets fall back to Reno.
- * Each call is guarded by its own bpf_ksym_exists, which the verifier needs to drop the call.
+ * The cubictcp_* and bbr_* kfuncs are weak: a kernel whose tcp_cubic or tcp_bbr is a module not
+ * loaded still loads the datapath (the loader refuses that fallback there), and its sockets fall
+ * back to Reno. Each call is guarded by its own bpf_ksym_exists, which the verifier needs to drop
+ * the call.
  */
 static __always_inline int cubic_config(const struct mlcc_config *cfg)
 {
@@ -226,21 +233,33 @@ static __always_inline void fallback_pacing(struct sock *sk)
 #define FLAG_FORWARD_PROGRESS (FLAG_DATA_ACKED | FLAG_SYN_ACKED | FLAG_DATA_SACKED)
 
 /*
- * Per-socket state in icsk_ca_priv, at its end, clear of Cubic's struct bictcp at its start
- * (Reno keeps nothing there). The verifier refuses a write outside icsk_ca_priv.
+ * mlcc_cc's own per-socket state, in socket storage: icsk_ca_priv belongs to the fallback CC, and
+ * BBR's model fills all of it. A socket whose storage cannot be had (no memory) runs Reno or
+ * Cubic without PRR's count.
  */
 struct mlcc_ca {
+	/* What was delivered since CWR or Recovery began; the kernel counts it only in the
+	 * function it skips for a CC with cong_control. */
 	__u32 prr_delivered;
+	/* The socket runs BBR while it has no order: chosen once, when it joined the CC. */
+	__u32 bbr;
 };
 
-#define CA_PRIV_SIZE sizeof(((struct inet_connection_sock *)0)->icsk_ca_priv)
-#define MLCC_CA_OFFSET (CA_PRIV_SIZE - sizeof(struct mlcc_ca))
-_Static_assert(sizeof(struct bictcp) <= MLCC_CA_OFFSET,
-	       "mlcc's per-socket state would overlap Cubic's in icsk_ca_priv");
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct mlcc_ca);
+} mlcc_socks SEC(".maps");
 
 static __always_inline struct mlcc_ca *ca_of(struct sock *sk)
 {
-	return (struct mlcc_ca *)((char *)inet_csk(sk)->icsk_ca_priv + MLCC_CA_OFFSET);
+	return bpf_sk_storage_get(&mlcc_socks, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+}
+
+static __always_inline int runs_bbr(const struct mlcc_ca *ca)
+{
+	return ca && ca->bbr;
 }
 
 /* The fallback's ssthresh: Cubic's where it is the fallback and loaded, else Reno's. */
@@ -291,10 +310,10 @@ static __always_inline int may_raise_cwnd(struct sock *sk, int flag)
  * had drained. The kernel keeps prior_cwnd and prr_out; prr_delivered is ours (the kernel counts
  * it only in the function it skips for a CC with cong_control), counted in every mode.
  */
-static __always_inline void prr(struct sock *sk, const struct rate_sample *rs, int flag)
+static __always_inline void prr(struct sock *sk, const struct mlcc_ca *ca,
+				const struct rate_sample *rs, int flag)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	struct mlcc_ca *ca = ca_of(sk);
 	__u32 in_flight = packets_in_flight(tp);
 	int delta = (int)tp->snd_ssthresh - (int)in_flight;
 	int delivered = rs->acked_sacked;
@@ -302,7 +321,7 @@ static __always_inline void prr(struct sock *sk, const struct rate_sample *rs, i
 
 	int floor = tp->prr_out ? 0 : 1;
 
-	if (delivered <= 0 || !tp->prior_cwnd)
+	if (!ca || delivered <= 0 || !tp->prior_cwnd)
 		return;
 	if (delta < 0) {
 		__u64 dividend = (__u64)tp->snd_ssthresh * ca->prr_delivered + tp->prior_cwnd - 1;
@@ -325,15 +344,16 @@ static __always_inline void prr(struct sock *sk, const struct rate_sample *rs, i
 /*
  * The fallback CC (Reno or Cubic), run here because the kernel skips cong_avoid and its cwnd
  * reduction for a CC that has cong_control: PRR in CWR and Recovery, the CC's growth otherwise
- * where the kernel's tcp_may_raise_cwnd would allow it.
+ * where the kernel's tcp_may_raise_cwnd would allow it. (BBR is a cong_control of its own and
+ * runs whole, in mlcc_cong_control.)
  */
-static __always_inline void fallback(struct sock *sk, __u32 ack, const struct rate_sample *rs,
-				     int flag, int use_cubic)
+static __always_inline void fallback(struct sock *sk, const struct mlcc_ca *ca, __u32 ack,
+				     const struct rate_sample *rs, int flag, int use_cubic)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 
 	if (in_cwnd_reduction(inet_csk(sk)->icsk_ca_state)) {
-		prr(sk, rs, flag);
+		prr(sk, ca, rs, flag);
 	} else if (rs->acked_sacked > 0 && may_raise_cwnd(sk, flag)) {
 		if (use_cubic && bpf_ksym_exists(cubictcp_cong_avoid))
 			cubictcp_cong_avoid(sk, ack, rs->acked_sacked);
@@ -364,18 +384,24 @@ static __always_inline void set_rto_floor(struct sock *sk, const struct mlcc_con
 }
 
 /*
- * An order with a fill class: the fallback CC, unpaced, over a cwnd floor of the guaranteed rate's
- * BDP.
+ * An order with a fill class: the fallback CC, unpaced (BBR: at no less than the guaranteed
+ * rate), over a cwnd floor of the guaranteed rate's BDP.
  * Beyond the floor the socket's bytes leave in the fill class (mlcc_mark) and react to loss there
  * as any TCP's; the guaranteed rate itself is not cut by it.
  */
-static __always_inline void fill(struct sock *sk, __u32 ack, const struct rate_sample *rs,
-				 int flag, __u64 rate, const struct mlcc_config *cfg)
+static __always_inline void fill(struct sock *sk, const struct mlcc_ca *ca, __u32 ack,
+				 const struct rate_sample *rs, int flag, __u64 rate,
+				 const struct mlcc_config *cfg)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	__u32 floor = rate_cwnd(sk, rate, cfg);
 
-	fallback(sk, ack, rs, flag, cubic_config(cfg));
+	if (runs_bbr(ca)) {
+		if (sk->sk_pacing_rate < rate)
+			sk->sk_pacing_rate = rate < sk->sk_max_pacing_rate ? rate : sk->sk_max_pacing_rate;
+	} else {
+		fallback(sk, ca, ack, rs, flag, cubic_config(cfg));
+	}
 	if (tp->snd_cwnd < floor)
 		tp->snd_cwnd = floor;
 }
@@ -386,13 +412,23 @@ void BPF_PROG(mlcc_init, struct sock *sk)
 	struct mlcc_config *cfg;
 	__u32 zero = 0;
 
+	struct mlcc_ca *ca = ca_of(sk);
+
 	sk->sk_pacing_status = SK_PACING_NEEDED;
-	/* Cubic's state is kept whatever the fallback: it is what a socket without an order runs. */
-	if (bpf_ksym_exists(cubictcp_init))
-		cubictcp_init(sk);
 	cfg = bpf_map_lookup_elem(&mlcc_config, &zero);
 	if (cfg)
 		set_rto_floor(sk, cfg);
+	if (ca && cfg && cfg->fallback == MLCC_FALLBACK_BBR && bpf_ksym_exists(bbr_init)) {
+		ca->bbr = 1;
+		bbr_init(sk);
+		return;
+	}
+	/*
+	 * Otherwise Cubic's state is kept whatever the fallback (Reno or Cubic, which the operator
+	 * may switch under running sockets): it is what a socket without an order runs.
+	 */
+	if (bpf_ksym_exists(cubictcp_init))
+		cubictcp_init(sk);
 }
 
 SEC("struct_ops")
@@ -403,23 +439,34 @@ void BPF_PROG(mlcc_cong_control, struct sock *sk, __u32 ack, int flag, const str
 	struct mlcc_config *cfg;
 	__u32 zero = 0;
 	__u32 mode = MLCC_MODE_FALLBACK;
+	struct mlcc_ca *ca = ca_of(sk);
+	int bbr = runs_bbr(ca);
 
-	repair_ssthresh(sk);
-	if (in_cwnd_reduction(inet_csk(sk)->icsk_ca_state) && rs->acked_sacked > 0)
-		ca_of(sk)->prr_delivered += rs->acked_sacked;
+	if (bbr) {
+		/*
+		 * BBR's model follows every ACK, as Cubic's bookkeeping does, so it is current when an
+		 * order lapses; an order then overrides the cwnd and pacing rate it set.
+		 */
+		if (bpf_ksym_exists(bbr_main))
+			bbr_main(sk, ack, flag, rs);
+	} else {
+		repair_ssthresh(sk);
+		if (ca && in_cwnd_reduction(inet_csk(sk)->icsk_ca_state) && rs->acked_sacked > 0)
+			ca->prr_delivered += rs->acked_sacked;
+	}
 	sock_key(sk, &key);
 	order = bpf_map_lookup_elem(&mlcc_rates, &key);
 	cfg = bpf_map_lookup_elem(&mlcc_config, &zero);
 	if (order && cfg && order->bytes_per_sec > 0 && bpf_ktime_get_ns() < order->expires_ns) {
 		if (order->fill_dscp) {
-			fill(sk, ack, rs, flag, order->bytes_per_sec, cfg);
+			fill(sk, ca, ack, rs, flag, order->bytes_per_sec, cfg);
 			mode = MLCC_MODE_FILL;
 		} else {
 			pace(sk, order->bytes_per_sec, cfg);
 			mode = MLCC_MODE_PACED;
 		}
-	} else {
-		fallback(sk, ack, rs, flag, cubic_config(cfg));
+	} else if (!bbr) {
+		fallback(sk, ca, ack, rs, flag, cubic_config(cfg));
 	}
 	record_stats(sk, &key, rs, mode);
 }
@@ -427,6 +474,8 @@ void BPF_PROG(mlcc_cong_control, struct sock *sk, __u32 ack, int flag, const str
 SEC("struct_ops")
 __u32 BPF_PROG(mlcc_ssthresh, struct sock *sk)
 {
+	if (runs_bbr(ca_of(sk)) && bpf_ksym_exists(bbr_ssthresh))
+		return bbr_ssthresh(sk);
 	return base_ssthresh(sk);
 }
 
@@ -436,25 +485,36 @@ __u32 BPF_PROG(mlcc_ssthresh, struct sock *sk)
  * and cwnd is set to ssthresh when they end, unless Recovery was undone. The state changes after
  * this callback returns: icsk_ca_state is still the old one.
  */
-static __always_inline void note_reduction(struct sock *sk, __u8 new_state)
+static __always_inline void note_reduction(struct sock *sk, struct mlcc_ca *ca, __u8 new_state)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	__u8 old_state = inet_csk(sk)->icsk_ca_state;
 
-	if (in_cwnd_reduction(new_state) && !in_cwnd_reduction(old_state))
-		ca_of(sk)->prr_delivered = 0;
+	if (ca && in_cwnd_reduction(new_state) && !in_cwnd_reduction(old_state))
+		ca->prr_delivered = 0;
 	if (in_cwnd_reduction(old_state) && new_state < TCP_CA_CWR &&
 	    tp->snd_ssthresh < TCP_INFINITE_SSTHRESH &&
 	    (old_state == TCP_CA_CWR || tp->undo_marker))
 		tp->snd_cwnd = tp->snd_ssthresh;
 }
 
-/* Cubic's bookkeeping runs whatever the socket's mode, so it is current when an order lapses. */
+/*
+ * The fallback's bookkeeping runs whatever the socket's mode, so it is current when an order
+ * lapses. BBR keeps its own cwnd through CWR and Recovery (packet conservation, then its prior
+ * cwnd back).
+ */
 SEC("struct_ops")
 void BPF_PROG(mlcc_set_state, struct sock *sk, __u8 new_state)
 {
+	struct mlcc_ca *ca = ca_of(sk);
+
+	if (runs_bbr(ca)) {
+		if (bpf_ksym_exists(bbr_set_state))
+			bbr_set_state(sk, new_state);
+		return;
+	}
 	repair_ssthresh(sk);
-	note_reduction(sk, new_state);
+	note_reduction(sk, ca, new_state);
 	if (cubic() && bpf_ksym_exists(cubictcp_state))
 		cubictcp_state(sk, new_state);
 }
@@ -480,13 +540,19 @@ void BPF_PROG(mlcc_cwnd_event, struct sock *sk, enum tcp_ca_event event)
 {
 	if (event == CA_EVENT_TX_START)
 		note_tx_start(sk);
-	if (cubic() && bpf_ksym_exists(cubictcp_cwnd_event))
+	if (runs_bbr(ca_of(sk))) {
+		if (bpf_ksym_exists(bbr_cwnd_event))
+			bbr_cwnd_event(sk, event);
+	} else if (cubic() && bpf_ksym_exists(cubictcp_cwnd_event)) {
 		cubictcp_cwnd_event(sk, event);
+	}
 }
 
 SEC("struct_ops")
 void BPF_PROG(mlcc_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
+	if (runs_bbr(ca_of(sk)))
+		return;
 	repair_ssthresh(sk);
 	if (cubic() && bpf_ksym_exists(cubictcp_acked))
 		cubictcp_acked(sk, sample);
@@ -495,6 +561,8 @@ void BPF_PROG(mlcc_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 SEC("struct_ops")
 __u32 BPF_PROG(mlcc_undo_cwnd, struct sock *sk)
 {
+	if (runs_bbr(ca_of(sk)) && bpf_ksym_exists(bbr_undo_cwnd))
+		return bbr_undo_cwnd(sk);
 	return tcp_reno_undo_cwnd(sk);
 }
 

@@ -89,12 +89,17 @@ struct mlcc_config {
 };
 
 /*
- * The kernel CC a socket runs through its kfuncs while it has no order. Both keep their state in
- * the socket's icsk_ca_priv, which mlcc_cc itself does not use.
+ * The kernel CC a socket runs through its kfuncs while it has no order. Each keeps its state in
+ * the socket's icsk_ca_priv, which mlcc_cc leaves to it (its own is in socket storage).
  */
 enum mlcc_fallback {
 	MLCC_FALLBACK_RENO = 0,
 	MLCC_FALLBACK_CUBIC = 1,
+	/*
+	 * BBR's model (struct bbr) fills icsk_ca_priv: a socket takes it when it joins the CC, where
+	 * the others may change under a running socket.
+	 */
+	MLCC_FALLBACK_BBR = 2,
 };
 
 #endif
