@@ -221,7 +221,8 @@ pub struct DaemonArgs {
     /// The kernel CC a socket on the BPF datapath runs while it has no rate order: before its
     /// first, when its job is not scheduled (no progress file and nothing learned yet), or when
     /// mlccd stops renewing orders. "cubic" (the kernel's default), "reno" or "bbr" (a socket
-    /// keeps the BBR choice it joined with) [default: cubic]. Used when mlccd loads the
+    /// keeps the BBR choice it joined with; measured slower than cubic where mlcc does not
+    /// schedule the jobs) [default: cubic]. Used when mlccd loads the
     /// datapath; a pinned one keeps the fallback it was loaded with.
     #[arg(long, value_name = "cubic|reno|bbr", value_parser = parse_fallback)]
     pub fallback: Option<mlcc_bpf::Fallback>,
