@@ -184,8 +184,8 @@ impl Default for RtoFloor {
 /// not scheduled), through the kernel's own functions. Cubic by default, the kernel's own
 /// default, so a job mlcc does not schedule runs as it would without mlcc; Reno is what the
 /// datapath ran before it could choose. BBR keeps queues short where only its own flows share a
-/// link; a socket takes it when it joins the CC (its model fills the socket's CC state), so a
-/// change of fallback to or from BBR applies to sockets opened afterwards.
+/// link. The fallback is written before the CC is attached and never changes for a datapath:
+/// each keeps its state where the others would read theirs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Fallback {
     Reno,

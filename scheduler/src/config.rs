@@ -220,10 +220,9 @@ pub struct DaemonArgs {
     pub rto_floor: Option<mlcc_bpf::RtoFloor>,
     /// The kernel CC a socket on the BPF datapath runs while it has no rate order: before its
     /// first, when its job is not scheduled (no progress file and nothing learned yet), or when
-    /// mlccd stops renewing orders. "cubic" (the kernel's default), "reno" or "bbr" (a socket
-    /// keeps the BBR choice it joined with; measured slower than cubic where mlcc does not
-    /// schedule the jobs) [default: cubic]. Used when mlccd loads the
-    /// datapath; a pinned one keeps the fallback it was loaded with.
+    /// mlccd stops renewing orders. "cubic" (the kernel's default), "reno" or "bbr" (measured
+    /// slower than cubic where mlcc does not schedule the jobs) [default: cubic]. Used when
+    /// mlccd loads the datapath; a pinned one keeps the fallback it was loaded with.
     #[arg(long, value_name = "cubic|reno|bbr", value_parser = parse_fallback)]
     pub fallback: Option<mlcc_bpf::Fallback>,
     /// Remote port of the PS-Lite scheduler (DMLC_PS_ROOT_PORT); its connections are skipped,

@@ -105,7 +105,18 @@ extern void bbr_set_state(struct sock *sk, __u8 new_state) __ksym __weak;
  * loaded still loads the datapath (the loader refuses that fallback there), and its sockets fall
  * back to Reno. Each call is guarded by its own bpf_ksym_exists, which the verifier needs to drop
  * the call.
+ *
+ * The loader writes the fallback before it attaches the CC and nothing rewrites it, so every
+ * socket of a datapath runs the same one from the start: BBR's model, which fills
+ * icsk_ca_priv, is never read as Cubic's or the other way round.
  */
+static __always_inline struct mlcc_config *mlcc_cfg(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&mlcc_config, &zero);
+}
+
 static __always_inline int cubic_config(const struct mlcc_config *cfg)
 {
 	return cfg && cfg->fallback == MLCC_FALLBACK_CUBIC;
@@ -113,9 +124,23 @@ static __always_inline int cubic_config(const struct mlcc_config *cfg)
 
 static __always_inline int cubic(void)
 {
-	__u32 zero = 0;
+	return cubic_config(mlcc_cfg());
+}
 
-	return cubic_config(bpf_map_lookup_elem(&mlcc_config, &zero));
+static __always_inline int bbr_config(const struct mlcc_config *cfg)
+{
+	return cfg && cfg->fallback == MLCC_FALLBACK_BBR;
+}
+
+static __always_inline int bbr(void)
+{
+	return bbr_config(mlcc_cfg());
+}
+
+/* `rate`, as far as the socket may be paced. */
+static __always_inline __u64 pacing_cap(const struct sock *sk, __u64 rate)
+{
+	return rate < sk->sk_max_pacing_rate ? rate : sk->sk_max_pacing_rate;
 }
 
 static __always_inline __u32 min_rtt_us(const struct tcp_sock *tp)
@@ -194,10 +219,8 @@ static __always_inline __u32 rate_cwnd(struct sock *sk, __u64 rate, const struct
 
 static __always_inline void pace(struct sock *sk, __u64 rate, const struct mlcc_config *cfg)
 {
-	if (rate > sk->sk_max_pacing_rate)
-		rate = sk->sk_max_pacing_rate;
 	sk->sk_pacing_status = SK_PACING_NEEDED;
-	sk->sk_pacing_rate = rate;
+	sk->sk_pacing_rate = pacing_cap(sk, rate);
 	tcp_sk(sk)->snd_cwnd = rate_cwnd(sk, rate, cfg);
 }
 
@@ -234,15 +257,13 @@ static __always_inline void fallback_pacing(struct sock *sk)
 
 /*
  * mlcc_cc's own per-socket state, in socket storage: icsk_ca_priv belongs to the fallback CC, and
- * BBR's model fills all of it. A socket whose storage cannot be had (no memory) runs Reno or
- * Cubic without PRR's count.
+ * BBR's model fills all of it. Only CWR and Recovery touch it (PRR), so an ACK outside them costs
+ * no lookup; a socket whose storage cannot be had (no memory) reduces cwnd without PRR's count.
  */
 struct mlcc_ca {
 	/* What was delivered since CWR or Recovery began; the kernel counts it only in the
 	 * function it skips for a CC with cong_control. */
 	__u32 prr_delivered;
-	/* The socket runs BBR while it has no order: chosen once, when it joined the CC. */
-	__u32 bbr;
 };
 
 struct {
@@ -255,11 +276,6 @@ struct {
 static __always_inline struct mlcc_ca *ca_of(struct sock *sk)
 {
 	return bpf_sk_storage_get(&mlcc_socks, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-}
-
-static __always_inline int runs_bbr(const struct mlcc_ca *ca)
-{
-	return ca && ca->bbr;
 }
 
 /* The fallback's ssthresh: Cubic's where it is the fallback and loaded, else Reno's. */
@@ -310,10 +326,10 @@ static __always_inline int may_raise_cwnd(struct sock *sk, int flag)
  * had drained. The kernel keeps prior_cwnd and prr_out; prr_delivered is ours (the kernel counts
  * it only in the function it skips for a CC with cong_control), counted in every mode.
  */
-static __always_inline void prr(struct sock *sk, const struct mlcc_ca *ca,
-				const struct rate_sample *rs, int flag)
+static __always_inline void prr(struct sock *sk, const struct rate_sample *rs, int flag)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
+	struct mlcc_ca *ca = ca_of(sk);
 	__u32 in_flight = packets_in_flight(tp);
 	int delta = (int)tp->snd_ssthresh - (int)in_flight;
 	int delivered = rs->acked_sacked;
@@ -347,13 +363,13 @@ static __always_inline void prr(struct sock *sk, const struct mlcc_ca *ca,
  * where the kernel's tcp_may_raise_cwnd would allow it. (BBR is a cong_control of its own and
  * runs whole, in mlcc_cong_control.)
  */
-static __always_inline void fallback(struct sock *sk, const struct mlcc_ca *ca, __u32 ack,
-				     const struct rate_sample *rs, int flag, int use_cubic)
+static __always_inline void fallback(struct sock *sk, __u32 ack, const struct rate_sample *rs,
+				     int flag, int use_cubic)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 
 	if (in_cwnd_reduction(inet_csk(sk)->icsk_ca_state)) {
-		prr(sk, ca, rs, flag);
+		prr(sk, rs, flag);
 	} else if (rs->acked_sacked > 0 && may_raise_cwnd(sk, flag)) {
 		if (use_cubic && bpf_ksym_exists(cubictcp_cong_avoid))
 			cubictcp_cong_avoid(sk, ack, rs->acked_sacked);
@@ -389,18 +405,17 @@ static __always_inline void set_rto_floor(struct sock *sk, const struct mlcc_con
  * Beyond the floor the socket's bytes leave in the fill class (mlcc_mark) and react to loss there
  * as any TCP's; the guaranteed rate itself is not cut by it.
  */
-static __always_inline void fill(struct sock *sk, const struct mlcc_ca *ca, __u32 ack,
-				 const struct rate_sample *rs, int flag, __u64 rate,
-				 const struct mlcc_config *cfg)
+static __always_inline void fill(struct sock *sk, __u32 ack, const struct rate_sample *rs,
+				 int flag, __u64 rate, const struct mlcc_config *cfg)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	__u32 floor = rate_cwnd(sk, rate, cfg);
 
-	if (runs_bbr(ca)) {
+	if (bbr_config(cfg)) {
 		if (sk->sk_pacing_rate < rate)
-			sk->sk_pacing_rate = rate < sk->sk_max_pacing_rate ? rate : sk->sk_max_pacing_rate;
+			sk->sk_pacing_rate = pacing_cap(sk, rate);
 	} else {
-		fallback(sk, ca, ack, rs, flag, cubic_config(cfg));
+		fallback(sk, ack, rs, flag, cubic_config(cfg));
 	}
 	if (tp->snd_cwnd < floor)
 		tp->snd_cwnd = floor;
@@ -409,25 +424,17 @@ static __always_inline void fill(struct sock *sk, const struct mlcc_ca *ca, __u3
 SEC("struct_ops")
 void BPF_PROG(mlcc_init, struct sock *sk)
 {
-	struct mlcc_config *cfg;
-	__u32 zero = 0;
-
-	struct mlcc_ca *ca = ca_of(sk);
+	struct mlcc_config *cfg = mlcc_cfg();
 
 	sk->sk_pacing_status = SK_PACING_NEEDED;
-	cfg = bpf_map_lookup_elem(&mlcc_config, &zero);
 	if (cfg)
 		set_rto_floor(sk, cfg);
-	if (ca && cfg && cfg->fallback == MLCC_FALLBACK_BBR && bpf_ksym_exists(bbr_init)) {
-		ca->bbr = 1;
-		bbr_init(sk);
+	if (bbr_config(cfg)) {
+		if (bpf_ksym_exists(bbr_init))
+			bbr_init(sk);
 		return;
 	}
-	/*
-	 * Otherwise Cubic's state is kept whatever the fallback (Reno or Cubic, which the operator
-	 * may switch under running sockets): it is what a socket without an order runs.
-	 */
-	if (bpf_ksym_exists(cubictcp_init))
+	if (cubic_config(cfg) && bpf_ksym_exists(cubictcp_init))
 		cubictcp_init(sk);
 }
 
@@ -436,11 +443,10 @@ void BPF_PROG(mlcc_cong_control, struct sock *sk, __u32 ack, int flag, const str
 {
 	struct mlcc_sock_key key;
 	struct mlcc_rate *order;
-	struct mlcc_config *cfg;
-	__u32 zero = 0;
+	struct mlcc_config *cfg = mlcc_cfg();
 	__u32 mode = MLCC_MODE_FALLBACK;
-	struct mlcc_ca *ca = ca_of(sk);
-	int bbr = runs_bbr(ca);
+	struct mlcc_ca *ca;
+	int bbr = bbr_config(cfg);
 
 	if (bbr) {
 		/*
@@ -451,22 +457,22 @@ void BPF_PROG(mlcc_cong_control, struct sock *sk, __u32 ack, int flag, const str
 			bbr_main(sk, ack, flag, rs);
 	} else {
 		repair_ssthresh(sk);
-		if (ca && in_cwnd_reduction(inet_csk(sk)->icsk_ca_state) && rs->acked_sacked > 0)
+		if (in_cwnd_reduction(inet_csk(sk)->icsk_ca_state) && rs->acked_sacked > 0 &&
+		    (ca = ca_of(sk)))
 			ca->prr_delivered += rs->acked_sacked;
 	}
 	sock_key(sk, &key);
 	order = bpf_map_lookup_elem(&mlcc_rates, &key);
-	cfg = bpf_map_lookup_elem(&mlcc_config, &zero);
 	if (order && cfg && order->bytes_per_sec > 0 && bpf_ktime_get_ns() < order->expires_ns) {
 		if (order->fill_dscp) {
-			fill(sk, ca, ack, rs, flag, order->bytes_per_sec, cfg);
+			fill(sk, ack, rs, flag, order->bytes_per_sec, cfg);
 			mode = MLCC_MODE_FILL;
 		} else {
 			pace(sk, order->bytes_per_sec, cfg);
 			mode = MLCC_MODE_PACED;
 		}
 	} else if (!bbr) {
-		fallback(sk, ca, ack, rs, flag, cubic_config(cfg));
+		fallback(sk, ack, rs, flag, cubic_config(cfg));
 	}
 	record_stats(sk, &key, rs, mode);
 }
@@ -474,7 +480,7 @@ void BPF_PROG(mlcc_cong_control, struct sock *sk, __u32 ack, int flag, const str
 SEC("struct_ops")
 __u32 BPF_PROG(mlcc_ssthresh, struct sock *sk)
 {
-	if (runs_bbr(ca_of(sk)) && bpf_ksym_exists(bbr_ssthresh))
+	if (bbr() && bpf_ksym_exists(bbr_ssthresh))
 		return bbr_ssthresh(sk);
 	return base_ssthresh(sk);
 }
@@ -485,12 +491,13 @@ __u32 BPF_PROG(mlcc_ssthresh, struct sock *sk)
  * and cwnd is set to ssthresh when they end, unless Recovery was undone. The state changes after
  * this callback returns: icsk_ca_state is still the old one.
  */
-static __always_inline void note_reduction(struct sock *sk, struct mlcc_ca *ca, __u8 new_state)
+static __always_inline void note_reduction(struct sock *sk, __u8 new_state)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	__u8 old_state = inet_csk(sk)->icsk_ca_state;
+	struct mlcc_ca *ca;
 
-	if (ca && in_cwnd_reduction(new_state) && !in_cwnd_reduction(old_state))
+	if (in_cwnd_reduction(new_state) && !in_cwnd_reduction(old_state) && (ca = ca_of(sk)))
 		ca->prr_delivered = 0;
 	if (in_cwnd_reduction(old_state) && new_state < TCP_CA_CWR &&
 	    tp->snd_ssthresh < TCP_INFINITE_SSTHRESH &&
@@ -506,16 +513,16 @@ static __always_inline void note_reduction(struct sock *sk, struct mlcc_ca *ca, 
 SEC("struct_ops")
 void BPF_PROG(mlcc_set_state, struct sock *sk, __u8 new_state)
 {
-	struct mlcc_ca *ca = ca_of(sk);
+	struct mlcc_config *cfg = mlcc_cfg();
 
-	if (runs_bbr(ca)) {
+	if (bbr_config(cfg)) {
 		if (bpf_ksym_exists(bbr_set_state))
 			bbr_set_state(sk, new_state);
 		return;
 	}
 	repair_ssthresh(sk);
-	note_reduction(sk, ca, new_state);
-	if (cubic() && bpf_ksym_exists(cubictcp_state))
+	note_reduction(sk, new_state);
+	if (cubic_config(cfg) && bpf_ksym_exists(cubictcp_state))
 		cubictcp_state(sk, new_state);
 }
 
@@ -538,12 +545,14 @@ static __always_inline void note_tx_start(struct sock *sk)
 SEC("struct_ops")
 void BPF_PROG(mlcc_cwnd_event, struct sock *sk, enum tcp_ca_event event)
 {
+	struct mlcc_config *cfg = mlcc_cfg();
+
 	if (event == CA_EVENT_TX_START)
 		note_tx_start(sk);
-	if (runs_bbr(ca_of(sk))) {
+	if (bbr_config(cfg)) {
 		if (bpf_ksym_exists(bbr_cwnd_event))
 			bbr_cwnd_event(sk, event);
-	} else if (cubic() && bpf_ksym_exists(cubictcp_cwnd_event)) {
+	} else if (cubic_config(cfg) && bpf_ksym_exists(cubictcp_cwnd_event)) {
 		cubictcp_cwnd_event(sk, event);
 	}
 }
@@ -551,17 +560,19 @@ void BPF_PROG(mlcc_cwnd_event, struct sock *sk, enum tcp_ca_event event)
 SEC("struct_ops")
 void BPF_PROG(mlcc_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
-	if (runs_bbr(ca_of(sk)))
+	struct mlcc_config *cfg = mlcc_cfg();
+
+	if (bbr_config(cfg))
 		return;
 	repair_ssthresh(sk);
-	if (cubic() && bpf_ksym_exists(cubictcp_acked))
+	if (cubic_config(cfg) && bpf_ksym_exists(cubictcp_acked))
 		cubictcp_acked(sk, sample);
 }
 
 SEC("struct_ops")
 __u32 BPF_PROG(mlcc_undo_cwnd, struct sock *sk)
 {
-	if (runs_bbr(ca_of(sk)) && bpf_ksym_exists(bbr_undo_cwnd))
+	if (bbr() && bpf_ksym_exists(bbr_undo_cwnd))
 		return bbr_undo_cwnd(sk);
 	return tcp_reno_undo_cwnd(sk);
 }
@@ -595,12 +606,11 @@ SEC("sockops")
 int mlcc_sockops(struct bpf_sock_ops *skops)
 {
 	struct mlcc_config *cfg;
-	__u32 zero = 0;
 
 	if (skops->op != BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB &&
 	    skops->op != BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB)
 		return 1;
-	cfg = bpf_map_lookup_elem(&mlcc_config, &zero);
+	cfg = mlcc_cfg();
 	if (cfg)
 		bpf_setsockopt(skops, SOL_TCP, TCP_CONGESTION, cfg->cc_name, sizeof(cfg->cc_name));
 	return 1;

@@ -95,10 +95,7 @@ struct mlcc_config {
 enum mlcc_fallback {
 	MLCC_FALLBACK_RENO = 0,
 	MLCC_FALLBACK_CUBIC = 1,
-	/*
-	 * BBR's model (struct bbr) fills icsk_ca_priv: a socket takes it when it joins the CC, where
-	 * the others may change under a running socket.
-	 */
+	/* BBR's model (struct bbr) fills icsk_ca_priv. */
 	MLCC_FALLBACK_BBR = 2,
 };
 

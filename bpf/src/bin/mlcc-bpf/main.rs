@@ -53,8 +53,7 @@ enum Cmd {
         /// kernel's 200 ms.
         #[arg(long, default_value_t = RtoFloor::default().get().map_or(0, |d| d.as_millis() as u64))]
         rto_floor_ms: u64,
-        /// The kernel CC a socket runs while it has no rate order: cubic, reno or bbr (taken by
-        /// a socket when it joins the CC).
+        /// The kernel CC a socket runs while it has no rate order: cubic, reno or bbr.
         #[arg(long, default_value_t = Fallback::default())]
         fallback: Fallback,
         /// cgroup v2 directories whose TCP sockets join the CC (repeatable).
