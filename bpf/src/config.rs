@@ -240,6 +240,54 @@ impl FromStr for Fallback {
 
 pub const DEFAULT_PIN_DIR: &str = "/sys/fs/bpf/mlcc";
 
+/// How many sockets the datapath keeps counters and orders for at once: the size of its
+/// per-socket maps. mlccd reads the counters each slot with one batch lookup, which walks every
+/// bucket of the map whether used or not, so the size is what a slot's read costs: at 65,536 it
+/// was a tenth of mlccd's CPU with 32 flows. Past the size the least recently updated entries
+/// are evicted (idle sockets'; an active one's counters come back on its next ACK, its order at
+/// the next slot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MaxSockets(u32);
+
+impl MaxSockets {
+    pub const MIN: u32 = 256;
+    pub const MAX: u32 = 1 << 20;
+
+    pub fn new(n: u32) -> Result<Self, DatapathError> {
+        if (Self::MIN..=Self::MAX).contains(&n) {
+            Ok(MaxSockets(n))
+        } else {
+            Err(DatapathError::Invalid {
+                what: "max sockets",
+                why: format!("{n}: from {} to {}", Self::MIN, Self::MAX),
+            })
+        }
+    }
+
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl Default for MaxSockets {
+    /// Room for every training socket of a busy host; a quarter of what the BPF object
+    /// declares.
+    fn default() -> Self {
+        MaxSockets(16384)
+    }
+}
+
+impl FromStr for MaxSockets {
+    type Err = DatapathError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let n = s.parse().map_err(|_| DatapathError::Invalid {
+            what: "max sockets",
+            why: format!("{s:?} is not a number"),
+        })?;
+        Self::new(n)
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct LoadOptions {
     pub cc_name: CcName,
@@ -248,6 +296,7 @@ pub struct LoadOptions {
     pub cwnd: CwndPolicy,
     pub rto_floor: RtoFloor,
     pub fallback: Fallback,
+    pub max_sockets: MaxSockets,
 }
 
 impl Default for LoadOptions {
@@ -258,6 +307,7 @@ impl Default for LoadOptions {
             cwnd: CwndPolicy::default(),
             rto_floor: RtoFloor::default(),
             fallback: Fallback::default(),
+            max_sockets: MaxSockets::default(),
         }
     }
 }
@@ -330,6 +380,25 @@ impl RawConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn max_sockets_takes_256_to_a_million_and_names_the_range_otherwise() {
+        assert_eq!(MaxSockets::default().get(), 16384);
+        assert_eq!("4096".parse::<MaxSockets>().unwrap().get(), 4096);
+        assert_eq!(MaxSockets::new(MaxSockets::MIN).unwrap().get(), 256);
+        assert_eq!(MaxSockets::new(MaxSockets::MAX).unwrap().get(), 1 << 20);
+        for bad in ["255", "1048577", "0", "-1", "many"] {
+            let e = bad.parse::<MaxSockets>().unwrap_err().to_string();
+            assert!(e.contains("max sockets"), "{bad}: {e}");
+        }
+        assert!(
+            "100"
+                .parse::<MaxSockets>()
+                .unwrap_err()
+                .to_string()
+                .contains("256")
+        );
+    }
 
     #[test]
     fn names_must_fit_the_kernel() {

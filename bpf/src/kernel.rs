@@ -104,6 +104,15 @@ impl KernelDatapath {
         {
             *dst = src as std::ffi::c_char;
         }
+        let n = opts.max_sockets.get();
+        for map in [
+            &mut open.maps.mlcc_stats,
+            &mut open.maps.mlcc_rates,
+            &mut open.maps.mlcc_marks,
+        ] {
+            map.set_max_entries(n)
+                .map_err(DatapathError::bpf("sizing the per-socket maps"))?;
+        }
         let mut skel = open
             .load()
             .map_err(DatapathError::bpf("loading the BPF programs (verifier)"))?;
@@ -251,6 +260,14 @@ impl KernelDatapath {
     /// What sockets run without an order.
     pub fn fallback(&self) -> Result<Fallback, DatapathError> {
         Ok(self.config()?.fallback)
+    }
+
+    /// How many sockets the per-socket maps hold (what the loader sized them to).
+    pub fn max_sockets(&self) -> Result<u32, DatapathError> {
+        self.stats
+            .info()
+            .map(|i| i.info.max_entries)
+            .map_err(DatapathError::bpf("reading the stats map's info"))
     }
 
     /// Takes effect at each socket's next ACK.

@@ -38,7 +38,9 @@ mod loss_skel {
 }
 
 pub use clock::MonotonicNs;
-pub use config::{CcName, CwndPolicy, DEFAULT_PIN_DIR, Fallback, LoadOptions, RtoFloor};
+pub use config::{
+    CcName, CwndPolicy, DEFAULT_PIN_DIR, Fallback, LoadOptions, MaxSockets, RtoFloor,
+};
 pub use datapath::Datapath;
 pub use error::DatapathError;
 pub use kernel::{KernelDatapath, ProgRunStats, unload_pinned};

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use mlcc_bpf::testbed::{Receiver, Sender, StreamSum, VethPair, unique_name};
 use mlcc_bpf::{
-    CcName, Datapath, Expiry, Fallback, KernelDatapath, LoadOptions, Pacing, Rate, RateOrder,
-    SocketKey, SocketStats,
+    CcName, Datapath, Expiry, Fallback, KernelDatapath, LoadOptions, MaxSockets, Pacing, Rate,
+    RateOrder, SocketKey, SocketStats,
 };
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -43,14 +43,21 @@ impl Loaded {
     }
 
     fn with_fallback(fallback: Fallback) -> Self {
+        Self::with(LoadOptions {
+            fallback,
+            ..LoadOptions::default()
+        })
+    }
+
+    /// `opts` under a unique CC name and pin directory.
+    fn with(opts: LoadOptions) -> Self {
         let n = unique_name("m");
         let dir = PathBuf::from(format!("/sys/fs/bpf/mlcc-test-{n}"));
         let name = CcName::new(&n.replace('-', "")).expect("test CC name");
         let dp = KernelDatapath::load(&LoadOptions {
             cc_name: name,
             pin_dir: dir.clone(),
-            fallback,
-            ..LoadOptions::default()
+            ..opts
         })
         .expect("load datapath");
         Self { dp: Some(dp), dir }
@@ -309,6 +316,26 @@ fn sample_for(
         sleep_until(start + SLOT * i);
     }
     out
+}
+
+#[test]
+fn the_loader_sizes_the_per_socket_maps_and_a_reopened_datapath_tells_the_size() {
+    let Some(_serial) = root("the_loader_sizes_the_per_socket_maps") else {
+        return;
+    };
+    let mut default = Loaded::new();
+    assert_eq!(
+        default.dp().max_sockets().unwrap(),
+        MaxSockets::default().get()
+    );
+    let mut small = Loaded::with(LoadOptions {
+        max_sockets: MaxSockets::new(1024).unwrap(),
+        ..LoadOptions::default()
+    });
+    assert_eq!(small.dp().max_sockets().unwrap(), 1024);
+    let reopened = KernelDatapath::open(&small.dir).expect("open the pinned datapath");
+    assert_eq!(reopened.max_sockets().unwrap(), 1024);
+    assert!(reopened.read_stats().unwrap().is_empty());
 }
 
 #[test]

@@ -27,7 +27,7 @@ use crate::learned::{LearnedProcesses, LearnedStatus};
 use crate::metrics::{ModeLabels, RpcLabels, TargetLabels};
 use crate::monitor::ProgressDir;
 use crate::session::{Session, SessionFailure, Sessions};
-use crate::sockets::SocketSource;
+use crate::sockets::{DatapathSockets, SocketSource};
 use crate::state::{HISTORY_SLOTS, Shared, SlotRecord, now_ns};
 use mlcc_core::learn::LearnerConfig;
 use pb::session_reply::Reply as SessionReply;
@@ -51,6 +51,8 @@ pub(crate) struct SlotLoop {
     sessions: Sessions,
     last_slot: Option<Slot>,
     datapath_failed: bool,
+    /// Last slot's datapath sockets, as [`Self::datapath_sockets`] sums them.
+    datapath_print: Option<u64>,
     /// Each switch's clock minus ours, as last measured.
     clock_offsets: HashMap<String, i64>,
     /// This slot's hand-overs not yet carried out: when, and the orders then.
@@ -122,6 +124,7 @@ impl SlotLoop {
             sessions: Sessions::default(),
             last_slot: None,
             datapath_failed: false,
+            datapath_print: None,
             clock_offsets: HashMap::new(),
             handovers: Vec::new(),
         }
@@ -241,9 +244,10 @@ impl SlotLoop {
     /// scheduler: the feedback to fetch.
     fn observe(&mut self, slot: Slot, w: &mut Work) -> FeedbackRequests {
         self.poll_progress_dir();
-        self.sockets.next_slot();
-        let mut processes = self.read_processes();
         let stats = self.read_stats();
+        let datapath = self.datapath_sockets(stats.as_deref());
+        self.sockets.next_slot(datapath);
+        let mut processes = self.read_processes();
         let (learned, learning) = self.learn(slot, &processes, stats.as_deref());
         {
             let mut status = self.shared.status();
@@ -322,6 +326,12 @@ impl SlotLoop {
             }
         }
         processes
+    }
+
+    /// Whether the datapath lists the sockets it listed last slot.
+    fn datapath_sockets(&mut self, stats: Option<&[(SocketKey, SocketStats)]>) -> DatapathSockets {
+        let keys = stats.map(|s| s.iter().map(|(k, _)| k));
+        DatapathSockets::since(&mut self.datapath_print, keys)
     }
 
     /// The datapath's counters, or none where it cannot be read (planning goes on from the

@@ -21,7 +21,10 @@
 //! procfs reports it as the size of `<pid>/fd` (Linux ≥ 6.2), one `fstat` of the directory
 //! held open; a changed count re-resolves every fd, so reused numbers are seen at once. Every
 //! [`RETRY_SLOTS`] (4x that with counts: only a close and an open within one slot hide from
-//! them) all of a process's fds and its namespace are resolved again.
+//! them) all of a process's fds and its namespace are resolved again. That one `fstat` per
+//! process per slot was still 6 % of mlccd's CPU at 32 trainers, so while the datapath's own
+//! socket list stays the same ([`DatapathSockets::Same`]: no socket on mlcc's CC opened or
+//! closed) a process's fds are looked at only every [`QUIET_CHECK_SLOTS`].
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -29,6 +32,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
+
+use crate::datapath::SocketKey;
 
 /// One established TCP connection of a process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -45,9 +50,49 @@ pub trait SocketSource: Send {
     /// The processes there are, to find those with no progress file.
     fn pids(&self) -> std::io::Result<Vec<u32>>;
     /// A new slot begins: what was read in the last one may be stale. Processes not asked
-    /// about in the slot that ended are forgotten.
-    fn next_slot(&self) {}
+    /// about in the slot that ended are forgotten. `datapath` says whether the datapath's own
+    /// socket list moved since the last slot.
+    fn next_slot(&self, _datapath: DatapathSockets) {}
 }
+
+/// What the datapath's socket list did since the last slot. Every socket on mlcc's CC is in
+/// it from its first ACK to its release, so where it did not move no process opened or closed
+/// a scheduled connection, and a process's fd table need not be looked at every slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatapathSockets {
+    /// The same sockets as in the last slot.
+    Same,
+    /// Sockets came or went, or the datapath could not tell (none, or unreadable).
+    Changed,
+}
+
+impl DatapathSockets {
+    /// The datapath's sockets now against `last`, an order-independent sum of their keys'
+    /// hashes with their number, which it updates; `None`: the datapath could not tell.
+    pub fn since<'a>(
+        last: &mut Option<u64>,
+        now: Option<impl ExactSizeIterator<Item = &'a SocketKey>>,
+    ) -> Self {
+        use std::hash::BuildHasher;
+        let hasher = std::hash::BuildHasherDefault::<std::hash::DefaultHasher>::default();
+        let print = now.map(|keys| {
+            let n = keys.len() as u64;
+            keys.fold(n, |sum, k| sum.wrapping_add(hasher.hash_one(k)))
+        });
+        let same = print.is_some() && print == *last;
+        *last = print;
+        if same {
+            DatapathSockets::Same
+        } else {
+            DatapathSockets::Changed
+        }
+    }
+}
+
+/// Slots between looks at a process's fd count while the datapath's sockets stay the same:
+/// what only a socket off mlcc's CC changes (one the datapath cannot order anyway) is seen
+/// within this many slots (240 ms at τ = 30 ms) rather than at once.
+pub const QUIET_CHECK_SLOTS: u64 = 8;
 
 /// Slots before an inode that was not an established or listening TCP socket is looked up
 /// again (≈1 s at τ = 60 ms): a connect still in flight is seen soon, while a process's Unix
@@ -76,6 +121,8 @@ enum NetNs {
 #[derive(Debug, Default)]
 struct SocketCache {
     slot: u64,
+    /// The datapath's sockets are the same as in the last slot.
+    quiet: bool,
     /// TCP tables read this slot, by namespace: inode → row.
     tables: HashMap<NetNs, HashMap<u64, TcpRow>>,
     procs: HashMap<u32, ProcEntry>,
@@ -83,6 +130,25 @@ struct SocketCache {
     table_reads: u64,
     /// fd directory listings so far (tests check the fd count saves them).
     fd_listings: u64,
+    /// Looks at a process's fd table (its count, or the listing itself) so far.
+    fd_looks: u64,
+}
+
+impl SocketCache {
+    /// Last slot's answer for `pid`, where the datapath's sockets have not moved, the process
+    /// was looked at less than [`QUIET_CHECK_SLOTS`] ago and no relisting or lookup is due.
+    fn quiet_answer(&mut self, pid: u32) -> Option<Vec<TcpConn>> {
+        let slot = self.slot;
+        let e = self.procs.get_mut(&pid)?;
+        let due = slot >= e.relink_at
+            || slot >= e.looked_at + QUIET_CHECK_SLOTS
+            || (slot >= e.retry_at && e.inodes.values().any(Option::is_none));
+        if !self.quiet || due {
+            return None;
+        }
+        e.last_asked = slot;
+        e.answer.clone()
+    }
 }
 
 #[derive(Debug)]
@@ -103,6 +169,8 @@ struct ProcEntry {
     /// What the last call answered; reused while nothing it was built from changed.
     answer: Option<Vec<TcpConn>>,
     last_asked: u64,
+    /// The slot the fd table was last looked at.
+    looked_at: u64,
 }
 
 impl Default for ProcSockets {
@@ -143,6 +211,11 @@ impl ProcSockets {
     /// How many times a TCP table was read.
     pub fn table_reads(&self) -> u64 {
         self.cache().table_reads
+    }
+
+    /// How many times a process's fd table was looked at.
+    pub fn fd_looks(&self) -> u64 {
+        self.cache().fd_looks
     }
 
     /// The fd numbers of a process (one directory listing, no per-fd syscall).
@@ -266,6 +339,10 @@ impl SocketSource for ProcSockets {
         let proc = self.root.join(pid.to_string());
         let mut guard = self.cache();
         let c = &mut *guard;
+        if let Some(a) = c.quiet_answer(pid) {
+            return Ok(a);
+        }
+        c.fd_looks += 1;
         let slot = c.slot;
         let relink = c.procs.get(&pid).is_none_or(|e| slot >= e.relink_at);
         // The fd count, read before the listing: an fd opened after it changes the count seen
@@ -304,8 +381,10 @@ impl SocketSource for ProcSockets {
             retry_at: 0,
             answer: None,
             last_asked: slot,
+            looked_at: slot,
         });
         e.last_asked = slot;
+        e.looked_at = slot;
         if e.ns != ns {
             // Moved to another namespace (or a reused pid): nothing cached holds.
             e.ns = ns;
@@ -363,10 +442,11 @@ impl SocketSource for ProcSockets {
         Ok(answer)
     }
 
-    fn next_slot(&self) {
+    fn next_slot(&self, datapath: DatapathSockets) {
         let mut c = self.cache();
         let ended = c.slot;
         c.slot += 1;
+        c.quiet = datapath == DatapathSockets::Same;
         c.tables.clear();
         c.procs.retain(|_, e| e.last_asked >= ended);
     }
@@ -466,16 +546,21 @@ mod tests {
         assert!(conns.iter().any(|x| x.local == addr && x.accepted));
     }
 
-    #[test]
-    fn an_unchanged_fd_count_skips_the_listing_on_procfs() {
-        let mut child = std::process::Command::new("sleep")
+    /// A process with no sockets, past its exec (which closes the fds it inherited).
+    fn sleeping_child() -> std::process::Child {
+        let child = std::process::Command::new("sleep")
             .arg("30")
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        // Past its exec, which closes the fds it inherited.
         std::thread::sleep(std::time::Duration::from_millis(100));
+        child
+    }
+
+    #[test]
+    fn an_unchanged_fd_count_skips_the_listing_on_procfs() {
+        let mut child = sleeping_child();
         let src = ProcSockets::default();
         let pid = child.id();
         let mut listings = Vec::new();
@@ -483,7 +568,7 @@ mod tests {
         for _ in 0..period + 2 {
             assert!(src.connections(pid).unwrap().is_empty());
             listings.push(src.fd_listings());
-            src.next_slot();
+            src.next_slot(DatapathSockets::Changed);
         }
         let _ = child.kill();
         let _ = child.wait();
@@ -495,6 +580,101 @@ mod tests {
             println!("this kernel does not report fd counts (< 6.2): the listing runs every slot");
             assert_eq!(listings.last(), Some(&(period + 2)));
         }
+    }
+
+    #[test]
+    fn the_datapath_sockets_are_the_same_in_any_order_and_changed_otherwise() {
+        let key = |port| {
+            SocketKey::new(
+                7,
+                SocketAddr::from(([10, 0, 0, 1], port)),
+                "10.0.0.2:80".parse().unwrap(),
+            )
+        };
+        let (a, b, c) = (key(5000), key(5001), key(5002));
+        let mut last = None;
+        let mut since =
+            |keys: Option<&[SocketKey]>| DatapathSockets::since(&mut last, keys.map(|k| k.iter()));
+        assert_eq!(
+            since(Some(&[a, b])),
+            DatapathSockets::Changed,
+            "nothing to compare with"
+        );
+        assert_eq!(since(Some(&[b, a])), DatapathSockets::Same);
+        assert_eq!(
+            since(Some(&[a, c])),
+            DatapathSockets::Changed,
+            "one went, one came"
+        );
+        assert_eq!(since(Some(&[a, c, c])), DatapathSockets::Changed);
+        assert_eq!(since(None), DatapathSockets::Changed, "unreadable");
+        assert_eq!(
+            since(Some(&[a, c])),
+            DatapathSockets::Changed,
+            "readable again"
+        );
+        assert_eq!(since(Some(&[])), DatapathSockets::Changed);
+        assert_eq!(since(Some(&[])), DatapathSockets::Same);
+    }
+
+    #[test]
+    fn while_the_datapath_sockets_stay_the_same_fd_tables_are_looked_at_every_few_slots() {
+        let mut child = sleeping_child();
+        let src = ProcSockets::default();
+        let pid = child.id();
+        let looks = |datapath, slots| {
+            let before = src.fd_looks();
+            for _ in 0..slots {
+                src.next_slot(datapath);
+                assert!(src.connections(pid).unwrap().is_empty());
+            }
+            src.fd_looks() - before
+        };
+        assert_eq!(
+            looks(DatapathSockets::Changed, 1),
+            1,
+            "a new process is looked at"
+        );
+        // Sockets came or went: every slot; the same sockets: once per QUIET_CHECK_SLOTS.
+        assert_eq!(looks(DatapathSockets::Changed, 5), 5);
+        assert_eq!(looks(DatapathSockets::Same, 3 * QUIET_CHECK_SLOTS), 3);
+        assert_eq!(
+            looks(DatapathSockets::Changed, 1),
+            1,
+            "a change is looked at at once"
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    #[test]
+    fn a_connection_opened_while_the_datapath_looks_the_same_is_seen_within_the_quiet_period() {
+        let _one_at_a_time = OWN_SOCKETS.lock().unwrap_or_else(|e| e.into_inner());
+        let src = ProcSockets::default();
+        if !src.counts_fds {
+            println!("this kernel does not report fd counts (< 6.2): fds are listed every slot");
+            return;
+        }
+        let me = std::process::id();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        src.next_slot(DatapathSockets::Changed);
+        src.connections(me).unwrap();
+        let c = std::net::TcpStream::connect(addr).unwrap();
+        let (_c2, _) = l.accept().unwrap();
+        let mut slots = 0;
+        while slots <= QUIET_CHECK_SLOTS {
+            src.next_slot(DatapathSockets::Same);
+            slots += 1;
+            let now = src.connections(me).unwrap();
+            if now.iter().any(|x| x.local == c.local_addr().unwrap()) {
+                break;
+            }
+        }
+        assert!(
+            slots <= QUIET_CHECK_SLOTS,
+            "not seen in {slots} quiet slots"
+        );
     }
 
     #[test]
@@ -512,7 +692,7 @@ mod tests {
         assert!(reads >= 1);
         // Same slot, other processes of the namespace would share the read; same fds next
         // slot: served from the cache.
-        src.next_slot();
+        src.next_slot(DatapathSockets::Changed);
         assert_eq!(src.connections(me).unwrap(), first);
         assert_eq!(src.table_reads(), reads, "no new socket, no table read");
         // A new connection is seen in the next slot if its fd number is new, and within
@@ -522,7 +702,7 @@ mod tests {
         let (_b2, _) = l.accept().unwrap();
         let mut slots = 0;
         let second = loop {
-            src.next_slot();
+            src.next_slot(DatapathSockets::Changed);
             slots += 1;
             let now = src.connections(me).unwrap();
             if now.iter().any(|c| c.local == b.local_addr().unwrap()) || slots > RETRY_SLOTS {
@@ -541,7 +721,7 @@ mod tests {
         drop(a);
         let mut slots = 0;
         let third = loop {
-            src.next_slot();
+            src.next_slot(DatapathSockets::Changed);
             slots += 1;
             let now = src.connections(me).unwrap();
             if !now.iter().any(|c| c.local == gone) || slots > RETRY_SLOTS {
@@ -554,8 +734,8 @@ mod tests {
         );
         assert_eq!(src.table_reads(), reads);
         // A process not asked about in a slot is forgotten.
-        src.next_slot();
-        src.next_slot();
+        src.next_slot(DatapathSockets::Changed);
+        src.next_slot(DatapathSockets::Changed);
         assert!(src.cache().procs.is_empty());
     }
 }

@@ -580,6 +580,7 @@ impl EmulatedCluster {
             cwnd,
             rto_floor,
             fallback,
+            max_sockets: mlcc_bpf::MaxSockets::default(),
         };
         self.pin_dir = Some(pin.clone());
         // Loaded and pinned here; mlccd opens the pins (a loader that exits keeps it alive).

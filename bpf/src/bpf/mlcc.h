@@ -7,6 +7,7 @@
 #ifndef MLCC_H
 #define MLCC_H
 
+/* The per-socket maps' declared size; the loader sets the size used (LoadOptions::max_sockets). */
 #define MLCC_MAX_SOCKETS 65536
 #define MLCC_CC_NAME_LEN 16
 

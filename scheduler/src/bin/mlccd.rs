@@ -52,11 +52,15 @@ fn main() -> ExitCode {
         }
     };
     mlcc_daemon::init_logs(config.log_format);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let mut rt = match config.worker_threads {
+        0 | 1 => tokio::runtime::Builder::new_current_thread(),
+        n => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(usize::from(n));
+            b
+        }
+    };
+    let rt = match rt.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("mlccd: cannot start the runtime: {e}");
@@ -74,12 +78,8 @@ fn main() -> ExitCode {
 
 /// The pinned BPF datapath, loaded (and pinned) first if nothing is pinned yet: flows keep
 /// their rates across mlccd restarts because the programs and maps stay pinned.
-fn open_bpf(
-    pin_dir: &std::path::Path,
-    cc_name: &mlcc_bpf::CcName,
-    rto_floor: mlcc_bpf::RtoFloor,
-    fallback: mlcc_bpf::Fallback,
-) -> Result<mlcc_bpf::KernelDatapath, String> {
+fn open_bpf(opts: &mlcc_bpf::LoadOptions) -> Result<mlcc_bpf::KernelDatapath, String> {
+    let (pin_dir, rto_floor, fallback) = (opts.pin_dir.as_path(), opts.rto_floor, opts.fallback);
     match mlcc_bpf::KernelDatapath::open(pin_dir) {
         Ok(d) => {
             let pinned = d.rto_floor().ok();
@@ -97,17 +97,18 @@ fn open_bpf(
                     pinned.map_or_else(String::new, |p| p.to_string())
                 );
             }
+            let size = d.max_sockets().ok();
+            if size.is_some_and(|n| n != opts.max_sockets.get()) {
+                tracing::info!(
+                    "the pinned datapath keeps room for {} sockets; --max-sockets {} applies when mlccd loads it",
+                    size.unwrap_or_default(),
+                    opts.max_sockets.get()
+                );
+            }
             Ok(d)
         }
         Err(mlcc_bpf::DatapathError::NotLoaded(_)) => {
-            let opts = mlcc_bpf::LoadOptions {
-                pin_dir: pin_dir.to_path_buf(),
-                cc_name: cc_name.clone(),
-                rto_floor,
-                fallback,
-                ..Default::default()
-            };
-            let d = mlcc_bpf::KernelDatapath::load(&opts)
+            let d = mlcc_bpf::KernelDatapath::load(opts)
                 .map_err(|e| format!("BPF datapath: {e} (or run with --datapath dry-run)"))?;
             tracing::info!(pin_dir = %pin_dir.display(), cc = ?d.cc_name(), "BPF datapath: loaded and pinned");
             Ok(d)
@@ -189,12 +190,14 @@ async fn serve(config: Config) -> Result<(), String> {
     let datapath = match config.datapath {
         DatapathKind::DryRun => DatapathPort::dry_run(),
         DatapathKind::Bpf => {
-            let d = open_bpf(
-                &config.bpf_pin_dir,
-                &config.bpf_cc_name,
-                config.rto_floor,
-                config.fallback,
-            )?;
+            let d = open_bpf(&mlcc_bpf::LoadOptions {
+                pin_dir: config.bpf_pin_dir.clone(),
+                cc_name: config.bpf_cc_name.clone(),
+                rto_floor: config.rto_floor,
+                fallback: config.fallback,
+                max_sockets: config.max_sockets,
+                ..Default::default()
+            })?;
             set_tso_rtt_log(config.tcp_tso_rtt_log);
             if config.policy.fill != Fill::Off {
                 attach_marker(&d, &config, &topo)?;

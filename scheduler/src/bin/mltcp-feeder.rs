@@ -9,7 +9,7 @@ use clap::Parser;
 use mlcc_bpf::mltcp::MltcpDatapath;
 use mlcc_scheduler::mltcp::{ProcessView, orders};
 use mlcc_scheduler::monitor::ProgressDir;
-use mlcc_scheduler::sockets::{ProcSockets, SocketSource};
+use mlcc_scheduler::sockets::{DatapathSockets, ProcSockets, SocketSource};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -73,7 +73,7 @@ fn main() -> ExitCode {
                 format!("listing {}: {e}", cli.shm_dir.display()),
             );
         }
-        sockets.next_slot();
+        sockets.next_slot(DatapathSockets::Changed);
         let procs: Vec<ProcessView> = progress
             .read()
             .into_iter()

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use mlcc_bpf::{
     CcName, CwndPolicy, DEFAULT_PIN_DIR, Datapath, Dscp, Expiry, Fallback, KernelDatapath,
-    LoadOptions, Rate, RateOrder, RtoFloor, SocketKey, unload_pinned,
+    LoadOptions, MaxSockets, Rate, RateOrder, RtoFloor, SocketKey, unload_pinned,
 };
 
 mod bench;
@@ -56,6 +56,10 @@ enum Cmd {
         /// The kernel CC a socket runs while it has no rate order: cubic, reno or bbr.
         #[arg(long, default_value_t = Fallback::default())]
         fallback: Fallback,
+        /// Sockets the datapath keeps counters and orders for at once (the per-socket maps'
+        /// size; mlccd's read of the counters each slot walks all of it).
+        #[arg(long, default_value_t = MaxSockets::default().get())]
+        max_sockets: u32,
         /// cgroup v2 directories whose TCP sockets join the CC (repeatable).
         #[arg(long)]
         cgroup: Vec<PathBuf>,
@@ -160,6 +164,7 @@ fn run(cli: Cli) -> Result<(), BoxError> {
             rtt_floor_us,
             rto_floor_ms,
             fallback,
+            max_sockets,
             cgroup,
         } => {
             let opts = LoadOptions {
@@ -172,6 +177,7 @@ fn run(cli: Cli) -> Result<(), BoxError> {
                 )?,
                 rto_floor: RtoFloor::new(Duration::from_millis(rto_floor_ms))?,
                 fallback,
+                max_sockets: MaxSockets::new(max_sockets)?,
             };
             let dp = KernelDatapath::load(&opts)?;
             for cg in &cgroup {
