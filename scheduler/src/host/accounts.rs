@@ -27,8 +27,9 @@ pub(super) struct Accounts {
     pub flows: BTreeMap<FlowId, FlowState>,
     /// Flows gone since last slot whose schedules must still be withdrawn.
     pub gone: Vec<FlowState>,
-    /// Per process, why its connections group as they do (for operators).
-    pub notes: BTreeMap<String, String>,
+    /// Per process, why its connections group as they do (for operators); logged when it
+    /// changes, so it is kept as counts and formatted only then.
+    pub notes: BTreeMap<String, Note>,
     pub admin_jobs: BTreeMap<String, AdminJob>,
 }
 
@@ -241,7 +242,7 @@ impl Accounts {
         let role = match role_of(arch, h.role) {
             Ok(r) => r,
             Err(why) => {
-                self.notes.insert(who, why.to_string());
+                self.notes.insert(who, Note::Text(why.to_string()));
                 return;
             }
         };
@@ -436,7 +437,8 @@ impl Accounts {
         let path = match fabric.route(spec.dst, id.as_str()) {
             Ok(p) => p,
             Err(e) => {
-                self.notes.insert(id.to_string(), format!("no path: {e}"));
+                self.notes
+                    .insert(id.to_string(), Note::Text(format!("no path: {e}")));
                 return;
             }
         };
@@ -452,7 +454,7 @@ impl Accounts {
     /// How a process's connections group (or why a flow has no path) changes rarely: a
     /// process starts, connects, exits, a connection is not resolved yet. Each change is
     /// logged, so an operator sees why a flow is missing or has a connection less.
-    fn log_notes(&self, old: &BTreeMap<String, String>) {
+    fn log_notes(&self, old: &BTreeMap<String, Note>) {
         for (who, note) in &self.notes {
             if old.get(who) != Some(note) {
                 tracing::info!(target: "mlcc_groups", "{who}: {note}");
@@ -472,7 +474,7 @@ fn group_connections(
     arch: Option<Arch>,
     role: FlowRole,
     sockets: &Sockets,
-) -> (Groups, String) {
+) -> (Groups, Note) {
     let mut groups = Groups::new();
     let (mut unknown, mut local, mut inbound, mut sched) = (0, 0, 0, 0);
     let to_ps_scheduler =
@@ -510,15 +512,57 @@ fn group_connections(
             g.0.extend_from_slice(keys);
         }
     }
-    let note = format!(
-        "{} {} group(s) from {} connection(s); skipped {unknown} to hosts outside the \
-         topology, {local} intra-host, {inbound} inbound only (a ring's, or accepted under \
-         PS-Lite's ZMQ), {sched} to the PS scheduler",
-        groups.len(),
-        role.as_str(),
-        p.conns.len()
-    );
+    let note = Note::Grouped(GroupCounts {
+        groups: groups.len(),
+        role,
+        conns: p.conns.len(),
+        unknown,
+        local,
+        inbound,
+        sched,
+    });
     (groups, note)
+}
+
+/// Why a process's connections group as they do, or why they do not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Note {
+    Grouped(GroupCounts),
+    Text(String),
+}
+
+/// A process's connections: how many groups they made and how many were skipped, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupCounts {
+    groups: usize,
+    role: FlowRole,
+    conns: usize,
+    unknown: usize,
+    local: usize,
+    inbound: usize,
+    sched: usize,
+}
+
+impl std::fmt::Display for Note {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = match self {
+            Note::Text(t) => return f.write_str(t),
+            Note::Grouped(c) => c,
+        };
+        write!(
+            f,
+            "{} {} group(s) from {} connection(s); skipped {} to hosts outside the topology, \
+             {} intra-host, {} inbound only (a ring's, or accepted under PS-Lite's ZMQ), {} to \
+             the PS scheduler",
+            c.groups,
+            c.role.as_str(),
+            c.conns,
+            c.unknown,
+            c.local,
+            c.inbound,
+            c.sched
+        )
+    }
 }
 
 /// Bytes an accepted connection of a ring job must have carried out before it counts as one

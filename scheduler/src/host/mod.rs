@@ -36,6 +36,7 @@ use mlcc_core::job::Job;
 use mlcc_core::topology::Topology;
 use mlcc_core::{FlowId, LoadTable, Slot, SlotConfig};
 
+pub use accounts::Note;
 pub use mlcc_core::host::{PeerProgress, RankRule};
 use mlcc_proto::v1 as pb;
 use serde::Serialize;
@@ -225,7 +226,7 @@ impl HostScheduler {
     }
 
     /// Per process, why its connections group as they do (for operators).
-    pub fn notes(&self) -> &BTreeMap<String, String> {
+    pub fn notes(&self) -> &BTreeMap<String, Note> {
         &self.accounts.notes
     }
 
