@@ -35,31 +35,40 @@ fn plain(layout: &Layout) -> bool {
     layout.align() <= PLAIN_ALIGN && layout.align() <= layout.size()
 }
 
+/// A block for `layout` from `plain` where a plain block is aligned enough, else from
+/// `aligned` (inlined into each caller, so the choice is a branch, not an indirect call).
+///
+/// # Safety
+/// `plain` and `aligned` must be mimalloc's matching entry points.
+#[inline(always)]
+unsafe fn block(
+    layout: Layout,
+    plain_fn: unsafe extern "C" fn(usize) -> *mut c_void,
+    aligned_fn: unsafe extern "C" fn(usize, usize) -> *mut c_void,
+) -> *mut u8 {
+    // SAFETY: the caller passes mimalloc's functions, which accept any size.
+    unsafe {
+        if plain(&layout) {
+            plain_fn(layout.size()) as *mut u8
+        } else {
+            aligned_fn(layout.size(), layout.align()) as *mut u8
+        }
+    }
+}
+
 // SAFETY: every block comes from mimalloc and goes back to it; a layout whose alignment a
 // plain block may not have is served by mimalloc's aligned entry points.
 unsafe impl GlobalAlloc for MlccAlloc {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: mimalloc's allocation functions accept any size.
-        unsafe {
-            if plain(&layout) {
-                ffi::mi_malloc(layout.size()) as *mut u8
-            } else {
-                ffi::mi_malloc_aligned(layout.size(), layout.align()) as *mut u8
-            }
-        }
+        unsafe { block(layout, ffi::mi_malloc, ffi::mi_malloc_aligned) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as `alloc`.
-        unsafe {
-            if plain(&layout) {
-                ffi::mi_zalloc(layout.size()) as *mut u8
-            } else {
-                ffi::mi_zalloc_aligned(layout.size(), layout.align()) as *mut u8
-            }
-        }
+        unsafe { block(layout, ffi::mi_zalloc, ffi::mi_zalloc_aligned) }
     }
 
     #[inline]

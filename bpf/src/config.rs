@@ -277,6 +277,12 @@ impl Default for MaxSockets {
     }
 }
 
+impl fmt::Display for MaxSockets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 impl FromStr for MaxSockets {
     type Err = DatapathError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {

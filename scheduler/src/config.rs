@@ -84,6 +84,13 @@ fn parse_max_sockets(s: &str) -> Result<mlcc_bpf::MaxSockets, String> {
         .map_err(|e: mlcc_bpf::DatapathError| e.to_string())
 }
 
+fn parse_worker_threads(s: &str) -> Result<u16, String> {
+    match s.parse() {
+        Ok(n @ 1..=64) => Ok(n),
+        _ => Err(format!("{s:?}: from 1 to 64")),
+    }
+}
+
 /// `--rto-floor`: a duration up to 200 ms, or "kernel" (0 too) for the kernel's own.
 fn parse_rto_floor(s: &str) -> Result<mlcc_bpf::RtoFloor, String> {
     let d = if s == "kernel" {
@@ -289,7 +296,7 @@ pub struct DaemonArgs {
     /// Tokio worker threads [default: 1]. One runs the slot loop and every server on the main
     /// thread: a slot's work is a few hundred microseconds, and a second worker only added
     /// cross-thread wake-ups (14-17 % of mlccd's CPU at 32 flows).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    #[arg(long, value_name = "N", value_parser = parse_worker_threads)]
     pub worker_threads: Option<u16>,
     /// Group (name or gid) given the admin socket: its members may run mlccctl [default: the
     /// daemon's own group, i.e. root only].
@@ -423,6 +430,7 @@ struct FileValues {
     rto_floor: Option<mlcc_bpf::RtoFloor>,
     fallback: Option<mlcc_bpf::Fallback>,
     max_sockets: Option<mlcc_bpf::MaxSockets>,
+    worker_threads: Option<u16>,
     cc_name: Option<mlcc_bpf::CcName>,
     mode: Option<FeedbackMode>,
     fill: Option<Fill>,
@@ -453,6 +461,11 @@ impl FileValues {
                 "max_sockets",
                 file.max_sockets.map(|n| n.to_string()).as_deref(),
                 parse_max_sockets,
+            )?,
+            worker_threads: parsed(
+                "worker_threads",
+                file.worker_threads.map(|n| n.to_string()).as_deref(),
+                parse_worker_threads,
             )?,
             cc_name: parsed("bpf_cc_name", file.bpf_cc_name.as_deref(), parse_cc_name)?,
             mode: parsed("feedback_mode", file.feedback_mode.as_deref(), parse_mode)?,
@@ -544,7 +557,7 @@ impl DaemonArgs {
             max_sockets: self.max_sockets.or(values.max_sockets).unwrap_or_default(),
             ps_scheduler_port: self.ps_scheduler_port.or(file.ps_scheduler_port),
             log_format: self.log_format.or(file.log_format).unwrap_or_default(),
-            worker_threads: self.worker_threads.or(file.worker_threads).unwrap_or(1),
+            worker_threads: self.worker_threads.or(values.worker_threads).unwrap_or(1),
             admin_group: self.admin_group.clone().or(file.admin_group),
             clock_offset_ns: self.clock_offset_ms.unwrap_or(0).saturating_mul(1_000_000),
             progress: ProgressPolicy {
@@ -857,6 +870,10 @@ mod tests {
         assert_eq!(threads(&args), 1);
         rewrite(&p, "worker_threads = 2\n");
         assert_eq!(threads(&args), 2);
+        rewrite(&p, "worker_threads = 0\n");
+        let e = args.resolve().unwrap_err().to_string();
+        assert!(e.contains("worker_threads") && e.contains("1 to 64"), "{e}");
+        rewrite(&p, "worker_threads = 2\n");
         let flag = DaemonArgs {
             worker_threads: Some(4),
             ..args

@@ -51,7 +51,7 @@ pub(crate) struct SlotLoop {
     sessions: Sessions,
     last_slot: Option<Slot>,
     datapath_failed: bool,
-    /// Last slot's datapath sockets, as [`Self::datapath_sockets`] sums them.
+    /// Last slot's datapath sockets, as [`DatapathSockets::since`] sums them.
     datapath_print: Option<u64>,
     /// Each switch's clock minus ours, as last measured.
     clock_offsets: HashMap<String, i64>,
@@ -245,8 +245,9 @@ impl SlotLoop {
     fn observe(&mut self, slot: Slot, w: &mut Work) -> FeedbackRequests {
         self.poll_progress_dir();
         let stats = self.read_stats();
-        let datapath = self.datapath_sockets(stats.as_deref());
-        self.sockets.next_slot(datapath);
+        let keys = stats.as_deref().map(|s| s.iter().map(|(k, _)| k));
+        self.sockets
+            .next_slot(DatapathSockets::since(&mut self.datapath_print, keys));
         let mut processes = self.read_processes();
         let (learned, learning) = self.learn(slot, &processes, stats.as_deref());
         {
@@ -326,12 +327,6 @@ impl SlotLoop {
             }
         }
         processes
-    }
-
-    /// Whether the datapath lists the sockets it listed last slot.
-    fn datapath_sockets(&mut self, stats: Option<&[(SocketKey, SocketStats)]>) -> DatapathSockets {
-        let keys = stats.map(|s| s.iter().map(|(k, _)| k));
-        DatapathSockets::since(&mut self.datapath_print, keys)
     }
 
     /// The datapath's counters, or none where it cannot be read (planning goes on from the

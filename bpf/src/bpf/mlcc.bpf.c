@@ -122,19 +122,9 @@ static __always_inline int cubic_config(const struct mlcc_config *cfg)
 	return cfg && cfg->fallback == MLCC_FALLBACK_CUBIC;
 }
 
-static __always_inline int cubic(void)
-{
-	return cubic_config(mlcc_cfg());
-}
-
 static __always_inline int bbr_config(const struct mlcc_config *cfg)
 {
 	return cfg && cfg->fallback == MLCC_FALLBACK_BBR;
-}
-
-static __always_inline int bbr(void)
-{
-	return bbr_config(mlcc_cfg());
 }
 
 /* `rate`, as far as the socket may be paced. */
@@ -279,15 +269,15 @@ static __always_inline struct mlcc_ca *ca_of(struct sock *sk)
 }
 
 /* The fallback's ssthresh: Cubic's where it is the fallback and loaded, else Reno's. */
-static __always_inline __u32 base_ssthresh(struct sock *sk)
+static __always_inline __u32 base_ssthresh(struct sock *sk, const struct mlcc_config *cfg)
 {
-	if (cubic() && bpf_ksym_exists(cubictcp_recalc_ssthresh))
+	if (cubic_config(cfg) && bpf_ksym_exists(cubictcp_recalc_ssthresh))
 		return cubictcp_recalc_ssthresh(sk);
 	return tcp_reno_ssthresh(sk);
 }
 
 /* window.h's guard, with the fallback's ssthresh. */
-static __always_inline void repair_ssthresh(struct sock *sk)
+static __always_inline void repair_ssthresh(struct sock *sk, const struct mlcc_config *cfg)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	__u32 back;
@@ -295,7 +285,7 @@ static __always_inline void repair_ssthresh(struct sock *sk)
 	if (!ssthresh_is_stale(tp))
 		return;
 	back = window_before_reduction(tp);
-	repaired(tp, base_ssthresh(sk), back);
+	repaired(tp, base_ssthresh(sk, cfg), back);
 }
 
 static __always_inline int in_cwnd_reduction(__u8 state)
@@ -456,7 +446,7 @@ void BPF_PROG(mlcc_cong_control, struct sock *sk, __u32 ack, int flag, const str
 		if (bpf_ksym_exists(bbr_main))
 			bbr_main(sk, ack, flag, rs);
 	} else {
-		repair_ssthresh(sk);
+		repair_ssthresh(sk, cfg);
 		if (in_cwnd_reduction(inet_csk(sk)->icsk_ca_state) && rs->acked_sacked > 0 &&
 		    (ca = ca_of(sk)))
 			ca->prr_delivered += rs->acked_sacked;
@@ -480,9 +470,11 @@ void BPF_PROG(mlcc_cong_control, struct sock *sk, __u32 ack, int flag, const str
 SEC("struct_ops")
 __u32 BPF_PROG(mlcc_ssthresh, struct sock *sk)
 {
-	if (bbr() && bpf_ksym_exists(bbr_ssthresh))
+	struct mlcc_config *cfg = mlcc_cfg();
+
+	if (bbr_config(cfg) && bpf_ksym_exists(bbr_ssthresh))
 		return bbr_ssthresh(sk);
-	return base_ssthresh(sk);
+	return base_ssthresh(sk, cfg);
 }
 
 /*
@@ -520,7 +512,7 @@ void BPF_PROG(mlcc_set_state, struct sock *sk, __u8 new_state)
 			bbr_set_state(sk, new_state);
 		return;
 	}
-	repair_ssthresh(sk);
+	repair_ssthresh(sk, cfg);
 	note_reduction(sk, new_state);
 	if (cubic_config(cfg) && bpf_ksym_exists(cubictcp_state))
 		cubictcp_state(sk, new_state);
@@ -564,7 +556,7 @@ void BPF_PROG(mlcc_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 
 	if (bbr_config(cfg))
 		return;
-	repair_ssthresh(sk);
+	repair_ssthresh(sk, cfg);
 	if (cubic_config(cfg) && bpf_ksym_exists(cubictcp_acked))
 		cubictcp_acked(sk, sample);
 }
@@ -572,7 +564,7 @@ void BPF_PROG(mlcc_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 SEC("struct_ops")
 __u32 BPF_PROG(mlcc_undo_cwnd, struct sock *sk)
 {
-	if (bbr() && bpf_ksym_exists(bbr_undo_cwnd))
+	if (bbr_config(mlcc_cfg()) && bpf_ksym_exists(bbr_undo_cwnd))
 		return bbr_undo_cwnd(sk);
 	return tcp_reno_undo_cwnd(sk);
 }

@@ -53,7 +53,7 @@ fn main() -> ExitCode {
     };
     mlcc_daemon::init_logs(config.log_format);
     let mut rt = match config.worker_threads {
-        0 | 1 => tokio::runtime::Builder::new_current_thread(),
+        1 => tokio::runtime::Builder::new_current_thread(),
         n => {
             let mut b = tokio::runtime::Builder::new_multi_thread();
             b.worker_threads(usize::from(n));

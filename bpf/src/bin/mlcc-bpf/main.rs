@@ -58,8 +58,8 @@ enum Cmd {
         fallback: Fallback,
         /// Sockets the datapath keeps counters and orders for at once (the per-socket maps'
         /// size; mlccd's read of the counters each slot walks all of it).
-        #[arg(long, default_value_t = MaxSockets::default().get())]
-        max_sockets: u32,
+        #[arg(long, default_value_t = MaxSockets::default())]
+        max_sockets: MaxSockets,
         /// cgroup v2 directories whose TCP sockets join the CC (repeatable).
         #[arg(long)]
         cgroup: Vec<PathBuf>,
@@ -177,7 +177,7 @@ fn run(cli: Cli) -> Result<(), BoxError> {
                 )?,
                 rto_floor: RtoFloor::new(Duration::from_millis(rto_floor_ms))?,
                 fallback,
-                max_sockets: MaxSockets::new(max_sockets)?,
+                max_sockets,
             };
             let dp = KernelDatapath::load(&opts)?;
             for cg in &cgroup {
