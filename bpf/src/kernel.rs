@@ -18,7 +18,31 @@ use crate::probe::probe;
 use crate::rate::{self, RateOrder};
 use crate::skel::MlccSkelBuilder;
 use crate::stats::SocketStats;
-use crate::sys;
+use crate::sys::{self, BatchBuffers};
+
+/// Every entry of `map` (named `name` in errors) as `decode` reads it, batch by batch into
+/// `bufs`; an entry that does not decode makes the map `Corrupt`.
+pub(crate) fn read_map<T>(
+    map: &MapHandle,
+    name: &'static str,
+    bufs: &mut BatchBuffers,
+    decode: impl Fn(&[u8], &[u8]) -> Option<T>,
+) -> Result<Vec<T>, DatapathError> {
+    let mut out = Vec::new();
+    let mut corrupt = false;
+    let (ks, vs) = (map.key_size() as usize, map.value_size() as usize);
+    sys::lookup_batch(map.as_fd(), ks, vs, BATCH, bufs, |k, v| {
+        match decode(k, v) {
+            Some(t) => out.push(t),
+            None => corrupt = true,
+        }
+    })
+    .map_err(DatapathError::io(format!("reading the {name} map")))?;
+    if corrupt {
+        return Err(DatapathError::Corrupt { map: name });
+    }
+    Ok(out)
+}
 
 /// Entries per batch syscall when reading maps.
 const BATCH: u32 = 1024;
@@ -38,6 +62,8 @@ pub struct KernelDatapath {
     cc_name: CcName,
     rates: MapHandle,
     stats: MapHandle,
+    /// Kept between reads of the stats map, which happen every slot.
+    stats_reads: std::sync::Mutex<BatchBuffers>,
     config: MapHandle,
     /// None for a datapath pinned by a version without the counter.
     repairs: Option<MapHandle>,
@@ -193,6 +219,7 @@ impl KernelDatapath {
             cc_name: opts.cc_name.clone(),
             rates: handle(&skel.maps.mlcc_rates, "rates")?,
             stats: handle(&skel.maps.mlcc_stats, "stats")?,
+            stats_reads: Default::default(),
             config: handle(&skel.maps.mlcc_config, "config")?,
             repairs: Some(handle(&skel.maps.window_repairs, "repairs")?),
             sockops_prog: dup(skel.progs.mlcc_sockops.as_fd(), "sock_ops program")?,
@@ -224,6 +251,7 @@ impl KernelDatapath {
             cc_name,
             rates: map(pins::RATES)?,
             stats: map(pins::STATS)?,
+            stats_reads: Default::default(),
             config,
             repairs: pin_dir
                 .join(pins::REPAIRS)
@@ -402,20 +430,15 @@ impl KernelDatapath {
 
     /// The orders currently held (expired ones included), as (key, bytes per second).
     pub fn orders(&self) -> Result<Vec<(SocketKey, u64)>, DatapathError> {
-        let mut out = Vec::new();
-        let iter = self
-            .rates
-            .lookup_batch(BATCH, MapFlags::ANY, MapFlags::ANY)
-            .map_err(DatapathError::bpf("reading the rates map"))?;
-        for (k, v) in iter {
-            let key = SocketKey::from_raw(&k).ok_or(DatapathError::Corrupt { map: "rates" })?;
-            let rate: [u8; 8] = v
-                .get(..8)
-                .and_then(|b| b.try_into().ok())
-                .ok_or(DatapathError::Corrupt { map: "rates" })?;
-            out.push((key, u64::from_ne_bytes(rate)));
-        }
-        Ok(out)
+        read_map(
+            &self.rates,
+            "rates",
+            &mut BatchBuffers::default(),
+            |k, v| {
+                let rate: [u8; 8] = v.get(..8)?.try_into().ok()?;
+                Some((SocketKey::from_raw(k)?, u64::from_ne_bytes(rate)))
+            },
+        )
     }
 
     /// Fills the stats map from user space; only benches use it.
@@ -542,16 +565,10 @@ impl Datapath for KernelDatapath {
     }
 
     fn read_stats(&self) -> Result<Vec<(SocketKey, SocketStats)>, DatapathError> {
-        let iter = self
-            .stats
-            .lookup_batch(BATCH, MapFlags::ANY, MapFlags::ANY)
-            .map_err(DatapathError::bpf("reading the stats map"))?;
-        iter.map(|(k, v)| {
-            let key = SocketKey::from_raw(&k).ok_or(DatapathError::Corrupt { map: "stats" })?;
-            let stats = SocketStats::from_raw(&v).ok_or(DatapathError::Corrupt { map: "stats" })?;
-            Ok((key, stats))
+        let mut bufs = self.stats_reads.lock().unwrap_or_else(|e| e.into_inner());
+        read_map(&self.stats, "stats", &mut bufs, |k, v| {
+            Some((SocketKey::from_raw(k)?, SocketStats::from_raw(v)?))
         })
-        .collect()
     }
 
     fn sockets(&self) -> Result<Vec<SocketKey>, DatapathError> {

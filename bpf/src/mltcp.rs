@@ -36,11 +36,12 @@ use libbpf_rs::{ErrorKind, MapCore, MapFlags, MapHandle};
 use crate::clock::{Deadline, MonotonicNs};
 use crate::config::CcName;
 use crate::error::DatapathError;
+use crate::kernel::read_map;
 use crate::key::SocketKey;
 use crate::mltcp_skel::MltcpSkelBuilder;
 use crate::pins::{self, PinSet};
 use crate::probe::probe;
-use crate::sys;
+use crate::sys::{self, BatchBuffers};
 
 /// The kernel congestion control whose window increase MLTCP scales.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -95,9 +96,6 @@ pub const F_ONE: u32 = 1000;
 const RATIOS: &str = "mltcp_ratios";
 const SOCKS: &str = "mltcp_socks";
 const CONFIG: &str = "mltcp_config";
-
-/// Entries per batch syscall when reading the socket map.
-const BATCH: u32 = 1024;
 
 /// SLOPE and INTERCEPT in thousandths, as the BPF side reads them from its config map.
 pub fn config_milli() -> (u32, u32) {
@@ -336,16 +334,9 @@ impl MltcpDatapath {
 
     /// Every socket on the CC with what the CC last recorded for it.
     pub fn sockets(&self) -> Result<Vec<(SocketKey, MltcpSocket)>, DatapathError> {
-        let iter = self
-            .socks
-            .lookup_batch(BATCH, MapFlags::ANY, MapFlags::ANY)
-            .map_err(DatapathError::bpf("reading the MLTCP socket map"))?;
-        iter.map(|(k, v)| {
-            let key = SocketKey::from_raw(&k).ok_or(DatapathError::Corrupt { map: SOCKS })?;
-            let s = sock_from_raw(&v).ok_or(DatapathError::Corrupt { map: SOCKS })?;
-            Ok((key, s))
+        read_map(&self.socks, SOCKS, &mut BatchBuffers::default(), |k, v| {
+            Some((SocketKey::from_raw(k)?, sock_from_raw(v)?))
         })
-        .collect()
     }
 
     /// How many times the CC found a socket's ssthresh above anything the kernel sets (a value

@@ -390,3 +390,83 @@ mod tests {
         assert_eq!(e.to_string(), "path contains a NUL byte");
     }
 }
+
+/// Buffers for reading a hash map in batches, kept between reads so that a read of a map whose
+/// size did not grow allocates nothing.
+#[derive(Debug, Default)]
+pub struct BatchBuffers {
+    keys: Vec<u8>,
+    values: Vec<u8>,
+    cursor: Vec<u8>,
+    next: Vec<u8>,
+}
+
+/// Every entry of the hash map `map` (keys of `key_size` bytes, values of `value_size`),
+/// `batch` entries per `BPF_MAP_LOOKUP_BATCH`, each handed to `each` as it is read. Unlike
+/// libbpf-rs's batch iterator, a failing syscall is an error, not a silently shorter map.
+pub fn lookup_batch(
+    map: BorrowedFd<'_>,
+    key_size: usize,
+    value_size: usize,
+    batch: u32,
+    bufs: &mut BatchBuffers,
+    mut each: impl FnMut(&[u8], &[u8]),
+) -> io::Result<()> {
+    if key_size == 0 || value_size == 0 || batch == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a batch read needs non-empty keys, values and batches",
+        ));
+    }
+    let n = batch as usize;
+    bufs.keys.resize(key_size * n, 0);
+    bufs.values.resize(value_size * n, 0);
+    bufs.cursor.resize(key_size, 0);
+    bufs.next.resize(key_size, 0);
+    let mut first = true;
+    loop {
+        let mut count = batch;
+        // SAFETY: all-zero is the documented default of this plain C struct; `sz` is set below.
+        let mut opts: libbpf_sys::bpf_map_batch_opts = unsafe { zeroed() };
+        opts.sz = size_of::<libbpf_sys::bpf_map_batch_opts>() as _;
+        let in_batch = if first {
+            std::ptr::null_mut()
+        } else {
+            bufs.cursor.as_mut_ptr().cast()
+        };
+        // SAFETY: the kernel writes at most `count` (= batch) keys and values into buffers
+        // sized for `batch` of each, and one key into `next`; `in_batch` is null or a key-sized
+        // buffer holding the previous call's `out_batch`. libbpf-rs wraps this call only in an
+        // iterator that allocates twice per entry and hides errors, hence the raw call.
+        let ret = unsafe {
+            libbpf_sys::bpf_map_lookup_batch(
+                map.as_raw_fd(),
+                in_batch,
+                bufs.next.as_mut_ptr().cast(),
+                bufs.keys.as_mut_ptr().cast(),
+                bufs.values.as_mut_ptr().cast(),
+                &mut count,
+                &opts,
+            )
+        };
+        // ENOENT: the walk reached the end; `count` still says how many this call read.
+        let done = match libbpf_ret(ret) {
+            Ok(_) => false,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => true,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let got = (count as usize).min(n);
+        for (k, v) in bufs.keys[..got * key_size]
+            .chunks_exact(key_size)
+            .zip(bufs.values[..got * value_size].chunks_exact(value_size))
+        {
+            each(k, v);
+        }
+        if done {
+            return Ok(());
+        }
+        std::mem::swap(&mut bufs.cursor, &mut bufs.next);
+        first = false;
+    }
+}

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use mlcc_bpf::testbed::{Receiver, Sender, StreamSum, VethPair, unique_name};
 use mlcc_bpf::{
-    CcName, Datapath, Expiry, Fallback, KernelDatapath, LoadOptions, MaxSockets, Pacing, Rate,
-    RateOrder, SocketKey, SocketStats,
+    CcName, Datapath, Expiry, Fallback, KernelDatapath, LoadOptions, MaxSockets, MonotonicNs,
+    Pacing, Rate, RateOrder, SocketKey, SocketStats,
 };
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -1521,4 +1521,46 @@ fn stats_say_what_a_socket_holds_unacknowledged() {
     }
     assert_eq!(acked_data(&drained), written, "not all acknowledged in 2 s");
     assert_eq!(drained.queued_bytes, Some(0), "{drained:?}");
+}
+
+#[test]
+fn the_stats_map_is_read_whole_across_batches_and_again_with_the_same_buffers() {
+    let Some(_serial) =
+        root("the_stats_map_is_read_whole_across_batches_and_again_with_the_same_buffers")
+    else {
+        return;
+    };
+    let mut loaded = Loaded::new();
+    let dp = loaded.dp();
+    // More than two batches of 1024, not a multiple of one.
+    let entries: Vec<(SocketKey, SocketStats)> = (0..2500u32)
+        .map(|i| {
+            let src = SocketAddr::from(([10, 9, (i >> 8) as u8, i as u8], 40000));
+            let dst = SocketAddr::from(([10, 8, 0, 1], 5000 + (i % 7) as u16));
+            let stats = SocketStats {
+                bytes_sent: u64::from(i) * 1000 + 1,
+                bytes_acked: u64::from(i) * 1000,
+                retransmits: i % 5,
+                srtt: Duration::from_micros(100 + u64::from(i)),
+                min_rtt: Some(Duration::from_micros(50)),
+                delivery_rate_bytes_per_sec: 125_000_000,
+                pacing: Pacing::Fallback,
+                cwnd_segments: 10 + i,
+                delivered_segments: i,
+                updated: MonotonicNs::now(),
+                queued_bytes: Some(i),
+            };
+            (SocketKey::new(u64::from(i % 3) + 1, src, dst), stats)
+        })
+        .collect();
+    dp.insert_stats_for_bench(&entries)
+        .expect("fill the stats map");
+    let mut want = entries.clone();
+    want.sort_by_key(|(k, _)| *k);
+    for read in 0..2 {
+        let mut got = dp.read_stats().expect("read the stats map");
+        got.sort_by_key(|(k, _)| *k);
+        assert_eq!(got.len(), want.len(), "read {read}: entries");
+        assert!(got == want, "read {read}: an entry came back different");
+    }
 }

@@ -97,7 +97,7 @@ pub async fn start(
         .map_err(|e| format!("mTLS: {e}"))?
         .map(Arc::new);
 
-    let peer = pb::peer_server::PeerServer::new(PeerService(shared.clone()))
+    let peer = pb::peer_server::PeerServer::new(PeerService::new(shared.clone(), rx.clone()))
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
     let incoming =
         tonic::transport::server::TcpIncoming::from(peer_listener).with_nodelay(Some(true));
@@ -239,16 +239,26 @@ pub(crate) fn outcome_name<T>(o: &Outcome<T>) -> &'static str {
     }
 }
 
-/// The Peer service: a flow's sender tells us its progress, we answer with ours.
-pub struct PeerService(pub Arc<Shared>);
+/// Replies a peer's exchange stream may leave unread before it is ended: a sender has at most
+/// one request a slot outstanding.
+pub const PEER_UNREAD_REPLIES: usize = 16;
 
-#[tonic::async_trait]
-impl pb::peer_server::Peer for PeerService {
-    async fn exchange(
-        &self,
-        req: tonic::Request<pb::ExchangeRequest>,
-    ) -> Result<tonic::Response<pb::ExchangeReply>, tonic::Status> {
-        let r = req.into_inner();
+/// The Peer service: a flow's sender tells us its progress, we answer with ours.
+pub struct PeerService {
+    shared: Arc<Shared>,
+    /// Ends the open exchange streams when mlccd stops (the server's graceful shutdown waits
+    /// for them).
+    stopping: watch::Receiver<bool>,
+}
+
+impl PeerService {
+    /// A service whose streams end when `stopping` turns true.
+    pub fn new(shared: Arc<Shared>, stopping: watch::Receiver<bool>) -> Self {
+        PeerService { shared, stopping }
+    }
+
+    /// One exchange: the sender's progress in, ours back.
+    fn answer(&self, r: &pb::ExchangeRequest) -> Result<pb::ExchangeReply, tonic::Status> {
         if r.flows.len() > mlcc_proto::MAX_FLOWS_PER_CALL {
             return Err(tonic::Status::invalid_argument(format!(
                 "{} flows in one call; at most {}",
@@ -256,13 +266,97 @@ impl pb::peer_server::Peer for PeerService {
                 mlcc_proto::MAX_FLOWS_PER_CALL
             )));
         }
-        let mut host = self.0.host();
+        let mut host = self.shared.host();
         let flows = host.on_exchange(&r.sender_host, &r.flows);
-        Ok(tonic::Response::new(pb::ExchangeReply {
+        Ok(pb::ExchangeReply {
             receiver_host: host.config().host.clone(),
             slot: host.slot().0,
             flows,
-        }))
+        })
+    }
+
+    /// One stream message's reply: the exchange's, or the fault that refused it.
+    fn answer_message(&self, m: pb::PeerRequest) -> pb::PeerReply {
+        use pb::peer_reply::Reply;
+        let reply = match &m.exchange {
+            Some(r) => self.answer(r).map(Reply::Exchange),
+            None => Err(tonic::Status::invalid_argument(
+                "stream message carries no exchange",
+            )),
+        };
+        pb::PeerReply {
+            seq: m.seq,
+            reply: Some(reply.unwrap_or_else(|s| {
+                Reply::Error(pb::SessionError {
+                    code: s.code() as i32,
+                    message: s.message().to_string(),
+                    switch_unix_ns: 0,
+                })
+            })),
+        }
+    }
+
+    /// Answers a stream's messages in order until it ends; the status to end it with, if any.
+    async fn serve_stream(
+        &self,
+        mut inbound: tonic::Streaming<pb::PeerRequest>,
+        tx: &tokio::sync::mpsc::Sender<Result<pb::PeerReply, tonic::Status>>,
+    ) -> Option<tonic::Status> {
+        let mut stopping = self.stopping.clone();
+        loop {
+            let msg = tokio::select! {
+                m = inbound.message() => m,
+                _ = stopping.wait_for(|s| *s) => {
+                    return Some(tonic::Status::unavailable("mlccd is stopping"));
+                }
+            };
+            let msg = match msg {
+                Ok(Some(m)) => m,
+                Ok(None) => return None,
+                // Malformed or oversized: the stream cannot be resynchronized.
+                Err(s) => return Some(s),
+            };
+            // One place in the channel stays free for the final status.
+            if tx.capacity() <= 1 {
+                return Some(tonic::Status::resource_exhausted(format!(
+                    "{PEER_UNREAD_REPLIES} replies left unread; read replies as they come"
+                )));
+            }
+            if tx.try_send(Ok(self.answer_message(msg))).is_err() {
+                return None;
+            }
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl pb::peer_server::Peer for PeerService {
+    async fn exchange(
+        &self,
+        req: tonic::Request<pb::ExchangeRequest>,
+    ) -> Result<tonic::Response<pb::ExchangeReply>, tonic::Status> {
+        self.answer(&req.into_inner()).map(tonic::Response::new)
+    }
+
+    type ExchangeStreamStream =
+        tokio_stream::wrappers::ReceiverStream<Result<pb::PeerReply, tonic::Status>>;
+
+    async fn exchange_stream(
+        &self,
+        req: tonic::Request<tonic::Streaming<pb::PeerRequest>>,
+    ) -> Result<tonic::Response<Self::ExchangeStreamStream>, tonic::Status> {
+        let inbound = req.into_inner();
+        let (tx, rx) = tokio::sync::mpsc::channel(PEER_UNREAD_REPLIES + 1);
+        let svc = PeerService::new(self.shared.clone(), self.stopping.clone());
+        tokio::spawn(async move {
+            if let Some(status) = svc.serve_stream(inbound, &tx).await {
+                tracing::debug!("peer exchange stream ended: {status}");
+                let _ = tx.try_send(Err(status));
+            }
+        });
+        Ok(tonic::Response::new(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        ))
     }
 }
 

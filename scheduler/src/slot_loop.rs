@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::Config;
-use crate::daemon::{Channels, Outcome, call, clock_offset, outcome_name, peer_address};
+use crate::daemon::{Channels, Outcome, clock_offset, outcome_name, peer_address};
 use crate::datapath::{DatapathPort, RateOrder, SocketKey, SocketStats};
 use crate::host::{
     FeedbackAnswers, FeedbackRequests, Observation, ProcessObs, SlotPlan, SwitchBatch,
@@ -26,6 +26,7 @@ use crate::host::{
 use crate::learned::{LearnedProcesses, LearnedStatus};
 use crate::metrics::{ModeLabels, RpcLabels, TargetLabels};
 use crate::monitor::ProgressDir;
+use crate::peers::{self, PeerStreams};
 use crate::session::{Session, SessionFailure, Sessions};
 use crate::sockets::{DatapathSockets, SocketSource};
 use crate::state::{HISTORY_SLOTS, Shared, SlotRecord, now_ns};
@@ -49,6 +50,7 @@ pub(crate) struct SlotLoop {
     learned: Option<LearnedProcesses>,
     channels: Channels,
     sessions: Sessions,
+    peers: PeerStreams,
     last_slot: Option<Slot>,
     datapath_failed: bool,
     /// Last slot's datapath sockets, as [`DatapathSockets::since`] sums them.
@@ -122,6 +124,7 @@ impl SlotLoop {
             sockets,
             channels,
             sessions: Sessions::default(),
+            peers: PeerStreams::default(),
             last_slot: None,
             datapath_failed: false,
             datapath_print: None,
@@ -463,7 +466,7 @@ impl SlotLoop {
         Publishing { calls, at_ns }
     }
 
-    /// Exchange with every peer this host's flows go to, in parallel.
+    /// Exchange with every peer this host's flows go to, in parallel, each on its stream.
     fn exchange(
         &mut self,
         slot: Slot,
@@ -478,15 +481,14 @@ impl SlotLoop {
             let Some(ch) = self.channels.get(&addr, deadline) else {
                 continue;
             };
+            let route = self.peers.route(&addr, slot.0, ch);
             let req = pb::ExchangeRequest {
                 sender_host: self.cfg.host.clone(),
                 slot: slot.0,
                 flows,
             };
             exchanges.push(tokio::spawn(async move {
-                let mut c = pb::peer_client::PeerClient::new(ch)
-                    .max_decoding_message_size(mlcc_proto::MAX_MESSAGE_BYTES);
-                (peer, call(deadline, c.exchange(req)).await)
+                (peer, peers::exchange(route, req, deadline).await)
             }));
         }
         exchanges

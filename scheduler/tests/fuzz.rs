@@ -308,7 +308,7 @@ static FLOWS_PLANNED: AtomicUsize = AtomicUsize::new(0);
 
 fn run(f: &Fixture, op: &Op) {
     let admin = AdminService::new(f.shared.clone());
-    let peer = PeerService(f.shared.clone());
+    let peer = PeerService::new(f.shared.clone(), tokio::sync::watch::channel(false).1);
     match op {
         Op::AddJob {
             job,
@@ -483,7 +483,7 @@ fn run(f: &Fixture, op: &Op) {
 /// One Peer or Admin call whose request prost decoded from arbitrary bytes.
 fn raw(f: &Fixture, kind: u8, bytes: &[u8]) {
     let admin = AdminService::new(f.shared.clone());
-    let peer = PeerService(f.shared.clone());
+    let peer = PeerService::new(f.shared.clone(), tokio::sync::watch::channel(false).1);
     let r = match kind % 4 {
         0 => match pb::ExchangeRequest::decode(bytes) {
             Ok(req) => f.rt.block_on(peer.exchange(Request::new(req))).map(|_| ()),

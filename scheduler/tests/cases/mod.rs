@@ -3,5 +3,6 @@ mod deploy;
 mod grafana;
 mod mlccctl;
 mod monitor;
+mod peers;
 mod security;
 mod tls;
