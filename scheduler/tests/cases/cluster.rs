@@ -8,7 +8,7 @@ use std::time::Duration;
 use mlcc_core::topology::{Topology, TopologyBuilder};
 use mlcc_core::units::parse_rate;
 use mlcc_core::{FeedbackMode, Slot, SlotConfig};
-use mlcc_scheduler::config::{Config, DatapathKind, LogFormat, PolicyConfig};
+use mlcc_scheduler::config::Config;
 use mlcc_scheduler::daemon::{self, Running, now_ns};
 use mlcc_scheduler::datapath::{DatapathPort, MemoryDatapath, SocketKey};
 use mlcc_scheduler::progress::{ProgressPolicy, abi};
@@ -366,40 +366,15 @@ async fn three_schedulers_share_a_switch_and_degrade_without_it() {
         ) {
             datapath.set_stats(SocketKey::new(1, c.local, c.remote), Default::default());
         }
+        let slots = SlotConfig::new(Duration::from_millis(TAU_MS), 10).unwrap();
         let cfg = Config {
-            host: host.clone(),
-            topology: "unused".into(),
-            shm_dir: shm.path().to_path_buf(),
-            peer_listen: pl.local_addr().unwrap(),
-            peer_port: 0,
             peers: peers.clone(),
-            admin_socket: shm.path().join("admin.sock"),
-            metrics_listen: "127.0.0.1:0".parse().unwrap(),
-            policy: PolicyConfig {
-                mode: FeedbackMode::Precedence,
-                ..PolicyConfig::new(SlotConfig::new(Duration::from_millis(TAU_MS), 10).unwrap())
-            },
-            rpc_deadline: Duration::from_millis(TAU_MS / 3),
-            datapath: DatapathKind::DryRun,
-            bpf_pin_dir: "unused".into(),
-            bpf_cc_name: Default::default(),
-            tcp_tso_rtt_log: mlcc_scheduler::config::TsoRttLog::Keep,
-            rto_floor: mlcc_bpf::RtoFloor::default(),
-            fallback: mlcc_bpf::Fallback::default(),
-            max_sockets: mlcc_bpf::MaxSockets::default(),
-            ps_scheduler_port: None,
-            log_format: LogFormat::Human,
-            worker_threads: 1,
-            admin_group: None,
-            clock_offset_ns: 0,
             // pid 1 stands in for the PS processes of these jobs; their files are ours.
             progress: ProgressPolicy {
                 trust_any_writer: true,
                 ..Default::default()
             },
-            fill_devs: Vec::new(),
-            learn: false,
-            tls: None,
+            ..crate::common::daemon_config(&host, shm.path(), pl.local_addr().unwrap(), slots)
         };
         let running = daemon::start(
             cfg,
@@ -654,38 +629,10 @@ async fn a_slowed_predecessor_slows_its_successor() {
         let key = SocketKey::new(1, c.local, c.remote);
         datapath.set_stats(key, Default::default());
         keys.push(key);
+        let slots = SlotConfig::new(Duration::from_millis(TAU_MS), K as usize).unwrap();
         let cfg = Config {
-            host: host.clone(),
-            topology: "unused".into(),
-            shm_dir: shm.path().to_path_buf(),
-            peer_listen: pl.local_addr().unwrap(),
-            peer_port: 0,
             peers: peers.clone(),
-            admin_socket: shm.path().join("admin.sock"),
-            metrics_listen: "127.0.0.1:0".parse().unwrap(),
-            policy: PolicyConfig {
-                mode: FeedbackMode::Precedence,
-                ..PolicyConfig::new(
-                    SlotConfig::new(Duration::from_millis(TAU_MS), K as usize).unwrap(),
-                )
-            },
-            rpc_deadline: Duration::from_millis(TAU_MS / 3),
-            datapath: DatapathKind::DryRun,
-            bpf_pin_dir: "unused".into(),
-            bpf_cc_name: Default::default(),
-            tcp_tso_rtt_log: mlcc_scheduler::config::TsoRttLog::Keep,
-            rto_floor: mlcc_bpf::RtoFloor::default(),
-            fallback: mlcc_bpf::Fallback::default(),
-            max_sockets: mlcc_bpf::MaxSockets::default(),
-            ps_scheduler_port: None,
-            log_format: LogFormat::Human,
-            worker_threads: 1,
-            admin_group: None,
-            clock_offset_ns: 0,
-            progress: Default::default(),
-            fill_devs: Vec::new(),
-            learn: false,
-            tls: None,
+            ..crate::common::daemon_config(&host, shm.path(), pl.local_addr().unwrap(), slots)
         };
         let running = daemon::start(
             cfg,

@@ -3,10 +3,10 @@
 use std::process::Command;
 use std::time::Duration;
 
+use mlcc_core::SlotConfig;
 use mlcc_core::topology::TopologyBuilder;
 use mlcc_core::units::parse_rate;
-use mlcc_core::{FeedbackMode, SlotConfig};
-use mlcc_scheduler::config::{Config, DatapathKind, LogFormat, PolicyConfig};
+use mlcc_scheduler::config::Config;
 use mlcc_scheduler::daemon;
 use mlcc_scheduler::datapath::DatapathPort;
 use mlcc_scheduler::sockets::StaticSockets;
@@ -41,36 +41,10 @@ async fn mlccctl_drives_every_admin_call() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("admin.sock");
     let pl = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let slots = SlotConfig::new(Duration::from_millis(30), 10).unwrap();
     let cfg = Config {
-        host: "h1".into(),
-        topology: "unused".into(),
-        shm_dir: dir.path().to_path_buf(),
-        peer_listen: pl.local_addr().unwrap(),
-        peer_port: 0,
-        peers: Default::default(),
         admin_socket: sock.clone(),
-        metrics_listen: "127.0.0.1:0".parse().unwrap(),
-        policy: PolicyConfig {
-            mode: FeedbackMode::Precedence,
-            ..PolicyConfig::new(SlotConfig::new(Duration::from_millis(30), 10).unwrap())
-        },
-        rpc_deadline: Duration::from_millis(10),
-        datapath: DatapathKind::DryRun,
-        bpf_pin_dir: "unused".into(),
-        bpf_cc_name: Default::default(),
-        tcp_tso_rtt_log: mlcc_scheduler::config::TsoRttLog::Keep,
-        rto_floor: mlcc_bpf::RtoFloor::default(),
-        fallback: mlcc_bpf::Fallback::default(),
-        max_sockets: mlcc_bpf::MaxSockets::default(),
-        ps_scheduler_port: None,
-        log_format: LogFormat::Human,
-        worker_threads: 1,
-        admin_group: None,
-        clock_offset_ns: 0,
-        progress: Default::default(),
-        fill_devs: Vec::new(),
-        learn: false,
-        tls: None,
+        ..crate::common::daemon_config("h1", dir.path(), pl.local_addr().unwrap(), slots)
     };
     let admin = daemon::bind_admin(&sock).unwrap();
     let running = daemon::start(

@@ -3,12 +3,11 @@
 
 use std::time::Duration;
 
-use mlcc_core::load_table::FeedbackMode;
 use mlcc_core::slot::SlotConfig;
 use mlcc_core::topology::Topology;
 use mlcc_core::units::BytesPerSec;
 use mlcc_proto::v1 as pb;
-use mlcc_scheduler::config::{Config, DatapathKind, LogFormat, PolicyConfig};
+use mlcc_scheduler::config::Config;
 use mlcc_scheduler::daemon::{self, Running};
 use mlcc_scheduler::datapath::{DatapathPort, MemoryDatapath};
 use mlcc_scheduler::sockets::StaticSockets;
@@ -20,36 +19,10 @@ const DEADLINE: Duration = Duration::from_secs(5);
 
 async fn mlccd(dir: &std::path::Path) -> Running {
     let pl = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let slots = SlotConfig::new(Duration::from_millis(20), 4).unwrap();
     let cfg = Config {
-        host: "h1".into(),
-        topology: "unused".into(),
-        shm_dir: dir.to_path_buf(),
-        peer_listen: pl.local_addr().unwrap(),
-        peer_port: 0,
-        peers: Default::default(),
-        admin_socket: dir.join("admin.sock"),
-        metrics_listen: "127.0.0.1:0".parse().unwrap(),
-        policy: PolicyConfig {
-            mode: FeedbackMode::Precedence,
-            ..PolicyConfig::new(SlotConfig::new(Duration::from_millis(20), 4).unwrap())
-        },
         rpc_deadline: Duration::from_millis(5),
-        datapath: DatapathKind::DryRun,
-        bpf_pin_dir: "unused".into(),
-        bpf_cc_name: Default::default(),
-        tcp_tso_rtt_log: mlcc_scheduler::config::TsoRttLog::Keep,
-        rto_floor: mlcc_bpf::RtoFloor::default(),
-        fallback: mlcc_bpf::Fallback::default(),
-        max_sockets: mlcc_bpf::MaxSockets::default(),
-        ps_scheduler_port: None,
-        log_format: LogFormat::Human,
-        worker_threads: 1,
-        admin_group: None,
-        clock_offset_ns: 0,
-        progress: Default::default(),
-        fill_devs: Vec::new(),
-        learn: false,
-        tls: None,
+        ..crate::common::daemon_config("h1", dir, pl.local_addr().unwrap(), slots)
     };
     daemon::start(
         cfg,

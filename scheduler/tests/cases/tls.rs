@@ -16,7 +16,7 @@ use mlcc_core::topology::Topology;
 use mlcc_core::units::BytesPerSec;
 use mlcc_daemon::tls::{Tls, TlsFiles, endpoint};
 use mlcc_proto::v1 as pb;
-use mlcc_scheduler::config::{Config, DatapathKind, LogFormat, PolicyConfig};
+use mlcc_scheduler::config::Config;
 use mlcc_scheduler::daemon;
 use mlcc_scheduler::datapath::{DatapathPort, MemoryDatapath};
 use mlcc_scheduler::session::Session;
@@ -201,35 +201,9 @@ async fn mlccd_peer_service_requires_a_cluster_certificate() {
     let topo = Topology::single_switch(2, BytesPerSec(1e9)).unwrap();
     let pl = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let cfg = Config {
-        host: "h1".into(),
-        topology: "unused".into(),
-        shm_dir: dir.path().to_path_buf(),
-        peer_listen: pl.local_addr().unwrap(),
-        peer_port: 0,
-        peers: Default::default(),
-        admin_socket: dir.path().join("admin.sock"),
-        metrics_listen: "127.0.0.1:0".parse().unwrap(),
-        policy: PolicyConfig {
-            mode: FeedbackMode::Precedence,
-            ..PolicyConfig::new(slots())
-        },
         rpc_deadline: Duration::from_millis(5),
-        datapath: DatapathKind::DryRun,
-        bpf_pin_dir: "unused".into(),
-        bpf_cc_name: Default::default(),
-        tcp_tso_rtt_log: mlcc_scheduler::config::TsoRttLog::Keep,
-        rto_floor: mlcc_bpf::RtoFloor::default(),
-        fallback: mlcc_bpf::Fallback::default(),
-        max_sockets: mlcc_bpf::MaxSockets::default(),
-        ps_scheduler_port: None,
-        log_format: LogFormat::Human,
-        worker_threads: 1,
-        admin_group: None,
-        clock_offset_ns: 0,
-        progress: Default::default(),
-        fill_devs: Vec::new(),
-        learn: false,
         tls: Some(h1),
+        ..crate::common::daemon_config("h1", dir.path(), pl.local_addr().unwrap(), slots())
     };
     let running = daemon::start(
         cfg,

@@ -21,3 +21,46 @@ pub fn crafted(dir: &Path, name: &str, pid: u32, corrupt: impl FnOnce(&mut Vec<u
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
     p
 }
+
+/// An mlccd configuration for tests: host `host` on a dry-run datapath, its progress files and
+/// admin socket in `dir`, serving peers on `peer_listen`, precedence feedback with `slots`, a
+/// τ/3 deadline, and everything else at its default. Tests change what they test with `..`.
+pub fn daemon_config(
+    host: &str,
+    dir: &Path,
+    peer_listen: std::net::SocketAddr,
+    slots: mlcc_core::SlotConfig,
+) -> mlcc_scheduler::config::Config {
+    use mlcc_scheduler::config::{Config, DatapathKind, LogFormat, PolicyConfig};
+    Config {
+        host: host.into(),
+        topology: "unused".into(),
+        shm_dir: dir.to_path_buf(),
+        peer_listen,
+        peer_port: 0,
+        peers: Default::default(),
+        admin_socket: dir.join("admin.sock"),
+        metrics_listen: "127.0.0.1:0".parse().unwrap(),
+        rpc_deadline: slots.tau() / 3,
+        policy: PolicyConfig {
+            mode: mlcc_core::FeedbackMode::Precedence,
+            ..PolicyConfig::new(slots)
+        },
+        datapath: DatapathKind::DryRun,
+        bpf_pin_dir: "unused".into(),
+        bpf_cc_name: Default::default(),
+        tcp_tso_rtt_log: mlcc_scheduler::config::TsoRttLog::Keep,
+        rto_floor: mlcc_bpf::RtoFloor::default(),
+        fallback: mlcc_bpf::Fallback::default(),
+        max_sockets: mlcc_bpf::MaxSockets::default(),
+        ps_scheduler_port: None,
+        log_format: LogFormat::Human,
+        worker_threads: 1,
+        admin_group: None,
+        clock_offset_ns: 0,
+        progress: Default::default(),
+        fill_devs: Vec::new(),
+        learn: false,
+        tls: None,
+    }
+}
