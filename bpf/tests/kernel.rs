@@ -1156,6 +1156,10 @@ fn an_unordered_socket_backs_off_as_its_fallback_cc_does() {
 /// retransmitted, and its goodput over the window's second half, Mbit/s.
 struct UnorderedUnderLoss {
     ssthresh_changes: usize,
+    /// Changes to a lower ssthresh.
+    ssthresh_cuts: usize,
+    /// The ssthresh at the start and after each change (segments).
+    ssthresh_seen: Vec<u32>,
     retransmits: u32,
     mbit: f64,
 }
@@ -1180,10 +1184,16 @@ fn unordered_under_loss(
     let start = Instant::now();
     let mut ssthresh = tcp_info(&tx.stream).tcpi_snd_ssthresh;
     let mut ssthresh_changes = 0;
+    let mut ssthresh_cuts = 0;
+    let mut ssthresh_seen = vec![ssthresh];
     let mut half = None;
     while start.elapsed() < total {
         let now = tcp_info(&tx.stream).tcpi_snd_ssthresh;
-        ssthresh_changes += usize::from(now != ssthresh);
+        if now != ssthresh {
+            ssthresh_changes += 1;
+            ssthresh_cuts += usize::from(now < ssthresh);
+            ssthresh_seen.push(now);
+        }
         ssthresh = now;
         if half.is_none() && start.elapsed() >= total / 2 {
             half = Some(stats(loaded.dp(), &tx.key));
@@ -1194,6 +1204,8 @@ fn unordered_under_loss(
     drop(injector);
     let out = UnorderedUnderLoss {
         ssthresh_changes,
+        ssthresh_cuts,
+        ssthresh_seen,
         retransmits: total_retrans(&tx.stream),
         mbit: half.map_or(0.0, |h| rate_between(&h, &end) * 8e-6),
     };
@@ -1201,7 +1213,7 @@ fn unordered_under_loss(
 }
 
 /// With the BBR fallback an unordered socket runs the kernel's BBR through its kfuncs: random
-/// loss never moves its ssthresh (`bbr_ssthresh` keeps it; BBR itself sets it once, to the
+/// loss never cuts its ssthresh (`bbr_ssthresh` keeps it; BBR itself sets it once, to the
 /// bytes in flight, when it leaves STARTUP), where the Cubic fallback, the control on a link
 /// like it, cuts it at every loss. An order then paces the socket as it paces any, and when the
 /// order lapses BBR takes the socket back, data intact.
@@ -1234,13 +1246,14 @@ fn an_unordered_socket_on_the_bbr_fallback_runs_bbr_and_obeys_orders() {
         "0.2 % loss, unordered: bbr fallback {:.1} Mbit/s ({} retransmits, ssthresh changed {} \
          times), cubic fallback {:.1} Mbit/s ({} retransmits, ssthresh changed {} times); bbr \
          socket paced at {paced:.1} Mbit/s under a 50 Mbit/s order, {after:.1} Mbit/s after it \
-         lapsed; load {}",
+         lapsed; bbr socket's ssthresh {:?}; load {}",
         ours.mbit,
         ours.retransmits,
         ours.ssthresh_changes,
         control.mbit,
         control.retransmits,
         control.ssthresh_changes,
+        ours.ssthresh_seen,
         load_average()
     );
     assert!(
@@ -1249,10 +1262,15 @@ fn an_unordered_socket_on_the_bbr_fallback_runs_bbr_and_obeys_orders() {
         control.ssthresh_changes
     );
     assert!(ours.retransmits > 0, "no loss reached the bbr socket");
+    // Cuts, not changes: the kernel's undo of a recovery that DSACKs or timestamps prove
+    // spurious puts back the ssthresh from before it (tcp_undo_cwnd_reduction), which for a
+    // recovery entered in STARTUP is infinity again; a CI run on a loaded machine saw
+    // two changes once.
     assert!(
-        ours.ssthresh_changes <= 1,
-        "losses moved the bbr socket's ssthresh {} times",
-        ours.ssthresh_changes
+        ours.ssthresh_cuts <= 1,
+        "losses cut the bbr socket's ssthresh {} times: {:?}",
+        ours.ssthresh_cuts,
+        ours.ssthresh_seen
     );
     assert!(
         ours.mbit >= 0.6 * link_mbit,
