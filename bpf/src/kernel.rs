@@ -28,7 +28,7 @@ pub(crate) fn read_map<T>(
     bufs: &mut BatchBuffers,
     decode: impl Fn(&[u8], &[u8]) -> Option<T>,
 ) -> Result<Vec<T>, DatapathError> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(bufs.last_read());
     let mut corrupt = false;
     let (ks, vs) = (map.key_size() as usize, map.value_size() as usize);
     sys::lookup_batch(map.as_fd(), ks, vs, BATCH, bufs, |k, v| {

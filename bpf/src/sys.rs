@@ -399,6 +399,15 @@ pub struct BatchBuffers {
     values: Vec<u8>,
     cursor: Vec<u8>,
     next: Vec<u8>,
+    /// Entries the last read handed out: the next read's expected size.
+    last_read: usize,
+}
+
+impl BatchBuffers {
+    /// How many entries the last read through these buffers found.
+    pub fn last_read(&self) -> usize {
+        self.last_read
+    }
 }
 
 /// Every entry of the hash map `map` (keys of `key_size` bytes, values of `value_size`),
@@ -423,6 +432,7 @@ pub fn lookup_batch(
     bufs.values.resize(value_size * n, 0);
     bufs.cursor.resize(key_size, 0);
     bufs.next.resize(key_size, 0);
+    bufs.last_read = 0;
     let mut first = true;
     loop {
         let mut count = batch;
@@ -463,6 +473,7 @@ pub fn lookup_batch(
         {
             each(k, v);
         }
+        bufs.last_read += got;
         if done {
             return Ok(());
         }

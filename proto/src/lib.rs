@@ -18,3 +18,14 @@ pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
 /// Most flows one call may carry (docs/design.md §10).
 pub const MAX_FLOWS_PER_CALL: usize = 65_536;
+
+impl From<tonic::Status> for v1::SessionError {
+    /// A stream message's own fault, as the unary call would have failed with it (no clock).
+    fn from(s: tonic::Status) -> Self {
+        v1::SessionError {
+            code: s.code() as i32,
+            message: s.message().to_string(),
+            switch_unix_ns: 0,
+        }
+    }
+}

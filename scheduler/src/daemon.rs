@@ -244,6 +244,7 @@ pub(crate) fn outcome_name<T>(o: &Outcome<T>) -> &'static str {
 pub const PEER_UNREAD_REPLIES: usize = 16;
 
 /// The Peer service: a flow's sender tells us its progress, we answer with ours.
+#[derive(Clone)]
 pub struct PeerService {
     shared: Arc<Shared>,
     /// Ends the open exchange streams when mlccd stops (the server's graceful shutdown waits
@@ -286,13 +287,7 @@ impl PeerService {
         };
         pb::PeerReply {
             seq: m.seq,
-            reply: Some(reply.unwrap_or_else(|s| {
-                Reply::Error(pb::SessionError {
-                    code: s.code() as i32,
-                    message: s.message().to_string(),
-                    switch_unix_ns: 0,
-                })
-            })),
+            reply: Some(reply.unwrap_or_else(|s| Reply::Error(s.into()))),
         }
     }
 
@@ -347,7 +342,7 @@ impl pb::peer_server::Peer for PeerService {
     ) -> Result<tonic::Response<Self::ExchangeStreamStream>, tonic::Status> {
         let inbound = req.into_inner();
         let (tx, rx) = tokio::sync::mpsc::channel(PEER_UNREAD_REPLIES + 1);
-        let svc = PeerService::new(self.shared.clone(), self.stopping.clone());
+        let svc = self.clone();
         tokio::spawn(async move {
             if let Some(status) = svc.serve_stream(inbound, &tx).await {
                 tracing::debug!("peer exchange stream ended: {status}");

@@ -327,13 +327,7 @@ impl SwitchService {
         };
         pb::SessionReply {
             seq: msg.seq,
-            reply: Some(reply.unwrap_or_else(|s| {
-                Reply::Error(pb::SessionError {
-                    code: s.code() as i32,
-                    message: s.message().to_string(),
-                    switch_unix_ns: 0,
-                })
-            })),
+            reply: Some(reply.unwrap_or_else(|s| Reply::Error(s.into()))),
         }
     }
 
