@@ -1372,6 +1372,12 @@ fn class_bytes(ns: &mlcc_bpf::testbed::Netns, dev: &str) -> Vec<(String, u64)> {
     v
 }
 
+/// The classes' link in the fill test: half the other tests' rate. What is tested is the port's
+/// priority, which only decides while the port is the bottleneck; at 1 Gbit/s two flows, their
+/// receivers' checksums and their softirqs took both cores of a CI host (the two flows carried
+/// 900 of the 940 Mbit/s), the CPU became the bottleneck and served both flows alike.
+const CLASS_LINK_BITS: u64 = 500_000_000;
+
 #[test]
 fn a_fill_flow_takes_what_a_planned_flow_leaves_and_the_whole_link_once_it_stops() {
     let Some(_serial) =
@@ -1381,7 +1387,7 @@ fn a_fill_flow_takes_what_a_planned_flow_leaves_and_the_whole_link_once_it_stops
     };
     let mut loaded = Loaded::new();
     let cc = loaded.dp().cc_name().clone();
-    let link = VethPair::with_classes(LINK_BITS, 1).expect("veth pair with classes");
+    let link = VethPair::with_classes(CLASS_LINK_BITS, 1).expect("veth pair with classes");
     let dp = loaded.dp();
     link.sender
         .enter(|| dp.attach_marker("eth0").map_err(std::io::Error::other))
@@ -1398,9 +1404,9 @@ fn a_fill_flow_takes_what_a_planned_flow_leaves_and_the_whole_link_once_it_stops
     .expect("receiver");
     let a = Sender::start(&link.sender, None, rx_a.addr, Some(&cc)).expect("sender");
     let b = Sender::start(&link.sender, None, rx_b.addr, Some(&cc)).expect("sender");
-    // a: planned at 400 Mbit/s in the default class. b: nothing guaranteed (the datapath's
+    // a: planned at 200 Mbit/s in the default class. b: nothing guaranteed (the datapath's
     // least order), everything beyond it in fill class 0.
-    let planned = mbit(400);
+    let planned = mbit(200);
     let fill = RateOrder {
         fill: mlcc_bpf::classes::fill_dscp(0),
         ..order(b.key, Rate::from_bytes_per_sec(12_500).unwrap(), SECS_30)
@@ -1411,7 +1417,7 @@ fn a_fill_flow_takes_what_a_planned_flow_leaves_and_the_whole_link_once_it_stops
 
     // Up to three windows (a loaded host can starve a sender thread for one): the planned flow
     // within 5 % of its plan, the fill flow with at least 85 % of what it leaves of the line.
-    let line = LINK_BITS as f64 / 8.0 * 0.94;
+    let line = CLASS_LINK_BITS as f64 / 8.0 * 0.94;
     let mut report = Vec::new();
     let mut shared = false;
     for attempt in 1..=3 {
@@ -1437,15 +1443,19 @@ fn a_fill_flow_takes_what_a_planned_flow_leaves_and_the_whole_link_once_it_stops
     assert!(shared, "{}", report.join("\n"));
     let classes = class_bytes(&link.sender, "eth0");
     let sent = |id: &str| classes.iter().find(|(c, _)| c == id).map_or(0, |(_, b)| *b);
-    // Half a second and a window at least: 25 MB of each in its class.
+    // Half a second and a window at least: 25 MB of each in its class (37 MB planned, ~50 MB
+    // fill).
     assert!(
         sent("10:2") > 25_000_000,
         "the fill flow's bytes are not in the fill class: {classes:?}"
     );
     assert!(sent("10:1") > 25_000_000, "{classes:?}");
 
-    // The planned flow stops: within a few RTTs the fill flow has the whole link.
+    // The planned flow stops: within a few RTTs of its last byte's delivery (the sender's queued
+    // bytes still leave after it closes, ~1 s of them at 200 Mbit/s), the fill flow has the
+    // whole link.
     let sent_a = a.finish().unwrap();
+    assert_eq!(sent_a, rx_a.finish().unwrap(), "payload differs end to end");
     std::thread::sleep(Duration::from_millis(50));
     let mut alone = Vec::new();
     let mut took = false;
@@ -1460,7 +1470,6 @@ fn a_fill_flow_takes_what_a_planned_flow_leaves_and_the_whole_link_once_it_stops
         }
     }
     assert!(took, "the fill flow alone: {alone:?}");
-    assert_eq!(sent_a, rx_a.finish().unwrap(), "payload differs end to end");
     let sent_b = b.finish().unwrap();
     assert_eq!(sent_b, rx_b.finish().unwrap(), "payload differs end to end");
 }
