@@ -10,6 +10,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use mlcc_core::FlowId;
+use mlcc_core::hash;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RpcLabels {
     /// "fetch_feedback", "update_schedule", "exchange".
@@ -183,5 +186,170 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// What one local flow's gauges show for the slot just planned.
+pub struct FlowReading {
+    pub planned: f64,
+    /// None until a slot's delivery has been measured: the gauge appears only then.
+    pub achieved: Option<f64>,
+    pub retransmits: u64,
+    pub queue_loss: u64,
+}
+
+/// Each local flow's gauges, looked up in their families once, when the flow first appears, and
+/// removed from them once it is gone: a scrape lists the flows the host has now (not every flow
+/// it ever had, which on a cluster running jobs for weeks grew without end), and a slot sets the
+/// gauges without building and hashing a label per flow and family.
+#[derive(Default)]
+pub struct FlowGauges {
+    by_flow: hash::Map<FlowId, OneFlow>,
+}
+
+struct OneFlow {
+    labels: FlowLabels,
+    planned: FloatGauge,
+    achieved: Option<FloatGauge>,
+    retransmits: Gauge,
+    queue_loss: Gauge,
+    seen: bool,
+}
+
+impl OneFlow {
+    fn of(m: &Metrics, id: &FlowId) -> Self {
+        let labels = FlowLabels {
+            flow: id.to_string(),
+        };
+        OneFlow {
+            planned: m.planned.get_or_create(&labels).clone(),
+            achieved: None,
+            retransmits: m.retransmits.get_or_create(&labels).clone(),
+            queue_loss: m.queue_loss.get_or_create(&labels).clone(),
+            labels,
+            seen: true,
+        }
+    }
+
+    fn set(&mut self, m: &Metrics, r: &FlowReading) {
+        let count = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        self.planned.set(r.planned);
+        if let Some(a) = r.achieved {
+            self.achieved
+                .get_or_insert_with(|| m.achieved.get_or_create(&self.labels).clone())
+                .set(a);
+        }
+        self.retransmits.set(count(r.retransmits));
+        self.queue_loss.set(count(r.queue_loss));
+    }
+
+    fn remove(&self, m: &Metrics) {
+        m.planned.remove(&self.labels);
+        m.achieved.remove(&self.labels);
+        m.retransmits.remove(&self.labels);
+        m.queue_loss.remove(&self.labels);
+    }
+}
+
+impl FlowGauges {
+    /// Sets the gauges of this slot's flows, removes those of flows no longer there, and sets
+    /// the flow count.
+    pub fn record<'a>(
+        &mut self,
+        m: &Metrics,
+        flows: impl IntoIterator<Item = (&'a FlowId, FlowReading)>,
+    ) {
+        for one in self.by_flow.values_mut() {
+            one.seen = false;
+        }
+        for (id, reading) in flows {
+            let one = match self.by_flow.get_mut(id) {
+                Some(one) => one,
+                None => self
+                    .by_flow
+                    .entry(id.clone())
+                    .or_insert_with(|| OneFlow::of(m, id)),
+            };
+            one.seen = true;
+            one.set(m, &reading);
+        }
+        self.by_flow.retain(|_, one| {
+            if !one.seen {
+                one.remove(m);
+            }
+            one.seen
+        });
+        m.flows
+            .set(i64::try_from(self.by_flow.len()).unwrap_or(i64::MAX));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(planned: f64, achieved: Option<f64>) -> FlowReading {
+        FlowReading {
+            planned,
+            achieved,
+            retransmits: 3,
+            queue_loss: 1,
+        }
+    }
+
+    #[test]
+    fn a_gone_flows_series_leave_the_scrape_and_a_flows_achieved_rate_appears_once_measured() {
+        let m = Metrics::new();
+        let mut gauges = FlowGauges::default();
+        let (a, b) = (
+            FlowId::new("job-a/h0>h1/ring").unwrap(),
+            FlowId::new("job-b/h0>h2/ring").unwrap(),
+        );
+        gauges.record(
+            &m,
+            [(&a, reading(1e6, None)), (&b, reading(2e6, Some(1.5e6)))],
+        );
+        let text = m.encode();
+        assert!(text.contains("mlcc_sched_flows 2"), "{text}");
+        assert!(
+            text.contains(
+                r#"mlcc_sched_flow_planned_bytes_per_sec{flow="job-a/h0>h1/ring"} 1000000"#
+            ),
+            "{text}"
+        );
+        assert!(
+            !text.contains(r#"achieved_bytes_per_sec{flow="job-a"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"mlcc_sched_flow_achieved_bytes_per_sec{flow="job-b/h0>h2/ring"} 1500000"#
+            ),
+            "{text}"
+        );
+
+        gauges.record(&m, [(&a, reading(4e6, Some(3e6)))]);
+        let text = m.encode();
+        assert!(text.contains("mlcc_sched_flows 1"), "{text}");
+        assert!(
+            !text.contains("job-b"),
+            "a gone flow is still scraped:\n{text}"
+        );
+        assert!(
+            text.contains(
+                r#"mlcc_sched_flow_planned_bytes_per_sec{flow="job-a/h0>h1/ring"} 4000000"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"mlcc_sched_flow_achieved_bytes_per_sec{flow="job-a/h0>h1/ring"} 3000000"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"mlcc_sched_flow_retransmitted_segments{flow="job-a/h0>h1/ring"} 3"#),
+            "{text}"
+        );
     }
 }

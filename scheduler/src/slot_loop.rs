@@ -59,6 +59,7 @@ pub(crate) struct SlotLoop {
     clock_offsets: HashMap<String, i64>,
     /// This slot's hand-overs not yet carried out: when, and the orders then.
     handovers: Vec<(Instant, Vec<RateOrder>)>,
+    flow_gauges: crate::metrics::FlowGauges,
 }
 
 /// Where a slot's time went: `work` excludes the waits on the network, `decide` is the
@@ -130,6 +131,7 @@ impl SlotLoop {
             datapath_print: None,
             clock_offsets: HashMap::new(),
             handovers: Vec::new(),
+            flow_gauges: Default::default(),
         }
     }
 
@@ -643,26 +645,18 @@ impl SlotLoop {
     }
 
     /// Per flow: planned and achieved rates, retransmissions.
-    fn record_flows(&self) {
-        let m = &self.shared.metrics;
+    fn record_flows(&mut self) {
         let host = self.shared.host();
-        let mut n = 0;
-        for f in host.flows() {
-            n += 1;
-            let labels = crate::metrics::FlowLabels {
-                flow: f.id.to_string(),
+        let readings = host.flows().map(|f| {
+            let reading = crate::metrics::FlowReading {
+                planned: f.last_rate(),
+                achieved: f.achieved,
+                retransmits: f.retransmits,
+                queue_loss: f.queue_loss,
             };
-            m.planned.get_or_create(&labels).set(f.last_rate());
-            if let Some(a) = f.achieved {
-                m.achieved.get_or_create(&labels).set(a);
-            }
-            let count = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-            m.retransmits
-                .get_or_create(&labels)
-                .set(count(f.retransmits));
-            m.queue_loss.get_or_create(&labels).set(count(f.queue_loss));
-        }
-        m.flows.set(n);
+            (&f.id, reading)
+        });
+        self.flow_gauges.record(&self.shared.metrics, readings);
     }
 
     /// The datapath's count of stale ssthresh values repaired, with a warning when it grew: a
