@@ -358,39 +358,6 @@ pub fn set_tso(dev: &str, on: bool) -> io::Result<()> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use std::os::fd::AsFd;
-
-    use super::*;
-
-    #[test]
-    fn socket_options_round_trip_on_loopback() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let stream = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        // reno is built in and allowed to unprivileged sockets.
-        set_tcp_congestion(stream.as_fd(), "reno").unwrap();
-        assert_eq!(tcp_congestion(stream.as_fd()).unwrap(), "reno");
-        assert!(set_tcp_congestion(stream.as_fd(), "no-such-cc").is_err());
-        assert_eq!(tcp_info(stream.as_fd()).unwrap().tcpi_state, 1); // TCP_ESTABLISHED
-    }
-
-    #[test]
-    fn monotonic_clock_moves_forward() {
-        let a = monotonic_ns();
-        std::thread::sleep(std::time::Duration::from_millis(1));
-        assert!(monotonic_ns() > a && a > 0);
-    }
-
-    #[test]
-    fn bpffs_is_told_apart_and_bad_paths_are_refused() {
-        assert!(!is_bpffs(Path::new("/proc")).unwrap());
-        assert!(is_bpffs(Path::new("/no/such/dir")).is_err());
-        let e = is_bpffs(Path::new("a\0b")).unwrap_err();
-        assert_eq!(e.to_string(), "path contains a NUL byte");
-    }
-}
-
 /// Buffers for reading a hash map in batches, kept between reads so that a read of a map whose
 /// size did not grow allocates nothing.
 #[derive(Debug, Default)]
@@ -479,5 +446,38 @@ pub fn lookup_batch(
         }
         std::mem::swap(&mut bufs.cursor, &mut bufs.next);
         first = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+
+    use super::*;
+
+    #[test]
+    fn socket_options_round_trip_on_loopback() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        // reno is built in and allowed to unprivileged sockets.
+        set_tcp_congestion(stream.as_fd(), "reno").unwrap();
+        assert_eq!(tcp_congestion(stream.as_fd()).unwrap(), "reno");
+        assert!(set_tcp_congestion(stream.as_fd(), "no-such-cc").is_err());
+        assert_eq!(tcp_info(stream.as_fd()).unwrap().tcpi_state, 1); // TCP_ESTABLISHED
+    }
+
+    #[test]
+    fn monotonic_clock_moves_forward() {
+        let a = monotonic_ns();
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        assert!(monotonic_ns() > a && a > 0);
+    }
+
+    #[test]
+    fn bpffs_is_told_apart_and_bad_paths_are_refused() {
+        assert!(!is_bpffs(Path::new("/proc")).unwrap());
+        assert!(is_bpffs(Path::new("/no/such/dir")).is_err());
+        let e = is_bpffs(Path::new("a\0b")).unwrap_err();
+        assert_eq!(e.to_string(), "path contains a NUL byte");
     }
 }

@@ -4,13 +4,9 @@
 use std::time::Duration;
 
 use mlcc_core::slot::SlotConfig;
-use mlcc_core::topology::Topology;
-use mlcc_core::units::BytesPerSec;
 use mlcc_proto::v1 as pb;
 use mlcc_scheduler::config::Config;
-use mlcc_scheduler::daemon::{self, Running};
-use mlcc_scheduler::datapath::{DatapathPort, MemoryDatapath};
-use mlcc_scheduler::sockets::StaticSockets;
+use mlcc_scheduler::daemon::Running;
 use pb::peer_reply::Reply;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -24,17 +20,7 @@ async fn mlccd(dir: &std::path::Path) -> Running {
         rpc_deadline: Duration::from_millis(5),
         ..crate::common::daemon_config("h1", dir, pl.local_addr().unwrap(), slots)
     };
-    daemon::start(
-        cfg,
-        Topology::single_switch(2, BytesPerSec(1e9)).unwrap(),
-        DatapathPort::memory(MemoryDatapath::default()),
-        Box::new(StaticSockets::default()),
-        pl,
-        None,
-        None,
-    )
-    .await
-    .unwrap()
+    crate::common::start_daemon(cfg, pl).await
 }
 
 fn exchange(seq: u64, slot: u64) -> pb::PeerRequest {

@@ -17,10 +17,7 @@ use mlcc_core::units::BytesPerSec;
 use mlcc_daemon::tls::{Tls, TlsFiles, endpoint};
 use mlcc_proto::v1 as pb;
 use mlcc_scheduler::config::Config;
-use mlcc_scheduler::daemon;
-use mlcc_scheduler::datapath::{DatapathPort, MemoryDatapath};
 use mlcc_scheduler::session::Session;
-use mlcc_scheduler::sockets::StaticSockets;
 use mlcc_switch_emu::{Clock, Emulator, ManualClock, server};
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
@@ -198,24 +195,13 @@ async fn mlccd_peer_service_requires_a_cluster_certificate() {
     let h1 = cluster.leaf(dir.path(), "h1", &cluster);
     let h2 = cluster.leaf(dir.path(), "h2", &cluster);
     let intruder = foreign.leaf(dir.path(), "intruder", &cluster);
-    let topo = Topology::single_switch(2, BytesPerSec(1e9)).unwrap();
     let pl = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let cfg = Config {
         rpc_deadline: Duration::from_millis(5),
         tls: Some(h1),
         ..crate::common::daemon_config("h1", dir.path(), pl.local_addr().unwrap(), slots())
     };
-    let running = daemon::start(
-        cfg,
-        topo,
-        DatapathPort::memory(MemoryDatapath::default()),
-        Box::new(StaticSockets::default()),
-        pl,
-        None,
-        None,
-    )
-    .await
-    .unwrap();
+    let running = crate::common::start_daemon(cfg, pl).await;
     let addr = running.peer_addr.to_string();
     let exchange = |tls: Option<Tls>| {
         let addr = addr.clone();

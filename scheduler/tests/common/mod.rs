@@ -64,3 +64,24 @@ pub fn daemon_config(
         tls: None,
     }
 }
+
+/// Starts mlccd with `cfg` on a two-host single-switch topology, an in-memory datapath and no
+/// sockets, serving peers on `listener` (bound at `cfg.peer_listen`).
+pub async fn start_daemon(
+    cfg: mlcc_scheduler::config::Config,
+    listener: tokio::net::TcpListener,
+) -> mlcc_scheduler::daemon::Running {
+    use mlcc_scheduler::datapath::{DatapathPort, MemoryDatapath};
+    mlcc_scheduler::daemon::start(
+        cfg,
+        mlcc_core::topology::Topology::single_switch(2, mlcc_core::units::BytesPerSec(1e9))
+            .unwrap(),
+        DatapathPort::memory(MemoryDatapath::default()),
+        Box::new(mlcc_scheduler::sockets::StaticSockets::default()),
+        listener,
+        None,
+        None,
+    )
+    .await
+    .unwrap()
+}
