@@ -713,7 +713,7 @@ fn tcp_info(stream: &std::net::TcpStream) -> libc::tcp_info {
     mlcc_bpf::tcp_info(stream).expect("TCP_INFO")
 }
 
-/// One 50 ms window of a paced lossy flow beside a lossless control at the same plan: what each
+/// One window of a paced lossy flow beside a lossless control at the same plan: what each
 /// delivered, and what may explain a shortfall.
 struct Window {
     mbit: f64,
@@ -746,14 +746,27 @@ impl Window {
     }
 }
 
-/// Orders both flows at `plan_mbit` every slot, as mlccd does, in attempts of 40 slots on the
-/// same connections until one attempt's windows (but a first one's start) all reach their floor,
-/// at most `attempts` of them. The control shares the link, the CC, the CPUs and the hypervisor
-/// with the lossy flow, so a window where the host starved the flows' threads or softirqs moves
-/// its floor down with it; a datapath that lets loss recovery throttle the flow fails every
-/// attempt (a retransmission timeout stalls it for the 10 ms RTO floor, and without the floor
-/// empties four windows). On a CI host that stalled for 5-8 ms about once a second, a floor at
-/// the plan alone failed now and then with no timeout in any window.
+/// Slots in each measured window of the loss test (see [`paced_windows_beside_a_control`]).
+const LOSS_WINDOW_SLOTS: u32 = 2;
+
+/// Orders both flows at `plan_mbit` every slot, as mlccd does, and measures them over windows of
+/// [`LOSS_WINDOW_SLOTS`] slots, in attempts of 2 s on the same connections until one attempt's
+/// windows (but a first one's start) all reach their floor, at most `attempts` of them.
+///
+/// The control shares the link, the CC, the CPUs and the hypervisor with the lossy flow, so a
+/// window where the host starved the flows' threads or softirqs moves its floor down with it; on
+/// a CI host that stalled for 5-8 ms about once a second, a floor at the plan alone failed now
+/// and then with no timeout in any window. A datapath that lets loss recovery throttle the flow
+/// fails every attempt: a retransmission timeout stalls it for the 10 ms RTO floor, a tenth of a
+/// window, and without the floor empties two windows; a pace halved only while the socket is in
+/// Recovery (~4 % of its bytes) failed every attempt of both runs that tried it.
+///
+/// Windows are two slots long because deliveries are counted per ACK, and the receiver here ACKs
+/// about 45 segments (64 KB, one GRO batch) at a time: at 300 Mbit/s a 50-ms window holds ~1300
+/// segments, so one ACK more or less at either edge moves it by 3.5 %, most of the margin that
+/// 1 % of retransmissions leaves under a 95 % floor. Per-millisecond samples of both flows'
+/// segments sent showed the lossy flow sending at the control's rate through those short
+/// windows.
 fn paced_windows_beside_a_control(
     dp: &mut KernelDatapath,
     lossy: &Sender,
@@ -770,12 +783,14 @@ fn paced_windows_beside_a_control(
     let mut i = 0u32;
     for _ in 0..attempts {
         let mut windows = Vec::new();
-        for _ in 0..40 {
-            let ttl = 3 * SLOT;
-            dp.set_rates(&[order(lossy.key, plan, ttl), order(control.key, plan, ttl)])
-                .unwrap();
-            i += 1;
-            sleep_until(start + SLOT * i);
+        for _ in 0..40 / LOSS_WINDOW_SLOTS {
+            for _ in 0..LOSS_WINDOW_SLOTS {
+                let ttl = 3 * SLOT;
+                dp.set_rates(&[order(lossy.key, plan, ttl), order(control.key, plan, ttl)])
+                    .unwrap();
+                i += 1;
+                sleep_until(start + SLOT * i);
+            }
             let now = (stats(dp, &lossy.key), stats(dp, &control.key));
             let (rto, steal) = (total_rto(&lossy.stream), steal_ms());
             windows.push(Window {
@@ -1084,11 +1099,14 @@ fn paced_flow_keeps_its_plan_through_random_loss_and_fallback_reno_backs_off() {
         .iter()
         .map(|w| w.mbit / w.floor(PLAN_MBIT))
         .fold(f64::INFINITY, f64::min);
-    let mean = |f: fn(&Window) -> f64| steady.iter().map(f).sum::<f64>() / steady.len() as f64;
+    // The means are over every attempt, not only the one that passed: a datapath that throttles
+    // the flow now and then must not pass on its best two seconds.
+    let every = || attempts.iter().flatten().skip(1);
+    let mean = |f: fn(&Window) -> f64| every().map(f).sum::<f64>() / every().count() as f64;
     let (lossy_mean, control_mean) = (mean(|w| w.mbit), mean(|w| w.control_mbit));
     println!(
-        "under {:.0} % loss: paced at {PLAN_MBIT} Mbit/s, delivered {lossy_mean:.1} on average \
-         (the lossless control {control_mean:.1}), the worst 50 ms window at {:.1} % of its floor \
+        "under {:.0} % loss: paced at {PLAN_MBIT} Mbit/s, delivered {lossy_mean:.1} on average over all attempts \
+         (the lossless control {control_mean:.1}), the worst 100 ms window at {:.1} % of its floor \
          (attempt {} of {ATTEMPTS}; {} retransmits, {} of {} segments dropped, {} bytes \
          checksummed); fallback Reno {lossy_reno:.1} Mbit/s ({reno_retrans} retransmits) against \
          {clean_reno:.1} without loss; load {}",
@@ -1107,7 +1125,7 @@ fn paced_flow_keeps_its_plan_through_random_loss_and_fallback_reno_backs_off() {
     );
     assert!(
         steady.iter().all(|w| w.mbit >= w.floor(PLAN_MBIT)),
-        "in every attempt a 50 ms window of the lossy flow delivered below 95 % of the plan and \
+        "in every attempt a 100 ms window of the lossy flow delivered below 95 % of the plan and \
          of what the lossless control delivered in it (Mbit/s lossy/control, and for each short \
          window the retransmission timeouts and the ms stolen by the hypervisor in it):\n{}",
         attempts
