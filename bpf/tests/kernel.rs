@@ -746,12 +746,15 @@ impl Window {
     }
 }
 
-/// Slots in each measured window of the loss test (see [`paced_windows_beside_a_control`]).
+/// Slots in each measured window of the loss test (see [`paced_windows_beside_a_control`]), and
+/// in each of its attempts (2 s).
 const LOSS_WINDOW_SLOTS: u32 = 2;
+const LOSS_ATTEMPT_SLOTS: u32 = 40;
 
 /// Orders both flows at `plan_mbit` every slot, as mlccd does, and measures them over windows of
-/// [`LOSS_WINDOW_SLOTS`] slots, in attempts of 2 s on the same connections until one attempt's
-/// windows (but a first one's start) all reach their floor, at most `attempts` of them.
+/// [`LOSS_WINDOW_SLOTS`] slots, in attempts of [`LOSS_ATTEMPT_SLOTS`] on the same connections
+/// until one attempt's windows (but a first one's start) all reach their floor, at most
+/// `attempts` of them.
 ///
 /// The control shares the link, the CC, the CPUs and the hypervisor with the lossy flow, so a
 /// window where the host starved the flows' threads or softirqs moves its floor down with it; on
@@ -783,7 +786,7 @@ fn paced_windows_beside_a_control(
     let mut i = 0u32;
     for _ in 0..attempts {
         let mut windows = Vec::new();
-        for _ in 0..40 / LOSS_WINDOW_SLOTS {
+        for _ in 0..LOSS_ATTEMPT_SLOTS / LOSS_WINDOW_SLOTS {
             for _ in 0..LOSS_WINDOW_SLOTS {
                 let ttl = 3 * SLOT;
                 dp.set_rates(&[order(lossy.key, plan, ttl), order(control.key, plan, ttl)])

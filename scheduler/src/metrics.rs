@@ -263,13 +263,10 @@ impl FlowGauges {
             one.seen = false;
         }
         for (id, reading) in flows {
-            let one = match self.by_flow.get_mut(id) {
-                Some(one) => one,
-                None => self
-                    .by_flow
-                    .entry(id.clone())
-                    .or_insert_with(|| OneFlow::of(m, id)),
-            };
+            let one = self
+                .by_flow
+                .entry(id.clone())
+                .or_insert_with(|| OneFlow::of(m, id));
             one.seen = true;
             one.set(m, &reading);
         }
