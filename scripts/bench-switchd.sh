@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks mlcc-switchd at paper scale: 1000 hosts x 6 flows per 60 ms slot against one switch.
-# Builds release, starts the server pinned to core 0 (--worker-threads 1: a current-thread
+# Builds the dist profile (PROFILE), starts the server pinned to core 0 (--worker-threads 1: a current-thread
 # runtime), runs the load generator pinned to core 1 (GEN_CPUS) and stops the server; then does
 # the same against `mlcc-switchd bench-baseline` (the same gRPC service answering every message
 # empty, no table), so the switch's CPU per flow-update is reported as a ratio to the
@@ -35,8 +35,10 @@ if [ "$RT" = 1 ]; then prio=(chrt -f 10); fi
 
 BASELINE=${BASELINE:-1}
 
-cargo build --release -q -p mlcc-switch-emu
-bin=target/release/mlcc-switchd
+# PROFILE=release benches the release build; the default is the one the packages ship.
+PROFILE=${PROFILE:-dist}
+cargo build --profile "$PROFILE" -q -p mlcc-switch-emu
+bin=${CARGO_TARGET_DIR:-target}/$PROFILE/mlcc-switchd
 # SERVER_BIN=/path/to/another/mlcc-switchd serves with that build (the generator stays this
 # one), for A/B comparisons of the server in one sitting: run-to-run drift of the machine is
 # larger than most per-message savings.

@@ -13,8 +13,9 @@
 #                          finds it by name) and the progress header
 #                          /usr/include/mlcc_progress.h.
 #
-#   scripts/package.sh [--profile release|dev] [--no-build] [--out DIR]
+#   scripts/package.sh [--profile dist|release|dev] [--no-build] [--out DIR]
 #
+# The default, dist, is release optimized across crates (Cargo.toml says what it buys).
 # --profile dev packages the debug binaries (those `cargo test` already built: CI's install test
 # uses it to avoid a second, release, build); --no-build packages what is already built.
 # MLCC_DEB_VERSION overrides the version (default: the workspace's, from Cargo.toml).
@@ -38,7 +39,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-profile=release
+profile=dist
 build=1
 out=
 while [ $# -gt 0 ]; do
@@ -51,9 +52,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$profile" in
-  release) profdir=release ;;
+  release | dist) profdir=$profile ;;
   dev | debug) profile=dev; profdir=debug ;;
-  *) echo "package.sh: --profile must be release or dev" >&2; exit 2 ;;
+  *) echo "package.sh: --profile must be dist, release or dev" >&2; exit 2 ;;
 esac
 
 for tool in dpkg-deb dpkg-shlibdeps strip make cc; do

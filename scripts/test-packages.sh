@@ -21,7 +21,7 @@
 # Prints one JSON line: package sizes, the time from `dpkg -i` to a running `mlccd --version`,
 # this test's own run time.
 #
-#   scripts/test-packages.sh [--profile release|dev] [--no-build] [--debs DIR]
+#   scripts/test-packages.sh [--profile dist|release|dev] [--no-build] [--debs DIR]
 #
 # --profile/--no-build are passed to scripts/package.sh; --debs DIR tests the .debs in DIR
 # instead of building them. The root comes from a cached tarball,
