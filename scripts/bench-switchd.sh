@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Benchmarks mlcc-switchd at paper scale: 1000 hosts x 6 flows per 60 ms slot against one switch.
-# Builds the dist profile (PROFILE), starts the server pinned to core 0 (--worker-threads 1: a current-thread
-# runtime), runs the load generator pinned to core 1 (GEN_CPUS) and stops the server; then does
-# the same against `mlcc-switchd bench-baseline` (the same gRPC service answering every message
-# empty, no table), so the switch's CPU per flow-update is reported as a ratio to the
-# transport's own, measured in the same sitting. Prints one JSON object on stdout:
+# Builds the dist profile (PROFILE), starts the server pinned to core 0 (--worker-threads 1: a
+# current-thread runtime), runs the load generator pinned to core 1 (GEN_CPUS) and stops the
+# server; then does the same against `mlcc-switchd bench-baseline` (the same gRPC service
+# answering every message empty, no table), so the switch's CPU per flow-update is reported as
+# a ratio to the transport's own, measured in the same sitting. Prints one JSON object on stdout:
 # {"switch": <bench report>, "baseline": <bench report>, "ratio": ..., "verdict": ...}.
 # The machine's load goes to stderr: figures taken while other work runs on these cores are noisy.
 #

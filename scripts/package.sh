@@ -16,8 +16,8 @@
 #   scripts/package.sh [--profile dist|release|dev] [--no-build] [--out DIR]
 #
 # The default, dist, is release optimized across crates (Cargo.toml says what it buys).
-# --profile dev packages the debug binaries (those `cargo test` already built: CI's install test
-# uses it to avoid a second, release, build); --no-build packages what is already built.
+# --profile dev packages the debug binaries (those `cargo test` already built), skipping an
+# optimized build; --no-build packages what is already built.
 # MLCC_DEB_VERSION overrides the version (default: the workspace's, from Cargo.toml).
 #
 # Why plain `dpkg-deb --build --root-owner-group` and not cargo-deb: cargo-deb is one more tool
