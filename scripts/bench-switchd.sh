@@ -35,10 +35,12 @@ if [ "$RT" = 1 ]; then prio=(chrt -f 10); fi
 
 BASELINE=${BASELINE:-1}
 
-# PROFILE=release benches the release build; the default is the one the packages ship.
+# PROFILE=release (or dev) benches that build; the default is the one the packages ship.
 PROFILE=${PROFILE:-dist}
 cargo build --profile "$PROFILE" -q -p mlcc-switch-emu
-bin=${CARGO_TARGET_DIR:-target}/$PROFILE/mlcc-switchd
+profdir=$PROFILE
+[ "$PROFILE" = dev ] && profdir=debug
+bin=${CARGO_TARGET_DIR:-target}/$profdir/mlcc-switchd
 # SERVER_BIN=/path/to/another/mlcc-switchd serves with that build (the generator stays this
 # one), for A/B comparisons of the server in one sitting: run-to-run drift of the machine is
 # larger than most per-message savings.

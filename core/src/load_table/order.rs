@@ -46,7 +46,7 @@ pub(super) fn float(sum: i128) -> f64 {
 }
 
 /// The `i128` conversion, a libcall, kept out of line: inlined, the compiler computed it
-/// speculatively for every sum, before the branch that makes it needless (2 % of paper-fig15).
+/// speculatively for every sum, before the branch that makes it needless.
 #[cold]
 #[inline(never)]
 fn float_wide(sum: i128) -> f64 {
