@@ -649,28 +649,47 @@ mod tests {
 
     #[test]
     fn a_connection_opened_while_the_datapath_looks_the_same_is_seen_within_the_quiet_period() {
+        use std::io::Write;
+        // The listener and the accepted end are this process's sockets.
         let _one_at_a_time = OWN_SOCKETS.lock().unwrap_or_else(|e| e.into_inner());
         let src = ProcSockets::default();
         if !src.counts_fds {
             println!("this kernel does not report fd counts (< 6.2): fds are listed every slot");
             return;
         }
-        let me = std::process::id();
+        // A child connects when told to: this test process's own fd table would not do, as the
+        // tests running beside it open and close fds, and a close with the connect in one slot
+        // keeps the count the same (the relisting catches that, later than this test waits).
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
+        let mut child = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "read _; exec 3<>/dev/tcp/{}/{}; sleep 30",
+                addr.ip(),
+                addr.port()
+            ))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let pid = child.id();
         src.next_slot(DatapathSockets::Changed);
-        src.connections(me).unwrap();
-        let c = std::net::TcpStream::connect(addr).unwrap();
-        let (_c2, _) = l.accept().unwrap();
+        assert!(src.connections(pid).unwrap().is_empty());
+        writeln!(child.stdin.as_mut().unwrap()).unwrap();
+        let (_c, _) = l.accept().unwrap();
         let mut slots = 0;
         while slots <= QUIET_CHECK_SLOTS {
             src.next_slot(DatapathSockets::Same);
             slots += 1;
-            let now = src.connections(me).unwrap();
-            if now.iter().any(|x| x.local == c.local_addr().unwrap()) {
+            let now = src.connections(pid).unwrap();
+            if now.iter().any(|x| x.remote == addr) {
                 break;
             }
         }
+        let _ = child.kill();
+        let _ = child.wait();
         assert!(
             slots <= QUIET_CHECK_SLOTS,
             "not seen in {slots} quiet slots"
