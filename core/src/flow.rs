@@ -2,8 +2,8 @@
 
 use std::cmp::Ordering;
 use std::fmt;
-use std::hash::{BuildHasher, Hash, Hasher};
-use std::sync::{Arc, LazyLock};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -19,10 +19,6 @@ pub struct FlowId {
     text: Arc<str>,
     hash: u64,
 }
-
-/// Seeds every id's hash, once per process: a switch's tables are keyed by ids its clients
-/// choose, so their hashes must not be predictable (see [`crate::hash`]).
-static ID_HASH: LazyLock<foldhash::fast::RandomState> = LazyLock::new(Default::default);
 
 impl PartialEq for FlowId {
     fn eq(&self, other: &Self) -> bool {
@@ -72,7 +68,7 @@ impl FlowId {
     }
 
     fn from_text(text: Arc<str>) -> Self {
-        let hash = ID_HASH.hash_one(&*text);
+        let hash = crate::hash::of_str(&text);
         FlowId { text, hash }
     }
 

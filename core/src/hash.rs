@@ -10,6 +10,16 @@ pub type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState
 /// A hash set with foldhash's per-process random seed.
 pub type Set<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
+/// A string's hash under one seed drawn per process: equal strings hash alike within the
+/// process (flow ids carry theirs; the load table tags each entry with its publisher's), and
+/// clients cannot predict it.
+pub fn of_str(s: &str) -> u64 {
+    use std::hash::BuildHasher;
+    static SEED: std::sync::LazyLock<foldhash::fast::RandomState> =
+        std::sync::LazyLock::new(Default::default);
+    SEED.hash_one(s)
+}
+
 /// An empty [`Map`] with room for `n` entries.
 pub fn map_with_capacity<K, V>(n: usize) -> Map<K, V> {
     Map::with_capacity_and_hasher(n, Default::default())

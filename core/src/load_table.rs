@@ -207,6 +207,9 @@ struct LinkLoad {
     /// Σ of all entries for slots `window_start..window_start + 2K`.
     total: Vec<f64>,
     by_publisher: Map<String, Publisher>,
+    /// Whether each publisher's per-slot sum is kept (see
+    /// [`LoadTable::without_publisher_sums`]); its keys are kept either way.
+    publisher_sums: bool,
     /// The entries again, with sums over every prefix of the precedence order, while the link
     /// holds many and is asked (see [`TREE_FROM`]).
     order: Option<OrderTree>,
@@ -216,8 +219,9 @@ struct LinkLoad {
 }
 
 impl LinkLoad {
-    fn new(capacity: f64, window: usize, now: Slot) -> Self {
+    fn new(capacity: f64, window: usize, now: Slot, publisher_sums: bool) -> Self {
         LinkLoad {
+            publisher_sums,
             capacity,
             now,
             expiry_floor: u64::MAX,
@@ -236,7 +240,12 @@ impl LinkLoad {
     /// Adds (`sign` = 1, with the entry's handle) or removes (−1) an entry's contribution to
     /// every sum.
     fn account(&mut self, window_start: Slot, e: &Entry, sign: f64, h: Handle) {
-        let window = self.total.len();
+        // A publisher's sum not kept is an empty one: `accumulate` adds nothing to it.
+        let window = if self.publisher_sums {
+            self.total.len()
+        } else {
+            0
+        };
         accumulate(&mut self.total, window_start, e, sign);
         // Allocate the publisher's name only the first time it is seen on this link; a known
         // publisher (the common case) costs one hash lookup.
@@ -272,7 +281,8 @@ impl LinkLoad {
         let h = Handle::try_from(self.slab.len()).expect("a link holds fewer than 2^32 entries");
         self.expiry_floor = self.expiry_floor.min(e.refreshed.0 + self.horizon());
         self.account(window_start, &e, 1.0, h);
-        self.booked.push(e.first_slot.0, &e.rates);
+        self.booked
+            .push(e.first_slot.0, &e.rates, publisher_tag(&e.publisher));
         if let Some(t) = &mut self.order {
             t.insert(e.key.clone(), e.first_slot, self.booked.get(h as usize).1);
         }
@@ -352,14 +362,21 @@ impl LinkLoad {
         if e.key != *u.key || e.publisher != u.publisher {
             return false;
         }
-        let Some(p) = self.by_publisher.get_mut(&e.publisher) else {
-            return false;
-        };
+        // The publisher's sum, when kept; not even looked up otherwise.
+        let mut p = None;
+        if self.publisher_sums {
+            let Some(found) = self.by_publisher.get_mut(&e.publisher) else {
+                return false;
+            };
+            p = Some(&mut found.sums);
+        }
         accumulate(&mut self.total, window_start, e, -1.0);
-        if p.sums.count == 1 {
-            p.sums.sum.fill(0.0);
-        } else {
-            accumulate(&mut p.sums.sum, window_start, e, -1.0);
+        if let Some(p) = &mut p {
+            if p.count == 1 {
+                p.sum.fill(0.0);
+            } else {
+                accumulate(&mut p.sum, window_start, e, -1.0);
+            }
         }
         e.first_slot = u.first_slot;
         e.rates.clear();
@@ -367,7 +384,9 @@ impl LinkLoad {
         self.booked.set(h as usize, u.first_slot.0, u.rates);
         e.refreshed = window_start;
         accumulate(&mut self.total, window_start, e, 1.0);
-        accumulate(&mut p.sums.sum, window_start, e, 1.0);
+        if let Some(p) = p {
+            accumulate(&mut p.sum, window_start, e, 1.0);
+        }
         if let Some(t) = &mut self.order {
             t.replace(&e.key, e.first_slot, self.booked.get(h as usize).1);
         }
@@ -434,6 +453,94 @@ impl LinkLoad {
         float(sum)
     }
 
+    /// Calls `hide` with each entry ranked before `q`'s key that `q`'s flow must not count:
+    /// the asking host's entries in key order, then its flow's own entry under another key.
+    /// Feedback has always taken them out in that order, so the float result stays the same
+    /// to the bit.
+    fn hidden_before(&self, q: &Query<'_>, mut hide: impl FnMut(&Entry)) {
+        let excluded = |e: &Entry| q.exclude_publisher == Some(e.publisher.as_str());
+        if self.order.is_some() {
+            // A busy link: the asking host's few keys rather than every entry before `q`.
+            if let Some(p) = q.exclude_publisher.and_then(|p| self.by_publisher.get(p)) {
+                for (_, &h) in p.keys.iter().take_while(|(k, _)| *k < q.key) {
+                    hide(self.entry(h));
+                }
+            }
+            if let Some(e) = self.get(q.flow).filter(|e| e.key < *q.key && !excluded(e)) {
+                hide(e);
+            }
+            return;
+        }
+        // The entries `add_before` just walked, whose nodes and spans are still in cache.
+        let before = self.entries.iter().take_while(|(k, _)| *k < q.key);
+        self.hide_among(q, before.map(|(k, &h)| (k, h)), hide);
+    }
+
+    /// Calls `hide` with each entry ranked after `q`'s key, with a plan starting in `slot`,
+    /// that `q`'s flow must not count (see [`Self::hidden_before`]), in the same order.
+    fn hidden_after(&self, q: &Query<'_>, slot: Slot, mut hide: impl FnMut(&Entry)) {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let excluded = |e: &Entry| q.exclude_publisher == Some(e.publisher.as_str());
+        if self.order.is_some() {
+            if let Some(p) = q.exclude_publisher.and_then(|p| self.by_publisher.get(p)) {
+                for (_, &h) in p.keys.range((Excluded(q.key), Unbounded)) {
+                    let e = self.entry(h);
+                    if e.first_slot == slot {
+                        hide(e);
+                    }
+                }
+            }
+            if let Some(e) = self.get(q.flow)
+                && e.key > *q.key
+                && e.first_slot == slot
+                && !excluded(e)
+            {
+                hide(e);
+            }
+            return;
+        }
+        // The entries `first_after` just walked from the back, now from the front, as the
+        // subtractions have always come.
+        let after = self
+            .entries
+            .iter()
+            .rev()
+            .take_while(|(k, _)| *k > q.key)
+            .count();
+        let starting = self
+            .entries
+            .iter()
+            .skip(self.entries.len() - after)
+            .map(|(k, &h)| (k, h))
+            .filter(|&(_, h)| self.booked.get(h as usize).0 == slot.0);
+        self.hide_among(q, starting, hide);
+    }
+
+    /// Hides, of `walked` (entries in key order), the asking host's, then the asking flow's
+    /// own: a compare of tags (and of the name only where they match) against the spans the
+    /// walk already read, rather than lookups in this link's cold publisher and flow maps.
+    fn hide_among<'a>(
+        &'a self,
+        q: &Query<'_>,
+        walked: impl Iterator<Item = (&'a PrecedenceKey, Handle)>,
+        mut hide: impl FnMut(&Entry),
+    ) {
+        let tag = q.exclude_publisher.map(publisher_tag);
+        let mut own = None;
+        for (k, h) in walked {
+            if tag == Some(self.booked.tag(h as usize))
+                && q.exclude_publisher == Some(self.entry(h).publisher.as_str())
+            {
+                hide(self.entry(h));
+            } else if k.flow == *q.flow {
+                own = Some(h);
+            }
+        }
+        if let Some(h) = own {
+            hide(self.entry(h));
+        }
+    }
+
     fn get(&self, flow: &FlowId) -> Option<&Entry> {
         self.index.get(flow).map(|&h| self.entry(h))
     }
@@ -450,8 +557,10 @@ impl LinkLoad {
             }
         }
         slide(&mut self.total, by);
-        for p in self.by_publisher.values_mut() {
-            slide(&mut p.sums.sum, by);
+        if self.publisher_sums {
+            for p in self.by_publisher.values_mut() {
+                slide(&mut p.sums.sum, by);
+            }
         }
     }
 
@@ -550,6 +659,12 @@ pub struct LoadTable {
     sweep_at: usize,
 }
 
+/// A publisher's name, hashed for [`Booked`]'s spans: equal names have equal tags, and a tag
+/// match is confirmed on the name.
+fn publisher_tag(name: &str) -> u64 {
+    crate::hash::of_str(name)
+}
+
 /// Adds `sign × rates` of an entry to a per-slot sum whose index 0 is `window_start`.
 fn accumulate(sum: &mut [f64], window_start: Slot, e: &Entry, sign: f64) {
     for (i, r) in e.rates.iter().enumerate() {
@@ -581,7 +696,7 @@ impl LoadTable {
         let window = 2 * horizon;
         let links: Map<LinkId, LinkLoad> = links
             .into_iter()
-            .map(|(id, c)| (id, LinkLoad::new(c.0, window, now)))
+            .map(|(id, c)| (id, LinkLoad::new(c.0, window, now, true)))
             .collect();
         let mut order: Vec<LinkId> = links.keys().copied().collect();
         order.sort_unstable_by_key(|l| l.0);
@@ -591,6 +706,29 @@ impl LoadTable {
             sweep_at: order.len(),
             links,
             order,
+        }
+    }
+
+    /// The table keeps no per-slot sum per publisher: every update then skips a lookup, and
+    /// every slot a slide per publisher of each link. For tables never asked for `all-others`
+    /// feedback: mlccd's own uplinks, and `precedence` switches. `all-others` feedback stays
+    /// exact, but takes out the asking host's entries one by one, so its last bits can differ
+    /// from a table keeping sums.
+    pub fn without_publisher_sums(mut self) -> Self {
+        for l in self.links.values_mut() {
+            l.publisher_sums = false;
+            for p in l.by_publisher.values_mut() {
+                p.sums.sum = Vec::new();
+            }
+        }
+        self
+    }
+
+    /// The table keeping only what feedback in `mode` needs, as every switch's is.
+    pub fn answering(self, mode: FeedbackMode) -> Self {
+        match mode {
+            FeedbackMode::AllOthers => self,
+            FeedbackMode::Precedence => self.without_publisher_sums(),
         }
     }
 
@@ -753,7 +891,6 @@ impl LoadTable {
     /// (`host::PolicyConfig::committed_now`). O(log n) in the link's entries, plus the asking
     /// host's own entries on the link.
     pub fn committed(&self, link: LinkId, q: &Query<'_>, slot: Slot) -> Result<f64, TableError> {
-        use std::ops::Bound::{Excluded, Unbounded};
         let l = self.link(link)?;
         // Entries a link holds start within 2K slots of its own slot; no other slot has any.
         let k = self.horizon as u64;
@@ -764,23 +901,7 @@ impl LoadTable {
         let mut sum = l.first_after(q.key, slot);
         // Take out what the asker must not count: its host's entries, its own flow's under
         // another key, and entries that lapsed on a link not yet caught up.
-        if let Some(p) = q.exclude_publisher.and_then(|p| l.by_publisher.get(p)) {
-            // In key order: the float subtractions below must come in the order they always
-            // did, or the answer moves in its last bit.
-            for (_, &h) in p.keys.range((Excluded(q.key), Unbounded)) {
-                let e = l.entry(h);
-                if e.first_slot == slot {
-                    sum -= rate_at(e, slot);
-                }
-            }
-        }
-        if let Some(e) = l.get(q.flow)
-            && e.key > *q.key
-            && e.first_slot == slot
-            && !excluded(e)
-        {
-            sum -= rate_at(e, slot);
-        }
+        l.hidden_after(q, slot, |e| sum -= rate_at(e, slot));
         for e in self.expired(l) {
             if e.key > *q.key && e.key.flow != *q.flow && !excluded(e) && e.first_slot == slot {
                 sum -= rate_at(e, slot);
@@ -845,14 +966,19 @@ impl LoadTable {
                 add_entry(out, e, -1.0);
             }
         }
-        let own = l.get(q.flow);
         match mode {
             FeedbackMode::AllOthers => {
                 add_sums(out, &l.total, 1.0);
                 if let Some(p) = q.exclude_publisher.and_then(|p| l.by_publisher.get(p)) {
-                    add_sums(out, &p.sums.sum, -1.0);
+                    if l.publisher_sums {
+                        add_sums(out, &p.sums.sum, -1.0);
+                    } else {
+                        for &h in p.keys.values() {
+                            add_entry(out, l.entry(h), -1.0);
+                        }
+                    }
                 }
-                if let Some(e) = own.filter(|e| !excluded(e)) {
+                if let Some(e) = l.get(q.flow).filter(|e| !excluded(e)) {
                     add_entry(out, e, -1.0);
                 }
             }
@@ -860,14 +986,7 @@ impl LoadTable {
                 // Everything ranked before the asker: O(log n) subtree sums on a busy link.
                 visited += l.add_before(q.key, from, out);
                 // Then take out what this flow must not see among those.
-                if let Some(p) = q.exclude_publisher.and_then(|p| l.by_publisher.get(p)) {
-                    for (_, &h) in p.keys.iter().take_while(|(k, _)| *k < q.key) {
-                        add_entry(out, l.entry(h), -1.0);
-                    }
-                }
-                if let Some(e) = own.filter(|e| e.key < *q.key && !excluded(e)) {
-                    add_entry(out, e, -1.0);
-                }
+                l.hidden_before(q, |e| add_entry(out, e, -1.0));
                 // Float cancellation must not report a negative load.
                 out.iter_mut().for_each(|x| *x = x.max(0.0));
             }
@@ -957,7 +1076,7 @@ impl LoadTable {
                     l.expiry_floor
                 ));
             }
-            let mut fresh = LinkLoad::new(l.capacity, l.total.len(), l.now);
+            let mut fresh = LinkLoad::new(l.capacity, l.total.len(), l.now, l.publisher_sums);
             if l.slab.len() != l.entries.len() {
                 return Err(format!("link {id}: entries and slab disagree"));
             }
@@ -983,7 +1102,10 @@ impl LoadTable {
                     return Err(format!("link {id}: entry {} should have expired", k.flow));
                 }
                 fresh.insert(l.now, e.clone());
-                if l.booked.get(h as usize) != fresh.booked.get(fresh.slab.len() - 1) {
+                let last = fresh.slab.len() - 1;
+                if l.booked.get(h as usize) != fresh.booked.get(last)
+                    || l.booked.tag(h as usize) != fresh.booked.tag(last)
+                {
                     return Err(format!(
                         "link {id}: entry {}'s booking is not its rates'",
                         k.flow
@@ -1260,7 +1382,8 @@ mod tests {
             let mut v = Vec::new();
             for i in (0..TREE_FROM as u64 + 44).step_by(7) {
                 let f = fid(&format!("f{i}"));
-                let key = PrecedenceKey::new(Rank(i % 4), f.clone());
+                // Some askers' own entries sit under another rank, before or after the key.
+                let key = PrecedenceKey::new(Rank((i + i / 21) % 4), f.clone());
                 let q = Query {
                     flow: &f,
                     key: &key,

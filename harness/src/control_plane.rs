@@ -172,7 +172,9 @@ impl ControlPlane {
         let k = cfg.slots.horizon();
         let tables = owned
             .into_iter()
-            .map(|links| (!links.is_empty()).then(|| LoadTable::new(k, Slot(0), links)))
+            .map(|links| {
+                (!links.is_empty()).then(|| LoadTable::new(k, Slot(0), links).answering(cfg.mode))
+            })
             .collect();
         ControlPlane {
             cfg,

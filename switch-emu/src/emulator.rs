@@ -134,7 +134,8 @@ impl Emulator {
             slots.horizon(),
             now,
             owned.iter().map(|&l| (l, topo.link(l).capacity)),
-        );
+        )
+        .answering(mode);
         Ok(Emulator {
             switch: switch.to_string(),
             slots,

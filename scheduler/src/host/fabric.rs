@@ -72,7 +72,8 @@ impl Fabric {
             .links_owned_by(self.me)
             .into_iter()
             .map(|l| (l, self.topo.link(l).capacity));
-        LoadTable::new(horizon, slot, owned)
+        // Only written here, and read whole: no query takes out a publisher.
+        LoadTable::new(horizon, slot, owned).without_publisher_sums()
     }
 
     /// The path of flow `id` to `dst` (ECMP by the id's hash, as every driver routes it).
