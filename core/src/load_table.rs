@@ -871,6 +871,22 @@ impl LoadTable {
         Ok(())
     }
 
+    /// Removes `flow`'s entry on `link`, if it has one there: [`Self::withdraw`] for a caller
+    /// that knows where the flow booked, without a lookup in each of the table's links.
+    pub fn withdraw_from(&mut self, link: LinkId, flow: &FlowId) -> Result<(), TableError> {
+        let now = self.now;
+        let l = self
+            .links
+            .get_mut(&link)
+            .ok_or(TableError::UnknownLink(link))?;
+        // As `withdraw`: a link not holding the flow catches up when next touched.
+        if l.index.contains_key(flow) {
+            l.catch_up(link, now);
+            l.remove(now, flow);
+        }
+        Ok(())
+    }
+
     /// Removes every entry of `flow` on every link (a flow that finished everywhere at once).
     pub fn withdraw(&mut self, flow: &FlowId) {
         let now = self.now;
@@ -1426,6 +1442,38 @@ mod tests {
         t.advance(Slot(104));
         assert_eq!(t.entry_count(LinkId(0)).unwrap(), 0);
         assert_eq!(t.load(LinkId(0), Slot(104)).unwrap(), 0.0);
+        t.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn withdrawing_from_a_link_leaves_the_flow_on_the_others() {
+        let mut t = LoadTable::new(
+            4,
+            Slot(100),
+            [(LinkId(0), BytesPerSec(100.0)), (LinkId(1), BytesPerSec(100.0))],
+        );
+        let (f, key) = (fid("a"), PrecedenceKey::new(Rank(1), fid("a")));
+        for l in [LinkId(0), LinkId(1)] {
+            let u = Update {
+                flow: &f,
+                publisher: "h1",
+                first_slot: Slot(100),
+                rates: &[10.0; 4],
+                key: &key,
+                done: false,
+            };
+            t.update(l, &u).unwrap();
+        }
+        t.withdraw_from(LinkId(0), &f).unwrap();
+        assert_eq!(t.entry_count(LinkId(0)).unwrap(), 0);
+        assert_eq!(t.load(LinkId(0), Slot(100)).unwrap(), 0.0);
+        assert_eq!(t.entry_count(LinkId(1)).unwrap(), 1);
+        // A flow with no entry there, again: nothing to do.
+        t.withdraw_from(LinkId(0), &f).unwrap();
+        assert_eq!(
+            t.withdraw_from(LinkId(7), &f),
+            Err(TableError::UnknownLink(LinkId(7)))
+        );
         t.check_invariants().unwrap();
     }
 

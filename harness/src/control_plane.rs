@@ -152,6 +152,8 @@ pub struct ControlPlane {
     /// Planned rates that a table refused (should stay 0).
     pub rejected_updates: u64,
     recorded: Option<Vec<Recorded>>,
+    /// Answers' load vectors the policies are done with, for the next flows' answers.
+    spare_loads: Vec<Vec<f64>>,
 }
 
 impl ControlPlane {
@@ -197,6 +199,7 @@ impl ControlPlane {
             latencies_us: vec![],
             rejected_updates: 0,
             recorded: None,
+            spare_loads: Vec::new(),
         }
     }
 
@@ -247,16 +250,20 @@ impl ControlPlane {
         let slot = self.now;
         let h = a.src;
         let host = self.names[h.index()].as_str();
-        a.obs.upstream = a
-            .upstream
-            .iter()
-            .filter_map(|u| self.progress.get(u).copied())
-            .collect();
-        a.obs.links = a
-            .path
-            .iter()
-            .map(|&l| LinkObs::unasked(l, self.capacity[l.index()]))
-            .collect();
+        // Into the vectors the observation came with, and answers into spare ones: the
+        // simulator asks this for every active flow in every slot.
+        a.obs.upstream.clear();
+        a.obs.upstream.extend(
+            a.upstream
+                .iter()
+                .filter_map(|u| self.progress.get(u).copied()),
+        );
+        a.obs.links.clear();
+        a.obs.links.extend(
+            a.path
+                .iter()
+                .map(|&l| LinkObs::unasked(l, self.capacity[l.index()])),
+        );
         // The key this flow will carry, for the tables' precedence queries.
         let key = self.cfg.key_of(&a.obs);
         let k = self.cfg.slots.horizon();
@@ -266,7 +273,8 @@ impl ControlPlane {
             let l = lo.link;
             if let Some(t) = self.tables[self.owner[l.index()]].as_mut() {
                 t.advance(slot);
-                let mut load = vec![0.0; k];
+                let mut load = self.spare_loads.pop().unwrap_or_default();
+                load.resize(k, 0.0);
                 let q = Query {
                     flow: id,
                     key: &key,
@@ -274,10 +282,23 @@ impl ControlPlane {
                 };
                 if t.feedback(l, &q, self.cfg.mode, slot, &mut load).is_ok() {
                     lo.answer = Answer::Load(load);
+                } else {
+                    self.spare_loads.push(load);
                 }
                 if committed {
                     // What a switch answers a query that asks for it (FeedbackQuery.committed).
                     lo.committed_now = t.committed(l, &q, slot).ok();
+                }
+            }
+        }
+    }
+
+    /// Empties `obs`, keeping its answers' load vectors for [`Self::answer`].
+    fn recycle(&mut self, obs: &mut Vec<FlowObs>) {
+        for o in obs.drain(..) {
+            for lo in o.links {
+                if let Answer::Load(v) = lo.answer {
+                    self.spare_loads.push(v);
                 }
             }
         }
@@ -290,7 +311,10 @@ impl ControlPlane {
             for l in links {
                 if let Some(t) = self.tables[self.owner[l.index()]].as_mut() {
                     t.advance(self.now);
-                    t.withdraw(id);
+                    // The owner's table holds `l`: the owners were built from the links.
+                    if t.withdraw_from(l, id).is_err() {
+                        self.rejected_updates += 1;
+                    }
                 }
             }
         }
@@ -369,7 +393,7 @@ impl ControlPlane {
         let mut obs: Vec<FlowObs> = Vec::new();
         for &h in &hosts {
             idx_of.clear();
-            obs.clear();
+            self.recycle(&mut obs);
             // `by_host` is sorted by host; hosts may be visited in another order.
             let first = by_host.partition_point(|x| x.0 < h);
             for &(_, i) in by_host[first..].iter().take_while(|x| x.0 == h) {
@@ -424,6 +448,7 @@ impl ControlPlane {
                 Visibility::Skewed => self.publish(h, mine, &step.withdrawn),
             }
         }
+        self.recycle(&mut obs);
         // Lockstep: publish only now, so no host saw another's plan for this slot.
         for (h, ds, gone) in lockstep {
             self.publish(h, ds, &gone);

@@ -214,8 +214,8 @@ proptest! {
     fn load_table_replace_and_expiry_invariants(ops in prop::collection::vec(op(), 1..60)) {
         let k = 5usize;
         let mut t = LoadTable::new(k, Slot(10), [(LinkId(0), BytesPerSec(100.0))]);
-        // The same operations, but every update preceded by a withdrawal, so it never takes
-        // the in-place replacement path: both tables must agree to the bit.
+        // The same operations, but every update preceded by a withdrawal from the link, so it
+        // never takes the in-place replacement path: both tables must agree to the bit.
         let mut twin = t.clone();
         // And a table keeping no publisher sums, as a precedence switch's.
         let mut lean = t.clone().without_publisher_sums();
@@ -239,7 +239,7 @@ proptest! {
                     prop_assert_eq!(res.is_ok(), valid, "{:?}", res);
                     prop_assert_eq!(lean.update(LinkId(0), &u).is_ok(), valid);
                     if valid {
-                        twin.withdraw(&id);
+                        twin.withdraw_from(LinkId(0), &id).unwrap();
                     }
                     prop_assert_eq!(twin.update(LinkId(0), &u).is_ok(), valid);
                     if valid {
@@ -255,7 +255,8 @@ proptest! {
                 Op::Done { flow } => {
                     let id = FlowId::new(&format!("f{flow}")).unwrap();
                     t.withdraw(&id);
-                    twin.withdraw(&id);
+                    // The one link's withdrawal must leave what the whole table's does.
+                    twin.withdraw_from(LinkId(0), &id).unwrap();
                     lean.withdraw(&id);
                     last_refresh.remove(&flow);
                     prop_assert!(t.entries(LinkId(0)).unwrap().iter().all(|(f, _)| **f != id));
