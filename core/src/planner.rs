@@ -356,8 +356,9 @@ impl Planner {
         frozen: &[Option<Vec<f64>>],
     ) -> Vec<FlowDecision> {
         let k = self.config.slots.horizon();
-        // About one own uplink and one far link per flow.
-        let mut local: LocalBookings = hash::map_with_capacity(inputs.len() + 1);
+        // Room for every link of every path: the map never grows while the flows book.
+        let links = inputs.iter().map(|f| f.path.len()).sum();
+        let mut local: LocalBookings = hash::map_with_capacity(links);
         for (i, b) in booked.iter().enumerate() {
             if let Some(plan) = b {
                 book(&mut local, &inputs[i].path, plan, 1.0, k);

@@ -91,11 +91,13 @@ impl<'a> LocalLoad<'a> {
         wider: &[bool],
         standby: &[bool],
     ) -> Self {
-        // About one own uplink and one far link per flow.
+        // Room for every link of every path, so that no map grows while filled (a flow in a
+        // fat tree crosses up to six links, and a host's flows few of the same far ones).
+        let links: usize = flows.iter().map(|f| f.obs.links.len()).sum();
         let mut load = LocalLoad {
-            now: crate::hash::map_with_capacity(flows.len() + 1),
-            flows: crate::hash::map_with_capacity(flows.len() + 1),
-            sharing: Map::default(),
+            now: crate::hash::map_with_capacity(links),
+            flows: crate::hash::map_with_capacity(links),
+            sharing: crate::hash::map_with_capacity(links),
             standby_sharing: Map::default(),
         };
         for (f, d) in flows.iter().zip(decisions) {
