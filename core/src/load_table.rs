@@ -1450,7 +1450,10 @@ mod tests {
         let mut t = LoadTable::new(
             4,
             Slot(100),
-            [(LinkId(0), BytesPerSec(100.0)), (LinkId(1), BytesPerSec(100.0))],
+            [
+                (LinkId(0), BytesPerSec(100.0)),
+                (LinkId(1), BytesPerSec(100.0)),
+            ],
         );
         let (f, key) = (fid("a"), PrecedenceKey::new(Rank(1), fid("a")));
         for l in [LinkId(0), LinkId(1)] {

@@ -356,8 +356,12 @@ impl Planner {
         frozen: &[Option<Vec<f64>>],
     ) -> Vec<FlowDecision> {
         let k = self.config.slots.horizon();
-        // Room for every link of every path: the map never grows while the flows book.
-        let links = inputs.iter().map(|f| f.path.len()).sum();
+        // Room for every link the flows cross (their shared uplink and the rest of each
+        // path): the map never grows while the flows book.
+        let links = 1 + inputs
+            .iter()
+            .map(|f| f.path.len().saturating_sub(1))
+            .sum::<usize>();
         let mut local: LocalBookings = hash::map_with_capacity(links);
         for (i, b) in booked.iter().enumerate() {
             if let Some(plan) = b {

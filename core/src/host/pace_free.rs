@@ -91,9 +91,12 @@ impl<'a> LocalLoad<'a> {
         wider: &[bool],
         standby: &[bool],
     ) -> Self {
-        // Room for every link of every path, so that no map grows while filled (a flow in a
-        // fat tree crosses up to six links, and a host's flows few of the same far ones).
-        let links: usize = flows.iter().map(|f| f.obs.links.len()).sum();
+        // Room for every link the flows cross, so that no map grows while filled: their
+        // shared uplink, and the rest of each path (a flow in a fat tree crosses up to six).
+        let links = 1 + flows
+            .iter()
+            .map(|f| f.obs.links.len().saturating_sub(1))
+            .sum::<usize>();
         let mut load = LocalLoad {
             now: crate::hash::map_with_capacity(links),
             flows: crate::hash::map_with_capacity(links),
