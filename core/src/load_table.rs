@@ -1445,18 +1445,13 @@ mod tests {
         t.check_invariants().unwrap();
     }
 
-    #[test]
-    fn withdrawing_from_a_link_leaves_the_flow_on_the_others() {
-        let mut t = LoadTable::new(
-            4,
-            Slot(100),
-            [
-                (LinkId(0), BytesPerSec(100.0)),
-                (LinkId(1), BytesPerSec(100.0)),
-            ],
-        );
-        let (f, key) = (fid("a"), PrecedenceKey::new(Rank(1), fid("a")));
-        for l in [LinkId(0), LinkId(1)] {
+    /// A table over links 0 and 1 at slot 100, flow `a` booked on both.
+    fn one_flow_on_two_links() -> (LoadTable, FlowId) {
+        let links = [LinkId(0), LinkId(1)];
+        let mut t = LoadTable::new(4, Slot(100), links.map(|l| (l, BytesPerSec(100.0))));
+        let f = fid("a");
+        let key = PrecedenceKey::new(Rank(1), f.clone());
+        for l in links {
             let u = Update {
                 flow: &f,
                 publisher: "h1",
@@ -1467,6 +1462,12 @@ mod tests {
             };
             t.update(l, &u).unwrap();
         }
+        (t, f)
+    }
+
+    #[test]
+    fn withdrawing_from_a_link_leaves_the_flow_on_the_others() {
+        let (mut t, f) = one_flow_on_two_links();
         t.withdraw_from(LinkId(0), &f).unwrap();
         assert_eq!(t.entry_count(LinkId(0)).unwrap(), 0);
         assert_eq!(t.load(LinkId(0), Slot(100)).unwrap(), 0.0);
@@ -1508,20 +1509,7 @@ mod tests {
     #[test]
     fn advancing_is_lazy_and_sweeping_frees_expired_entries_a_bite_at_a_time() {
         let links = [LinkId(0), LinkId(1)];
-        let mut t = LoadTable::new(4, Slot(100), links.map(|l| (l, BytesPerSec(100.0))));
-        let f = fid("a");
-        let key = PrecedenceKey::new(Rank(1), f.clone());
-        for l in links {
-            let u = Update {
-                flow: &f,
-                publisher: "h1",
-                first_slot: Slot(100),
-                rates: &[10.0; 4],
-                key: &key,
-                done: false,
-            };
-            t.update(l, &u).unwrap();
-        }
+        let (mut t, _) = one_flow_on_two_links();
         t.advance(Slot(110));
         for l in links {
             // Still stored, but no read sees it.
