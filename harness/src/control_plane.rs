@@ -149,7 +149,7 @@ pub struct ControlPlane {
     booked: Map<FlowId, Vec<LinkId>>,
     planned_last: Vec<NodeId>,
     latencies_us: Vec<f32>,
-    /// Planned rates that a table refused (should stay 0).
+    /// Bookings and withdrawals that a table refused (should stay 0).
     pub rejected_updates: u64,
     recorded: Option<Vec<Recorded>>,
     /// Answers' load vectors the policies are done with, for the next flows' answers.
