@@ -133,6 +133,13 @@ pub struct Query<'a> {
     pub exclude_publisher: Option<&'a str>,
 }
 
+impl Query<'_> {
+    /// Whether `e` is one of the asking host's entries, which its feedback leaves out.
+    fn excludes(&self, e: &Entry) -> bool {
+        self.exclude_publisher == Some(e.publisher.as_str())
+    }
+}
+
 /// Why an update or query was refused. Each names what was wrong so an RPC can say it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TableError {
@@ -313,6 +320,16 @@ impl LinkLoad {
         self.order = Some(t);
     }
 
+    /// Removes `flow`'s entry, if the link holds one, at the table's slot `now`. Only then
+    /// does the link catch up (removal works on the current window); otherwise it catches up
+    /// when next touched or swept.
+    fn withdraw(&mut self, id: LinkId, now: Slot, flow: &FlowId) {
+        if self.index.contains_key(flow) {
+            self.catch_up(id, now);
+            self.remove(now, flow);
+        }
+    }
+
     fn remove(&mut self, window_start: Slot, flow: &FlowId) -> Option<Entry> {
         let h = self.index.remove(flow)?;
         let e = self.take(h);
@@ -458,7 +475,6 @@ impl LinkLoad {
     /// Feedback has always taken them out in that order, so the float result stays the same
     /// to the bit.
     fn hidden_before(&self, q: &Query<'_>, mut hide: impl FnMut(&Entry)) {
-        let excluded = |e: &Entry| q.exclude_publisher == Some(e.publisher.as_str());
         if self.order.is_some() {
             // A busy link: the asking host's few keys rather than every entry before `q`.
             if let Some(p) = q.exclude_publisher.and_then(|p| self.by_publisher.get(p)) {
@@ -466,7 +482,10 @@ impl LinkLoad {
                     hide(self.entry(h));
                 }
             }
-            if let Some(e) = self.get(q.flow).filter(|e| e.key < *q.key && !excluded(e)) {
+            if let Some(e) = self
+                .get(q.flow)
+                .filter(|e| e.key < *q.key && !q.excludes(e))
+            {
                 hide(e);
             }
             return;
@@ -480,7 +499,6 @@ impl LinkLoad {
     /// that `q`'s flow must not count (see [`Self::hidden_before`]), in the same order.
     fn hidden_after(&self, q: &Query<'_>, slot: Slot, mut hide: impl FnMut(&Entry)) {
         use std::ops::Bound::{Excluded, Unbounded};
-        let excluded = |e: &Entry| q.exclude_publisher == Some(e.publisher.as_str());
         if self.order.is_some() {
             if let Some(p) = q.exclude_publisher.and_then(|p| self.by_publisher.get(p)) {
                 for (_, &h) in p.keys.range((Excluded(q.key), Unbounded)) {
@@ -493,7 +511,7 @@ impl LinkLoad {
             if let Some(e) = self.get(q.flow)
                 && e.key > *q.key
                 && e.first_slot == slot
-                && !excluded(e)
+                && !q.excludes(e)
             {
                 hide(e);
             }
@@ -501,16 +519,9 @@ impl LinkLoad {
         }
         // The entries `first_after` just walked from the back, now from the front, as the
         // subtractions have always come.
-        let after = self
-            .entries
-            .iter()
-            .rev()
-            .take_while(|(k, _)| *k > q.key)
-            .count();
         let starting = self
             .entries
-            .iter()
-            .skip(self.entries.len() - after)
+            .range((Excluded(q.key), Unbounded))
             .map(|(k, &h)| (k, h))
             .filter(|&(_, h)| self.booked.get(h as usize).0 == slot.0);
         self.hide_among(q, starting, hide);
@@ -528,9 +539,7 @@ impl LinkLoad {
         let tag = q.exclude_publisher.map(publisher_tag);
         let mut own = None;
         for (k, h) in walked {
-            if tag == Some(self.booked.tag(h as usize))
-                && q.exclude_publisher == Some(self.entry(h).publisher.as_str())
-            {
+            if tag == Some(self.booked.tag(h as usize)) && q.excludes(self.entry(h)) {
                 hide(self.entry(h));
             } else if k.flow == *q.flow {
                 own = Some(h);
@@ -879,11 +888,7 @@ impl LoadTable {
             .links
             .get_mut(&link)
             .ok_or(TableError::UnknownLink(link))?;
-        // As `withdraw`: a link not holding the flow catches up when next touched.
-        if l.index.contains_key(flow) {
-            l.catch_up(link, now);
-            l.remove(now, flow);
-        }
+        l.withdraw(link, now, flow);
         Ok(())
     }
 
@@ -891,12 +896,7 @@ impl LoadTable {
     pub fn withdraw(&mut self, flow: &FlowId) {
         let now = self.now;
         for (id, l) in self.links.iter_mut() {
-            // Only links holding the flow need catching up (removal works on the current
-            // window); the others catch up when next touched or swept.
-            if l.index.contains_key(flow) {
-                l.catch_up(*id, now);
-                l.remove(now, flow);
-            }
+            l.withdraw(*id, now, flow);
         }
     }
 
@@ -913,13 +913,12 @@ impl LoadTable {
         if slot.0 + 2 * k <= l.now.0 || slot.0 >= l.now.0 + 2 * k {
             return Ok(0.0);
         }
-        let excluded = |e: &Entry| q.exclude_publisher == Some(e.publisher.as_str());
         let mut sum = l.first_after(q.key, slot);
         // Take out what the asker must not count: its host's entries, its own flow's under
         // another key, and entries that lapsed on a link not yet caught up.
         l.hidden_after(q, slot, |e| sum -= rate_at(e, slot));
         for e in self.expired(l) {
-            if e.key > *q.key && e.key.flow != *q.flow && !excluded(e) && e.first_slot == slot {
+            if e.key > *q.key && e.key.flow != *q.flow && !q.excludes(e) && e.first_slot == slot {
                 sum -= rate_at(e, slot);
             }
         }
@@ -971,12 +970,11 @@ impl LoadTable {
                 *cell += sign * rate_at(e, from.plus(i as u64));
             }
         };
-        let excluded = |e: &Entry| q.exclude_publisher == Some(e.publisher.as_str());
         // A link not caught up may still count entries that expired since: take out the ones
         // the sums below let through.
         for e in self.expired(l) {
             if e.key.flow != *q.flow
-                && !excluded(e)
+                && !q.excludes(e)
                 && (mode == FeedbackMode::AllOthers || e.key < *q.key)
             {
                 add_entry(out, e, -1.0);
@@ -994,7 +992,7 @@ impl LoadTable {
                         }
                     }
                 }
-                if let Some(e) = l.get(q.flow).filter(|e| !excluded(e)) {
+                if let Some(e) = l.get(q.flow).filter(|e| !q.excludes(e)) {
                     add_entry(out, e, -1.0);
                 }
             }

@@ -134,6 +134,12 @@ pub struct Planner {
 /// Per-link sums of the local flows' bookings for slots n..n+K.
 type LocalBookings = Map<LinkId, Vec<f64>>;
 
+/// How many links one host's flows, with paths of these lengths, cross at most: their shared
+/// uplink and the rest of each path. A per-link map sized so never grows while filled.
+pub(crate) fn links_crossed(path_lengths: impl Iterator<Item = usize>) -> usize {
+    1 + path_lengths.map(|n| n.saturating_sub(1)).sum::<usize>()
+}
+
 /// Buffers reused across the flows of a pass.
 struct Scratch {
     /// Alg. 1's price and cap per slot of the flow being planned.
@@ -356,12 +362,7 @@ impl Planner {
         frozen: &[Option<Vec<f64>>],
     ) -> Vec<FlowDecision> {
         let k = self.config.slots.horizon();
-        // Room for every link the flows cross (their shared uplink and the rest of each
-        // path): the map never grows while the flows book.
-        let links = 1 + inputs
-            .iter()
-            .map(|f| f.path.len().saturating_sub(1))
-            .sum::<usize>();
+        let links = links_crossed(inputs.iter().map(|f| f.path.len()));
         let mut local: LocalBookings = hash::map_with_capacity(links);
         for (i, b) in booked.iter().enumerate() {
             if let Some(plan) = b {

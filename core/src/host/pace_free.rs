@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::config::{Fill, PolicyConfig};
 use super::local::Local;
 use crate::hash::Map;
-use crate::planner::{FlowDecision, FlowInput, LinkFeedback};
+use crate::planner::{FlowDecision, FlowInput, LinkFeedback, links_crossed};
 use crate::topology::LinkId;
 
 /// What this host's flows do on each link this slot.
@@ -91,12 +91,7 @@ impl<'a> LocalLoad<'a> {
         wider: &[bool],
         standby: &[bool],
     ) -> Self {
-        // Room for every link the flows cross, so that no map grows while filled: their
-        // shared uplink, and the rest of each path (a flow in a fat tree crosses up to six).
-        let links = 1 + flows
-            .iter()
-            .map(|f| f.obs.links.len().saturating_sub(1))
-            .sum::<usize>();
+        let links = links_crossed(flows.iter().map(|f| f.obs.links.len()));
         let mut load = LocalLoad {
             now: crate::hash::map_with_capacity(links),
             flows: crate::hash::map_with_capacity(links),
