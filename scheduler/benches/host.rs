@@ -1,6 +1,8 @@
 //! The decision work of one slot (docs/design.md §11: under 5 ms at 64 local flows): observe + plan
 //! of [`HostScheduler`] with N local flows, each to its own host through one emulated switch
-//! that answers with a busy K-slot load on every link.
+//! that answers with a busy K-slot load on every link. `host_slot` takes its flows from jobs
+//! added by hand; `host_slot_processes` from N ring workers' progress files and connections,
+//! as mlccd on a training host does.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,7 +15,9 @@ use mlcc_core::units::{Bytes, parse_rate};
 use mlcc_core::{Slot, SlotConfig};
 use mlcc_proto::v1 as pb;
 use mlcc_scheduler::datapath::{SocketKey, SocketStats};
-use mlcc_scheduler::host::{FeedbackAnswers, HostConfig, HostScheduler, Observation};
+use mlcc_scheduler::host::{FeedbackAnswers, HostConfig, HostScheduler, Observation, ProcessObs};
+use mlcc_scheduler::progress::{ProgressHeader, ProgressSnapshot};
+use mlcc_scheduler::sockets::TcpConn;
 
 /// mlccd's allocator (the `mimalloc` feature, on by default): the slot's many small blocks cost
 /// what they cost in the daemon, not what glibc's malloc would make of them.
@@ -30,9 +34,18 @@ fn ip(n: usize) -> String {
 struct Setup {
     host: HostScheduler,
     keys: Vec<SocketKey>,
+    /// Ring workers on h0 (none: the flows are admin jobs').
+    processes: Vec<ProcessObs>,
 }
 
-fn setup(flows: usize) -> Setup {
+/// Where the flows come from.
+#[derive(Clone, Copy)]
+enum Jobs {
+    Admin,
+    ProgressFiles,
+}
+
+fn setup(flows: usize, jobs: Jobs) -> Setup {
     let mut b = TopologyBuilder::new();
     let cap = parse_rate("10Gbit").unwrap();
     b.add_switch("tor", 0, Some("127.0.0.1:1".into()));
@@ -45,7 +58,18 @@ fn setup(flows: usize) -> Setup {
     let slots = SlotConfig::new(Duration::from_millis(60), K).unwrap();
     let mut host = HostScheduler::new(HostConfig::new("h0", slots), topo.clone()).unwrap();
     let mut keys = Vec::new();
+    let mut processes = Vec::new();
     for i in 1..=flows {
+        let out = TcpConn {
+            local: format!("{}:{}", ip(0), 40000 + i).parse().unwrap(),
+            remote: format!("{}:5000", ip(i)).parse().unwrap(),
+            accepted: false,
+        };
+        keys.push(SocketKey::new(1, out.local, out.remote));
+        if let Jobs::ProgressFiles = jobs {
+            processes.push(ring_worker(i, out));
+            continue;
+        }
         host.add_job(Job {
             id: format!("job{i}"),
             arch: Arch::Allreduce,
@@ -64,13 +88,39 @@ fn setup(flows: usize) -> Setup {
             model_bytes: Bytes(1_000_000_000_000),
         })
         .unwrap();
-        keys.push(SocketKey::new(
-            1,
-            format!("{}:40000", ip(0)).parse().unwrap(),
-            format!("{}:5000", ip(i)).parse().unwrap(),
-        ));
     }
-    Setup { host, keys }
+    Setup {
+        host,
+        keys,
+        processes,
+    }
+}
+
+/// Rank 0 of a two-worker ring job on h0, sending to h`i` on `out` and receiving on a
+/// connection h`i` opened.
+fn ring_worker(i: usize, out: TcpConn) -> ProcessObs {
+    let header = ProgressHeader {
+        job_id: format!("job{i}"),
+        arch: Some(Arch::Allreduce),
+        role: Role::Worker,
+        rank: 0,
+        world_size: 2,
+        model_bytes: 1_000_000_000_000,
+        pid: 1000 + i as u32,
+        start_time_ns: 0,
+        cc_name: String::new(),
+        total_iterations: 0,
+    };
+    let inbound = TcpConn {
+        local: format!("{}:{}", ip(0), 20000 + i).parse().unwrap(),
+        remote: format!("{}:41000", ip(i)).parse().unwrap(),
+        accepted: true,
+    };
+    ProcessObs {
+        header,
+        snapshot: ProgressSnapshot::default(),
+        conns: vec![out, inbound],
+    }
 }
 
 /// One slot: datapath counters in, observe, the switch's answer, plan.
@@ -90,10 +140,22 @@ fn slot(s: &mut Setup, n: u64) -> usize {
             )
         })
         .collect();
+    // The library hands its sockets more than they acked: every flow has data.
+    let processes = s
+        .processes
+        .iter()
+        .map(|p| ProcessObs {
+            snapshot: ProgressSnapshot {
+                bytes_sent: (n + 1) * 50_000_000,
+                ..p.snapshot
+            },
+            ..p.clone()
+        })
+        .collect();
     let req = s.host.observe(
         Slot(1000 + n),
         &Observation {
-            processes: Vec::new(),
+            processes,
             stats: Some(stats),
         },
     );
@@ -134,9 +196,14 @@ fn slot(s: &mut Setup, n: u64) -> usize {
 }
 
 fn bench(c: &mut Criterion) {
-    let mut g = c.benchmark_group("host_slot");
+    bench_group(c, "host_slot", Jobs::Admin);
+    bench_group(c, "host_slot_processes", Jobs::ProgressFiles);
+}
+
+fn bench_group(c: &mut Criterion, name: &str, jobs: Jobs) {
+    let mut g = c.benchmark_group(name);
     for flows in [8usize, 64, 512] {
-        let mut s = setup(flows);
+        let mut s = setup(flows, jobs);
         let mut n = 0;
         // Warm: flows exist and have a plan.
         for _ in 0..3 {
