@@ -98,6 +98,19 @@ pub struct FlowParts<'a> {
 }
 
 impl<'a> FlowParts<'a> {
+    /// `id` is `job/src>dst/role` of these parts: [`FlowId::for_group`] of them would equal it.
+    /// Compared piece by piece, without splitting `id` or building another.
+    pub fn name(&self, id: &str) -> bool {
+        let rest = id
+            .strip_prefix(self.job)
+            .and_then(|r| r.strip_prefix('/'))
+            .and_then(|r| r.strip_prefix(self.src))
+            .and_then(|r| r.strip_prefix('>'))
+            .and_then(|r| r.strip_prefix(self.dst))
+            .and_then(|r| r.strip_prefix('/'));
+        rest == Some(self.role.as_str())
+    }
+
     /// Splits `job/src>dst/role`; `None` for any other form.
     pub fn parse(id: &'a str) -> Option<Self> {
         let mut it = id.split('/');
@@ -270,6 +283,26 @@ mod tests {
         ] {
             assert_eq!(FlowParts::parse(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn parts_name_exactly_the_id_built_of_them() {
+        let p = FlowParts {
+            job: "j/x",
+            src: "h1",
+            dst: "h2",
+            role: FlowRole::Agg,
+        };
+        assert!(p.name(FlowId::for_group("j/x", "h1", "h2", FlowRole::Agg).as_str()));
+        for other in [
+            FlowId::for_group("j", "h1", "h2", FlowRole::Agg),
+            FlowId::for_group("j/x", "h1", "h22", FlowRole::Agg),
+            FlowId::for_group("j/x", "h", "h2", FlowRole::Agg),
+            FlowId::for_group("j/x", "h1", "h2", FlowRole::Ring),
+        ] {
+            assert!(!p.name(other.as_str()), "{other}");
+        }
+        assert!(!p.name("j/x/h1>h2/agg/"));
     }
 
     #[test]

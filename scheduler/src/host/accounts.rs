@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::collections::hash_map::Entry;
 use std::net::SocketAddr;
 
-use mlcc_core::flow::FlowRole;
+use mlcc_core::flow::{FlowParts, FlowRole};
 use mlcc_core::hash::{self, Set};
 use mlcc_core::job::{self, Arch, FlowGroup, Job, Role};
 use mlcc_core::topology::NodeId;
@@ -15,6 +15,8 @@ use mlcc_core::{FlowId, Slot};
 
 use super::fabric::Fabric;
 use super::flow_state::{Counters, FlowSpec, FlowState, SocketCounters};
+use super::group_ids::GroupIds;
+use super::notes::Notes;
 use super::split::shares;
 use super::{HostConfig, Observation, ProcessObs, Source};
 use crate::datapath::{SocketKey, SocketStats, canonical};
@@ -29,7 +31,8 @@ pub(super) struct Accounts {
     pub gone: Vec<FlowState>,
     /// Per process, why its connections group as they do (for operators); logged when it
     /// changes, so it is kept as counts and formatted only then.
-    pub notes: BTreeMap<String, Note>,
+    pub notes: Notes,
+    group_ids: GroupIds,
     pub admin_jobs: BTreeMap<String, AdminJob>,
 }
 
@@ -193,7 +196,8 @@ impl Accounts {
     /// the admin jobs' groups, and the flows no longer observed (to withdraw).
     pub fn observe(&mut self, fabric: &Fabric, cfg: &HostConfig, slot: Slot, obs: &Observation) {
         let sockets = Sockets::of(obs.stats.as_deref());
-        let old_notes = std::mem::take(&mut self.notes);
+        self.notes.begin();
+        self.group_ids.begin();
         let mut contribs = Contributions::new();
         for p in &obs.processes {
             self.contribute(fabric, cfg, p, &sockets, &mut contribs);
@@ -210,7 +214,8 @@ impl Accounts {
             present.insert(id.clone());
             self.update(fabric, cfg, slot, id, spec, &sockets.counters);
         }
-        self.log_notes(&old_notes);
+        self.notes.end();
+        self.group_ids.end();
         let gone: Vec<FlowId> = self
             .flows
             .keys()
@@ -235,28 +240,32 @@ impl Accounts {
         contribs: &mut Contributions,
     ) {
         let h = &p.header;
-        let who = format!("{}.{:?}.{}.{}", h.job_id, h.role, h.rank, h.pid);
         let arch = h
             .arch
             .or_else(|| self.admin_jobs.get(&h.job_id).map(|j| j.job.arch));
         let role = match role_of(arch, h.role) {
             Ok(r) => r,
             Err(why) => {
-                self.notes.insert(who, Note::Text(why.to_string()));
+                self.notes.process(h, Note::Text(why.to_string()));
                 return;
             }
         };
         let (groups, note) = group_connections(fabric, cfg, p, arch, role, sockets);
-        self.notes.insert(who, note);
+        self.notes.process(h, note);
         if groups.is_empty() {
             return;
         }
-        let me = fabric.topo().node(fabric.me()).name.clone();
+        let me = &fabric.topo().node(fabric.me()).name;
         let ids: Vec<FlowId> = groups
             .keys()
             .map(|&remote| {
-                let dst = &fabric.topo().node(remote).name;
-                FlowId::for_group(&h.job_id, &me, dst, role)
+                let parts = FlowParts {
+                    job: &h.job_id,
+                    src: me,
+                    dst: &fabric.topo().node(remote).name,
+                    role,
+                };
+                self.group_ids.of(h.pid, remote, parts)
             })
             .collect();
         let keys: Vec<&[SocketKey]> = groups.values().map(|(k, _)| k.as_slice()).collect();
@@ -438,7 +447,7 @@ impl Accounts {
             Ok(p) => p,
             Err(e) => {
                 self.notes
-                    .insert(id.to_string(), Note::Text(format!("no path: {e}")));
+                    .flow(id.as_str(), Note::Text(format!("no path: {e}")));
                 return;
             }
         };
@@ -449,20 +458,6 @@ impl Accounts {
         let mut f = FlowState::new(id.clone(), &spec, dst, path, names, by_switch, slot);
         f.update(slot, spec, counters, cfg.policy.slots.tau_secs());
         self.flows.insert(id, f);
-    }
-
-    /// How a process's connections group (or why a flow has no path) changes rarely: a
-    /// process starts, connects, exits, a connection is not resolved yet. Each change is
-    /// logged, so an operator sees why a flow is missing or has a connection less.
-    fn log_notes(&self, old: &BTreeMap<String, Note>) {
-        for (who, note) in &self.notes {
-            if old.get(who) != Some(note) {
-                tracing::info!(target: "mlcc_groups", "{who}: {note}");
-            }
-        }
-        for who in old.keys().filter(|w| !self.notes.contains_key(*w)) {
-            tracing::info!(target: "mlcc_groups", "{who}: no longer observed");
-        }
     }
 }
 

@@ -20,6 +20,8 @@ mod accounts;
 mod fabric;
 mod few_sockets;
 mod flow_state;
+mod group_ids;
+mod notes;
 mod observation;
 mod orders;
 mod peers;
@@ -226,8 +228,8 @@ impl HostScheduler {
     }
 
     /// Per process, why its connections group as they do (for operators).
-    pub fn notes(&self) -> &BTreeMap<String, Note> {
-        &self.accounts.notes
+    pub fn notes(&self) -> Vec<(String, &Note)> {
+        self.accounts.notes.all()
     }
 
     pub fn admin_jobs(&self) -> impl Iterator<Item = &Job> {

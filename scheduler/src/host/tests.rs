@@ -182,7 +182,7 @@ fn ring_worker_groups_its_outgoing_connection_and_explains_the_rest() {
     // 2(N-1)/N·M with N = 3.
     assert!((f.expected_bytes.unwrap() - 40.0 * MB as f64).abs() < 1.0);
     assert_eq!(f.slack_bytes, 10.0 * MB as f64);
-    let note = s.notes().values().next().unwrap().to_string();
+    let note = s.notes()[0].1.to_string();
     assert!(
         note.contains("1 outside") || note.contains("skipped 1 to hosts outside"),
         "{note}"
