@@ -257,7 +257,11 @@ impl SlotLoop {
         let (learned, learning) = self.learn(slot, &processes, stats.as_deref());
         {
             let mut status = self.shared.status();
-            status.local_processes = processes.iter().map(|p| p.header.clone()).collect();
+            // Copied for operators only when a process came, went or changed.
+            let headers = processes.iter().map(|p| &p.header);
+            if !headers.clone().eq(&status.local_processes) {
+                status.local_processes = headers.cloned().collect();
+            }
             status.learned = learning;
         }
         processes.extend(learned);
