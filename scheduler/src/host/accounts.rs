@@ -3,6 +3,7 @@
 //! application's backlog and last slot's delivery — what core's policy observes.
 
 use mlcc_core::learn::identity::Label;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::collections::hash_map::Entry;
 use std::net::SocketAddr;
@@ -119,8 +120,9 @@ struct Contribution {
     last_iteration_bytes: f64,
 }
 
-/// Per flow group id: its job, role, receiving host and what each process contributes.
-type Contributions = BTreeMap<FlowId, (String, FlowRole, NodeId, Vec<Contribution>)>;
+/// Per flow group id: its job, role, receiving host and what each process contributes. The
+/// order does not matter: each group becomes one flow's update.
+type Contributions<'a> = hash::Map<FlowId, (&'a str, FlowRole, NodeId, Vec<Contribution>)>;
 
 /// How a process's bytes per iteration split over its flow groups.
 #[derive(Clone, Copy)]
@@ -198,7 +200,7 @@ impl Accounts {
         let sockets = Sockets::of(obs.stats.as_deref());
         self.notes.begin();
         self.group_ids.begin();
-        let mut contribs = Contributions::new();
+        let mut contribs = hash::map_with_capacity(self.flows.len());
         for p in &obs.processes {
             self.contribute(fabric, cfg, p, &sockets, &mut contribs);
         }
@@ -207,7 +209,7 @@ impl Accounts {
         let mut present = hash::set_with_capacity(self.flows.len());
         for (id, (job, role, dst, cs)) in contribs {
             present.insert(id.clone());
-            let spec = merge(job, role, dst, &cs, slot, tau_ns);
+            let spec = merge(job, role, dst, cs, slot, tau_ns);
             self.update(fabric, cfg, slot, id, spec, &sockets.counters);
         }
         for (id, spec) in admin {
@@ -231,13 +233,13 @@ impl Accounts {
 
     /// Adds what process `p` contributes to its flow groups this slot, or notes why it has
     /// none.
-    fn contribute(
+    fn contribute<'a>(
         &mut self,
         fabric: &Fabric,
         cfg: &HostConfig,
-        p: &ProcessObs,
+        p: &'a ProcessObs,
         sockets: &Sockets,
-        contribs: &mut Contributions,
+        contribs: &mut Contributions<'a>,
     ) {
         let h = &p.header;
         let arch = h
@@ -290,7 +292,7 @@ impl Accounts {
         for (((remote, (sockets, conns)), id), w) in groups.into_iter().zip(ids).zip(parts) {
             contribs
                 .entry(id)
-                .or_insert_with(|| (h.job_id.clone(), role, remote, Vec::new()))
+                .or_insert_with(|| (&h.job_id, role, remote, Vec::new()))
                 .3
                 .push(Contribution {
                     sockets,
@@ -378,10 +380,10 @@ impl Accounts {
         &self,
         fabric: &Fabric,
         me: &str,
-        contribs: &Contributions,
+        contribs: &Contributions<'_>,
         sockets: &Sockets,
         slot: Slot,
-    ) -> Vec<(FlowId, FlowSpec)> {
+    ) -> Vec<(FlowId, FlowSpec<'static>)> {
         let mut groups = Vec::new();
         for job in self.admin_jobs.values() {
             for g in &job.groups {
@@ -436,7 +438,7 @@ impl Accounts {
         cfg: &HostConfig,
         slot: Slot,
         id: FlowId,
-        spec: FlowSpec,
+        spec: FlowSpec<'_>,
         counters: &Counters,
     ) {
         if let Some(f) = self.flows.get_mut(&id) {
@@ -576,24 +578,28 @@ fn sends_data(keys: Option<&[SocketKey]>, sockets: &Sockets) -> bool {
 
 /// One group's spec from what its processes contribute.
 fn merge(
-    job: String,
+    job: &str,
     role: FlowRole,
     dst: NodeId,
-    cs: &[Contribution],
+    mut cs: Vec<Contribution>,
     slot: Slot,
     tau_ns: u64,
-) -> FlowSpec {
-    let mut sockets: Vec<SocketKey> = cs.iter().flat_map(|c| c.sockets.iter().copied()).collect();
+) -> FlowSpec<'_> {
+    // One process (the usual group) hands its sockets over; several pool theirs.
+    let mut sockets = match cs.as_mut_slice() {
+        [one] => std::mem::take(&mut one.sockets),
+        all => all.iter().flat_map(|c| c.sockets.iter().copied()).collect(),
+    };
     sockets.sort();
     sockets.dedup();
     let start_ns = cs.iter().map(|c| c.iteration_start_ns).max().unwrap_or(0);
     let last_iteration: f64 = cs.iter().map(|c| c.last_iteration_bytes).sum();
     FlowSpec {
-        source: match Label::of_job(&job) {
+        source: match Label::of_job(job) {
             Some(_) => Source::Learned,
             None => Source::Progress,
         },
-        job,
+        job: Cow::Borrowed(job),
         role,
         dst,
         sockets,
@@ -615,9 +621,14 @@ fn merge(
 }
 
 /// An admin group's spec: the bytes `mlccctl job add` gave, over the sockets it took.
-fn admin_spec(g: &FlowGroup, dst: NodeId, sockets: Vec<SocketKey>, slot: Slot) -> FlowSpec {
+fn admin_spec(
+    g: &FlowGroup,
+    dst: NodeId,
+    sockets: Vec<SocketKey>,
+    slot: Slot,
+) -> FlowSpec<'static> {
     FlowSpec {
-        job: g.job.clone(),
+        job: Cow::Owned(g.job.clone()),
         role: g.role,
         dst,
         source: Source::Admin,

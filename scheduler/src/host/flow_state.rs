@@ -2,6 +2,7 @@
 //! and left in the current iteration, the application's backlog, last slot's delivery, its
 //! retransmissions, and which of its sockets were quiet.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use mlcc_core::flow::FlowRole;
@@ -174,8 +175,9 @@ impl SocketCounters {
 }
 
 /// What one slot's observation says of a flow group.
-pub(super) struct FlowSpec {
-    pub job: String,
+pub(super) struct FlowSpec<'a> {
+    /// Read only when the flow is new: borrowed from the observation (or an admin job).
+    pub job: Cow<'a, str>,
     pub role: FlowRole,
     pub dst: NodeId,
     pub source: Source,
@@ -207,8 +209,8 @@ impl FlowState {
     ) -> Self {
         FlowState {
             id,
-            job_name: Arc::from(spec.job.as_str()),
-            job: spec.job.clone(),
+            job_name: Arc::from(&*spec.job),
+            job: spec.job.to_string(),
             role: spec.role,
             dst_host,
             dst: spec.dst,
