@@ -2,57 +2,45 @@
 //! formatted, hashed string, and building every group's again each slot was a sixth of a busy
 //! host's observation.
 
-use std::collections::hash_map::Entry;
-
 use mlcc_core::FlowId;
 use mlcc_core::flow::FlowParts;
-use mlcc_core::hash;
 use mlcc_core::topology::NodeId;
 
+use super::kept::Kept;
+
+/// Per process id and remote host: the group's id.
 #[derive(Default)]
-pub(super) struct GroupIds {
-    /// Per process id and remote host: the group's id, and the observation that last asked.
-    by_process: hash::Map<(u32, NodeId), (FlowId, u64)>,
-    round: u64,
-}
+pub(super) struct GroupIds(Kept<(u32, NodeId), FlowId>);
 
 impl GroupIds {
     /// Starts an observation: ids not asked for again before [`Self::end`] are dropped then.
     pub fn begin(&mut self) {
-        self.round += 1;
+        self.0.begin();
     }
 
     /// The id of the group `parts` names, sent by process `pid` to host `remote`.
     pub fn of(&mut self, pid: u32, remote: NodeId, parts: FlowParts<'_>) -> FlowId {
-        let round = self.round;
-        let new = || {
-            let FlowParts {
-                job,
-                src,
-                dst,
-                role,
-            } = parts;
-            FlowId::for_group(job, src, dst, role)
-        };
-        match self.by_process.entry((pid, remote)) {
-            // The pid may be another job's now, or the host renamed: the id must say so.
-            Entry::Occupied(mut e) if parts.name(e.get().0.as_str()) => {
-                e.get_mut().1 = round;
-                e.get().0.clone()
-            }
-            Entry::Occupied(mut e) => {
-                let id = new();
-                *e.get_mut() = (id.clone(), round);
-                id
-            }
-            Entry::Vacant(e) => e.insert((new(), round)).0.clone(),
+        // The pid may be another job's now, or the host renamed: the id must say so.
+        if let Some(id) = self
+            .0
+            .get_mut(&(pid, remote))
+            .filter(|id| parts.name(id.as_str()))
+        {
+            return id.clone();
         }
+        let FlowParts {
+            job,
+            src,
+            dst,
+            role,
+        } = parts;
+        let id = FlowId::for_group(job, src, dst, role);
+        self.0.insert((pid, remote), id).clone()
     }
 
     /// Ends an observation: the ids of processes and groups gone are forgotten.
     pub fn end(&mut self) {
-        let round = self.round;
-        self.by_process.retain(|_, (_, seen)| *seen == round);
+        self.0.end(|_, _| {});
     }
 }
 
@@ -88,6 +76,6 @@ mod tests {
         ids.end();
         ids.begin();
         ids.end();
-        assert!(ids.by_process.is_empty());
+        assert_eq!(ids.0.len(), 0);
     }
 }

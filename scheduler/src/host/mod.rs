@@ -21,6 +21,7 @@ mod fabric;
 mod few_sockets;
 mod flow_state;
 mod group_ids;
+mod kept;
 mod notes;
 mod observation;
 mod orders;

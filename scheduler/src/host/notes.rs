@@ -4,23 +4,18 @@
 //! connection less. Kept from one observation to the next and looked up by pid, so that an
 //! unchanged note costs a lookup rather than a key formatted and stored per process per slot.
 
-use std::collections::BTreeMap;
-
-use mlcc_core::hash;
 use mlcc_core::job::Role;
 
 use super::accounts::Note;
+use super::kept::Kept;
 use crate::progress::ProgressHeader;
 
 #[derive(Default)]
 pub(super) struct Notes {
-    /// Per process id: whose it is, its note and the observation that last set it.
-    processes: hash::Map<u32, ProcessNote>,
-    /// Per flow id with no path: why, and the observation that last said so.
-    flows: BTreeMap<String, (Note, u64)>,
-    /// The observation being taken (one per slot, counted rather than read from the slot so
-    /// that a slot observed twice still drops what it no longer sets).
-    round: u64,
+    /// Per process id: whose it is, and its note.
+    processes: Kept<u32, ProcessNote>,
+    /// Per flow id with no path: why.
+    flows: Kept<String, Note>,
 }
 
 struct ProcessNote {
@@ -28,7 +23,6 @@ struct ProcessNote {
     role: Role,
     rank: u32,
     note: Note,
-    round: u64,
 }
 
 impl ProcessNote {
@@ -49,69 +43,50 @@ impl std::fmt::Display for Who<'_> {
 impl Notes {
     /// Starts an observation: notes not set again before [`Self::end`] are dropped then.
     pub fn begin(&mut self) {
-        self.round += 1;
+        self.processes.begin();
+        self.flows.begin();
     }
 
     /// The note of `h`'s process this observation; logged when it is new or differs from the
     /// last (a pid now another job's is new).
     pub fn process(&mut self, h: &ProgressHeader, note: Note) {
-        let round = self.round;
+        let who = Who(&h.job_id, h.role, h.rank, h.pid);
         match self.processes.get_mut(&h.pid) {
+            Some(p) if p.is_of(h) && p.note == note => {}
             Some(p) if p.is_of(h) => {
-                p.round = round;
-                if p.note == note {
-                    return;
-                }
+                tracing::info!(target: "mlcc_groups", "{who}: {note}");
                 p.note = note;
             }
             _ => {
+                tracing::info!(target: "mlcc_groups", "{who}: {note}");
                 let p = ProcessNote {
                     job: h.job_id.clone(),
                     role: h.role,
                     rank: h.rank,
                     note,
-                    round,
                 };
                 self.processes.insert(h.pid, p);
             }
         }
-        let note = &self.processes[&h.pid].note;
-        let who = Who(&h.job_id, h.role, h.rank, h.pid);
-        tracing::info!(target: "mlcc_groups", "{who}: {note}");
     }
 
     /// Why flow `id` has no path this observation; logged when it is new or changed.
     pub fn flow(&mut self, id: &str, note: Note) {
-        let round = self.round;
-        if let Some((old, seen)) = self.flows.get_mut(id) {
-            *seen = round;
-            if *old == note {
-                return;
-            }
-            *old = note;
-        } else {
-            self.flows.insert(id.to_string(), (note, round));
+        if self.flows.get_mut(id).is_some_and(|old| *old == note) {
+            return;
         }
-        tracing::info!(target: "mlcc_groups", "{id}: {}", self.flows[id].0);
+        let note = self.flows.insert(id.to_string(), note);
+        tracing::info!(target: "mlcc_groups", "{id}: {note}");
     }
 
     /// Ends an observation: who was not noted in it is no longer observed.
     pub fn end(&mut self) {
-        let round = self.round;
-        self.processes.retain(|&pid, p| {
-            let kept = p.round == round;
-            if !kept {
-                let who = Who(&p.job, p.role, p.rank, pid);
-                tracing::info!(target: "mlcc_groups", "{who}: no longer observed");
-            }
-            kept
+        self.processes.end(|&pid, p| {
+            let who = Who(&p.job, p.role, p.rank, pid);
+            tracing::info!(target: "mlcc_groups", "{who}: no longer observed");
         });
-        self.flows.retain(|id, (_, seen)| {
-            let kept = *seen == round;
-            if !kept {
-                tracing::info!(target: "mlcc_groups", "{id}: no longer observed");
-            }
-            kept
+        self.flows.end(|id, _| {
+            tracing::info!(target: "mlcc_groups", "{id}: no longer observed");
         });
     }
 
@@ -121,7 +96,7 @@ impl Notes {
             let who = Who(&p.job, p.role, p.rank, pid);
             (who.to_string(), &p.note)
         });
-        let flows = self.flows.iter().map(|(id, (note, _))| (id.clone(), note));
+        let flows = self.flows.iter().map(|(id, note)| (id.clone(), note));
         let mut all: Vec<_> = processes.chain(flows).collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all
