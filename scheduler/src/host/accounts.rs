@@ -16,6 +16,7 @@ use mlcc_core::{FlowId, Slot};
 
 use super::fabric::Fabric;
 use super::flow_state::{Counters, FlowSpec, FlowState, SocketCounters};
+use super::flows::Flows;
 use super::group_ids::GroupIds;
 use super::notes::Notes;
 use super::split::shares;
@@ -27,7 +28,7 @@ use crate::sockets::TcpConn;
 /// The local flow groups, and the jobs added by hand.
 #[derive(Default)]
 pub(super) struct Accounts {
-    pub flows: BTreeMap<FlowId, FlowState>,
+    pub flows: Flows,
     /// Flows gone since last slot whose schedules must still be withdrawn.
     pub gone: Vec<FlowState>,
     /// Per process, why its connections group as they do (for operators); logged when it
@@ -200,35 +201,23 @@ impl Accounts {
         let sockets = Sockets::of(obs.stats.as_deref());
         self.notes.begin();
         self.group_ids.begin();
+        self.flows.begin();
         let mut contribs = hash::map_with_capacity(self.flows.len());
         for p in &obs.processes {
             self.contribute(fabric, cfg, p, &sockets, &mut contribs);
         }
         let admin = self.admin_groups(fabric, &cfg.host, &contribs, &sockets, slot);
         let tau_ns = cfg.policy.slots.tau_ns();
-        let mut present = hash::set_with_capacity(self.flows.len());
         for (id, (job, role, dst, cs)) in contribs {
-            present.insert(id.clone());
             let spec = merge(job, role, dst, cs, slot, tau_ns);
             self.update(fabric, cfg, slot, id, spec, &sockets.counters);
         }
         for (id, spec) in admin {
-            present.insert(id.clone());
             self.update(fabric, cfg, slot, id, spec, &sockets.counters);
         }
         self.notes.end();
         self.group_ids.end();
-        let gone: Vec<FlowId> = self
-            .flows
-            .keys()
-            .filter(|id| !present.contains(*id))
-            .cloned()
-            .collect();
-        for id in gone {
-            if let Some(f) = self.flows.remove(&id) {
-                self.gone.push(f);
-            }
-        }
+        self.flows.end(|f| self.gone.push(f));
     }
 
     /// Adds what process `p` contributes to its flow groups this slot, or notes why it has
@@ -441,7 +430,7 @@ impl Accounts {
         spec: FlowSpec<'_>,
         counters: &Counters,
     ) {
-        if let Some(f) = self.flows.get_mut(&id) {
+        if let Some(f) = self.flows.touch(&id) {
             f.update(slot, spec, counters, cfg.policy.slots.tau_secs());
             return;
         }
@@ -459,7 +448,7 @@ impl Accounts {
         let by_switch = fabric.switch_parts(&path);
         let mut f = FlowState::new(id.clone(), &spec, dst, path, names, by_switch, slot);
         f.update(slot, spec, counters, cfg.policy.slots.tau_secs());
-        self.flows.insert(id, f);
+        self.flows.insert(f);
     }
 }
 

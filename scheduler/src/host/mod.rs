@@ -20,6 +20,7 @@ mod accounts;
 mod fabric;
 mod few_sockets;
 mod flow_state;
+mod flows;
 mod group_ids;
 mod kept;
 mod notes;
@@ -217,7 +218,7 @@ impl HostScheduler {
     }
 
     pub fn flows(&self) -> impl ExactSizeIterator<Item = &FlowState> {
-        self.accounts.flows.values()
+        self.accounts.flows.iter()
     }
 
     pub fn table(&self) -> &LoadTable {
@@ -268,8 +269,8 @@ impl HostScheduler {
             .fabric
             .own_table(self.cfg.policy.slots.horizon(), self.slot);
         // Paths are recomputed from scratch for every flow next slot.
-        let flows = std::mem::take(&mut self.accounts.flows);
-        self.accounts.gone.extend(flows.into_values());
+        let flows = self.accounts.flows.take_all();
+        self.accounts.gone.extend(flows);
         Ok(())
     }
 
@@ -336,11 +337,11 @@ impl HostScheduler {
         // by walking on, not by a search of the map.
         let mut states = self.accounts.flows.iter_mut();
         for fo in out.flows {
-            let found = match states.find(|(id, _)| **id == fo.id) {
-                Some((_, f)) => Some(f),
+            let found = match states.find(|f| f.id == fo.id) {
+                Some(f) => Some(f),
                 None => {
                     states = self.accounts.flows.iter_mut();
-                    states.find(|(id, _)| **id == fo.id).map(|(_, f)| f)
+                    states.find(|f| f.id == fo.id)
                 }
             };
             if let Some(f) = found {
