@@ -241,6 +241,10 @@ impl Planner {
         for d in &decisions {
             if d.done {
                 self.prev.remove(&d.id);
+            } else if let Some(p) = self.prev.get_mut(&d.id) {
+                // In place: a busy host re-plans every flow every slot.
+                p.first_slot = slot;
+                p.rates.clone_from(&d.plan);
             } else {
                 self.prev.insert(
                     d.id.clone(),
