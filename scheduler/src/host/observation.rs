@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use mlcc_core::flow::FlowParts;
 use mlcc_core::hash::{self, Map};
 use mlcc_core::host::{Answer, FlowObs, LinkObs, PolicyConfig};
-use mlcc_core::topology::LinkId;
+use mlcc_core::topology::{LinkId, Topology};
 use mlcc_proto::v1 as pb;
 
 use super::fabric::Fabric;
@@ -18,12 +18,18 @@ use super::{FeedbackAnswers, FeedbackRequests, SwitchBatch, entry_for};
 
 /// The switches' loads by (flow, link), from the switches that answered.
 pub(super) struct Answers<'a> {
-    answered: &'a FeedbackAnswers,
+    /// Per node, whether it is a switch that answered: looked up per link of every flow, by
+    /// index rather than by hashing the switch's name.
+    answered: Vec<bool>,
     loads: Map<(&'a str, &'a str), &'a pb::LinkLoad>,
 }
 
 impl<'a> Answers<'a> {
-    pub fn of(answered: &'a FeedbackAnswers) -> Self {
+    pub fn of(answered: &'a FeedbackAnswers, topo: &Topology) -> Self {
+        let mut by_node = vec![false; topo.nodes().len()];
+        for s in answered.keys().filter_map(|name| topo.node_by_name(name)) {
+            by_node[s.index()] = true;
+        }
         let n = answered
             .values()
             .flat_map(|r| &r.flows)
@@ -37,7 +43,10 @@ impl<'a> Answers<'a> {
                 }
             }
         }
-        Answers { answered, loads }
+        Answers {
+            answered: by_node,
+            loads,
+        }
     }
 }
 
@@ -98,7 +107,7 @@ impl Context<'_> {
         let Some(a) = answers.filter(|_| has_bytes_left(f)) else {
             return lo;
         };
-        lo.answer = if !a.answered.contains_key(&node.name) {
+        lo.answer = if !a.answered[s.index()] {
             Answer::Silent { switch: s }
         } else if let Some(ll) = a.loads.get(&(f.id.as_str(), link.name.as_str())) {
             let c = ll.capacity_bytes_per_sec;
