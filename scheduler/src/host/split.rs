@@ -46,3 +46,24 @@ pub(super) fn shares(carried: &[Option<u64>]) -> Vec<f64> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Accounts::split` gives a lone group everything without asking: that must be what the
+    /// shares come to, whatever the group carried.
+    #[test]
+    fn a_lone_part_takes_the_whole() {
+        for carried in [None, Some(0), Some(1), Some(7_777_777), Some(u64::MAX)] {
+            assert_eq!(shares(&[carried]), [1.0], "{carried:?}");
+        }
+    }
+
+    #[test]
+    fn parts_share_by_what_they_carried() {
+        assert_eq!(shares(&[Some(3), Some(1)]), [0.75, 0.25]);
+        assert_eq!(shares(&[None, Some(0), Some(0)]), [1.0 / 3.0; 3]);
+        assert!(shares(&[]).is_empty());
+    }
+}
