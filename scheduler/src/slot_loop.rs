@@ -473,11 +473,7 @@ impl SlotLoop {
     }
 
     /// Exchange with every peer this host's flows go to, in parallel, each on its stream.
-    fn exchange(
-        &mut self,
-        slot: Slot,
-        peers: BTreeMap<String, Vec<pb::FlowProgress>>,
-    ) -> Exchanging {
+    fn exchange(&mut self, slot: Slot, peers: Vec<(String, Vec<pb::FlowProgress>)>) -> Exchanging {
         let deadline = self.cfg.rpc_deadline;
         let mut exchanges = Vec::new();
         for (peer, flows) in peers {

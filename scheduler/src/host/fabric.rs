@@ -26,9 +26,9 @@ pub(super) struct Fabric {
     topo: Arc<Topology>,
     routes: Routes,
     me: NodeId,
-    /// Each node's place in name order, by node id: a slot's messages per peer are put in
-    /// name order by it rather than by comparing every pair of names.
-    name_order: Vec<u32>,
+    /// The nodes in name order: a slot's messages per peer are put in name order by walking
+    /// it rather than by sorting the peers.
+    by_name: Vec<NodeId>,
 }
 
 impl Fabric {
@@ -38,23 +38,19 @@ impl Fabric {
             .node_by_name(host)
             .filter(|&n| topo.node(n).is_host())
             .ok_or_else(|| HostError::UnknownHost(host.to_string()))?;
-        let mut by_name: Vec<usize> = (0..topo.nodes().len()).collect();
-        by_name.sort_by(|&a, &b| topo.nodes()[a].name.cmp(&topo.nodes()[b].name));
-        let mut name_order = vec![0; by_name.len()];
-        for (place, &n) in by_name.iter().enumerate() {
-            name_order[n] = place as u32;
-        }
+        let mut by_name: Vec<NodeId> = (0..topo.nodes().len() as u32).map(NodeId).collect();
+        by_name.sort_by(|&a, &b| topo.node(a).name.cmp(&topo.node(b).name));
         Ok(Fabric {
             routes: Routes::new(&topo),
             topo,
             me,
-            name_order,
+            by_name,
         })
     }
 
-    /// `n`'s place among the topology's nodes in name order.
-    pub fn name_order(&self, n: NodeId) -> u32 {
-        self.name_order[n.index()]
+    /// The topology's nodes in name order.
+    pub fn by_name(&self) -> &[NodeId] {
+        &self.by_name
     }
 
     pub fn topo(&self) -> &Topology {

@@ -151,8 +151,8 @@ pub struct SlotPlan {
     pub handovers: Vec<(Duration, Vec<RateOrder>)>,
     pub clear: Vec<SocketKey>,
     pub schedules: BTreeMap<String, SwitchBatch<pb::ScheduleItem>>,
-    /// Per receiving host: this host's flows towards it.
-    pub peers: BTreeMap<String, Vec<pb::FlowProgress>>,
+    /// Per receiving host, in name order: this host's flows towards it.
+    pub peers: Vec<(String, Vec<pb::FlowProgress>)>,
     /// Degraded modes in force this slot, human readable.
     pub degraded: Vec<String>,
     pub silent_switches: Vec<String>,
@@ -163,6 +163,17 @@ pub struct SlotPlan {
     pub flows_without_peer: usize,
     /// (flow, link) pairs planned as unbooked because an answering switch gave no load for them.
     pub feedback_missing: usize,
+}
+
+impl SlotPlan {
+    /// This host's flows' progress for `host`, if it has flows towards it.
+    pub fn progress_to(&self, host: &str) -> Option<&[pb::FlowProgress]> {
+        let i = self
+            .peers
+            .binary_search_by(|(p, _)| p.as_str().cmp(host))
+            .ok()?;
+        Some(&self.peers[i].1)
+    }
 }
 
 /// The pure per-host scheduler.
@@ -305,7 +316,7 @@ impl HostScheduler {
     /// Step 2 of a slot: plans every local flow with the switches' answers. The decisions are
     /// core's [`HostPolicy`]'s; this turns them into datapath orders and protobuf.
     pub fn plan(&mut self, answers: &FeedbackAnswers) -> SlotPlan {
-        let answers = Answers::of(answers);
+        let answers = Answers::of(answers, self.fabric.topo());
         let ctx = self.context();
         let obs: Vec<FlowObs> = self
             .flows()
@@ -330,7 +341,7 @@ impl HostScheduler {
                 ..Default::default()
             },
             tally: Default::default(),
-            peers: mlcc_core::hash::map_with_capacity(out.flows.len()),
+            peers: vec![Vec::new(); self.fabric.topo().nodes().len()],
             flows: self.accounts.flows.len() + self.accounts.gone.len(),
         };
         // Core answers in the order it was asked, the flows' own: each answer's flow is found

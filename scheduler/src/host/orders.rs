@@ -7,10 +7,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use mlcc_core::LoadTable;
-use mlcc_core::hash;
 use mlcc_core::host::{Connections, Degraded, Enforce, FlowOut};
 use mlcc_core::load_table::Update;
-use mlcc_core::topology::NodeId;
 use mlcc_proto::v1 as pb;
 
 use super::SlotPlan;
@@ -36,9 +34,9 @@ pub(super) struct Carrier<'a> {
     pub expiry: Duration,
     pub plan: SlotPlan,
     pub tally: Tally,
-    /// Per receiving host, this host's flows towards it: gathered by node, named once in
+    /// Per node (by index), this host's flows towards it: gathered by node, named once in
     /// [`Self::finish`] rather than looked up by name for every flow.
-    pub peers: hash::Map<NodeId, Vec<pb::FlowProgress>>,
+    pub peers: Vec<Vec<pb::FlowProgress>>,
     /// The slot's flows, gone ones included: the most items one switch's schedule can get.
     pub flows: usize,
 }
@@ -75,7 +73,7 @@ impl Carrier<'_> {
         }
         let rates = if withdraw { Vec::new() } else { d.plan.clone() };
         self.schedule(f, rates, key.rank.0, withdraw);
-        self.peers.entry(f.dst).or_default().push(pb::FlowProgress {
+        self.peers[f.dst.index()].push(pb::FlowProgress {
             flow_id: d.id.as_str().to_owned(),
             sent_bytes: fo.sent as u64,
             finish_bytes: fo.finish as u64,
@@ -173,13 +171,17 @@ impl Carrier<'_> {
     /// The slot's plan, with its degraded modes described for operators.
     pub fn finish(mut self, peers: &PeerBook) -> SlotPlan {
         let topo = self.fabric.topo();
-        let mut by_peer: Vec<_> = self.peers.into_iter().collect();
-        // In name order already, so that the map's own sort finds one run.
-        by_peer.sort_unstable_by_key(|(n, _)| self.fabric.name_order(*n));
-        self.plan.peers = by_peer
-            .into_iter()
-            .map(|(n, flows)| (topo.node(n).name.clone(), flows))
+        let mut gathered = self.peers;
+        self.plan.peers = self
+            .fabric
+            .by_name()
+            .iter()
+            .filter_map(|&n| {
+                let flows = std::mem::take(&mut gathered[n.index()]);
+                (!flows.is_empty()).then(|| (topo.node(n).name.clone(), flows))
+            })
             .collect();
+        debug_assert!(self.plan.peers.windows(2).all(|w| w[0].0 < w[1].0));
         let plan = &mut self.plan;
         for s in &self.tally.silent {
             plan.degraded.push(format!(

@@ -485,7 +485,7 @@ fn outputs_rates_per_socket_schedules_per_switch_and_peer_messages() {
     // The uplink's plan is in the local table.
     let up = s.topology().link_by_name("h1->sw1").unwrap();
     assert!((s.table().load(up, Slot(5)).unwrap() - d.rate).abs() < 1e-6);
-    let msgs = &plan.peers["h2"];
+    let msgs = plan.progress_to("h2").unwrap();
     assert_eq!(msgs[0].flow_id, "r/h1>h2/ring");
     assert_eq!(msgs[0].finish_bytes, (d.rate * 0.06) as u64);
 }
@@ -629,7 +629,7 @@ fn a_switch_with_a_skewed_clock_leaves_its_flows_to_kernel_tcp_and_withdraws_the
     let up = s.topology().link_by_name("h1->sw1").unwrap();
     assert_eq!(s.table().load(up, Slot(5)).unwrap(), 0.0);
     // Progress still goes to the peer, whose dependency adjustment is unaffected.
-    assert_eq!(plan.peers["h2"].len(), 1);
+    assert_eq!(plan.progress_to("h2").unwrap().len(), 1);
 
     // The clocks agree again: scheduled and booked as before.
     let req = s.observe(Slot(6), &obs);

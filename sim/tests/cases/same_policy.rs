@@ -298,8 +298,8 @@ fn assert_carried(host: &HostScheduler, plan: &SlotPlan, out: &StepOut, ctx: &st
         }
         let msg = plan
             .peers
-            .values()
-            .flatten()
+            .iter()
+            .flat_map(|(_, flows)| flows)
             .find(|m| m.flow_id == fo.id.as_str())
             .unwrap_or_else(|| panic!("{ctx}: no progress for {}", fo.id));
         assert_eq!(
