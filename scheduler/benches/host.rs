@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, criterion_group};
 use mlcc_core::job::{Arch, Job, Member, Role};
 use mlcc_core::topology::TopologyBuilder;
 use mlcc_core::units::{Bytes, parse_rate};
@@ -221,4 +221,28 @@ fn bench_group(c: &mut Criterion, name: &str, jobs: Jobs) {
 }
 
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+/// `HOST_BENCH_SLOTS=N [HOST_BENCH_FLOWS=512] [HOST_BENCH_JOBS=admin]`: runs N slots of one
+/// group and exits, for a profiler's count of instructions per slot. Criterion runs as many
+/// slots as fit its time, and a slot's work moves with the flows' progress, so counts from
+/// criterion runs of two builds do not compare; N fixed slots do.
+fn profile(slots: u64) {
+    let flows = std::env::var("HOST_BENCH_FLOWS").map_or(512, |v| v.parse().expect("flows"));
+    let jobs = match std::env::var("HOST_BENCH_JOBS").as_deref() {
+        Ok("admin") => Jobs::Admin,
+        _ => Jobs::ProgressFiles,
+    };
+    let mut s = setup(flows, jobs);
+    for n in 1..=slots {
+        assert_eq!(slot(&mut s, n), flows);
+    }
+}
+
+fn main() {
+    if let Ok(n) = std::env::var("HOST_BENCH_SLOTS") {
+        profile(n.parse().expect("HOST_BENCH_SLOTS: a number of slots"));
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
