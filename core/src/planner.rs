@@ -131,8 +131,39 @@ pub struct Planner {
     estimators: Map<FlowId, AchievableRate>,
 }
 
-/// Per-link sums of the local flows' bookings for slots n..n+K.
-type LocalBookings = Map<LinkId, Vec<f64>>;
+/// Per-link sums of the local flows' bookings for slots n..n+K: each link's K sums side by
+/// side in one buffer, found by the link's place, so a pass allocates once rather than per
+/// link.
+struct LocalBookings {
+    at: Map<LinkId, usize>,
+    sums: Vec<f64>,
+    k: usize,
+}
+
+impl LocalBookings {
+    /// Room for `links` links' sums.
+    fn new(links: usize, k: usize) -> Self {
+        LocalBookings {
+            at: hash::map_with_capacity(links),
+            sums: Vec::with_capacity(links * k),
+            k,
+        }
+    }
+
+    fn get(&self, link: &LinkId) -> Option<&[f64]> {
+        let &i = self.at.get(link)?;
+        Some(&self.sums[i * self.k..(i + 1) * self.k])
+    }
+
+    fn get_or_zero(&mut self, link: LinkId) -> &mut [f64] {
+        let n = self.at.len();
+        let i = *self.at.entry(link).or_insert(n);
+        if i == n {
+            self.sums.resize((n + 1) * self.k, 0.0);
+        }
+        &mut self.sums[i * self.k..(i + 1) * self.k]
+    }
+}
 
 /// How many links one host's flows, with paths of these lengths, cross at most: their shared
 /// uplink and the rest of each path. A per-link map sized so never grows while filled.
@@ -144,8 +175,9 @@ pub(crate) fn links_crossed(path_lengths: impl Iterator<Item = usize>) -> usize 
 struct Scratch {
     /// Alg. 1's price and cap per slot of the flow being planned.
     slots: Vec<SlotPrice>,
-    /// Per usable link of its path, the load it plans around per slot.
-    view: Vec<Vec<f64>>,
+    /// Per usable link of its path, the load it plans around per slot: K per link, side by
+    /// side.
+    view: Vec<f64>,
 }
 
 impl Scratch {
@@ -168,14 +200,10 @@ impl Scratch {
         self.view.clear();
         for l in f.path.iter().filter(|l| usable(l)) {
             let mine = local.get(&l.link);
-            self.view.push(
-                (0..k)
-                    .map(|t| {
-                        let ext = l.load.get(t).copied().filter(|x| x.is_finite());
-                        ext.unwrap_or(0.0).max(0.0) + mine.map_or(0.0, |m| m[t].max(0.0))
-                    })
-                    .collect(),
-            );
+            self.view.extend((0..k).map(|t| {
+                let ext = l.load.get(t).copied().filter(|x| x.is_finite());
+                ext.unwrap_or(0.0).max(0.0) + mine.map_or(0.0, |m| m[t].max(0.0))
+            }));
         }
     }
 }
@@ -184,9 +212,9 @@ fn usable(l: &LinkFeedback) -> bool {
     l.capacity.is_finite() && l.capacity > 0.0
 }
 
-fn book(local: &mut LocalBookings, path: &[LinkFeedback], plan: &[f64], sign: f64, k: usize) {
+fn book(local: &mut LocalBookings, path: &[LinkFeedback], plan: &[f64], sign: f64) {
     for l in path.iter().filter(|l| usable(l)) {
-        let sums = local.entry(l.link).or_insert_with(|| vec![0.0; k]);
+        let sums = local.get_or_zero(l.link);
         for (s, r) in sums.iter_mut().zip(plan) {
             *s += sign * r;
         }
@@ -367,10 +395,10 @@ impl Planner {
     ) -> Vec<FlowDecision> {
         let k = self.config.slots.horizon();
         let links = links_crossed(inputs.iter().map(|f| f.path.len()));
-        let mut local: LocalBookings = hash::map_with_capacity(links);
+        let mut local = LocalBookings::new(links, k);
         for (i, b) in booked.iter().enumerate() {
             if let Some(plan) = b {
-                book(&mut local, &inputs[i].path, plan, 1.0, k);
+                book(&mut local, &inputs[i].path, plan, 1.0);
             }
         }
         let mut out: Vec<Option<FlowDecision>> = vec![None; inputs.len()];
@@ -380,16 +408,16 @@ impl Planner {
             if let Some(plan) = &frozen[i] {
                 // Keep the decision made earlier; book it if the pass started without it.
                 if booked[i].is_none() {
-                    book(&mut local, &f.path, plan, 1.0, k);
+                    book(&mut local, &f.path, plan, 1.0);
                 }
                 continue;
             }
             if let Some(old) = booked[i].take() {
-                book(&mut local, &f.path, &old, -1.0, k);
+                book(&mut local, &f.path, &old, -1.0);
             }
             let d = self.decide(f, &keys[i], achievable[i], &local, &mut scratch);
             if !d.done {
-                book(&mut local, &f.path, &d.plan, 1.0, k);
+                book(&mut local, &f.path, &d.plan, 1.0);
                 booked[i] = Some(d.plan.clone());
             }
             out[i] = Some(d);
@@ -419,12 +447,13 @@ impl Planner {
             return self.idle(f, key, b, Some(0), f.sent_bytes);
         }
         scratch.view_of(f, local);
+        let k = scratch.slots.len().max(1);
         let usable_links = f.path.iter().filter(|l| usable(l));
         slot_allocation::path_prices(
             usable_links
                 .clone()
-                .zip(&scratch.view)
-                .map(|(l, v)| (l.capacity, v.as_slice())),
+                .zip(scratch.view.chunks_exact(k))
+                .map(|(l, v)| (l.capacity, v)),
             b,
             &mut scratch.slots,
         );
