@@ -3,18 +3,17 @@
 //! is asked in id order); a search tree made each lookup a dozen text compares. The order and
 //! the positions are rebuilt only when a group came or went.
 
-use mlcc_core::{FlowId, hash};
+use mlcc_core::FlowId;
 
 use super::flow_state::FlowState;
+use super::kept::Kept;
 
 #[derive(Default)]
 pub(super) struct Flows {
     /// In id order, except for groups added since the last [`Self::end`], at the back.
     states: Vec<FlowState>,
-    /// Each group's position in `states`.
-    at: hash::Map<FlowId, usize>,
-    /// Per position, whether the current observation touched the group.
-    touched: Vec<bool>,
+    /// Each group's position in `states`, touched by each observation that sees the group.
+    at: Kept<FlowId, usize>,
     /// A group was added since the last [`Self::end`]: the order is to be restored.
     added: bool,
 }
@@ -28,52 +27,53 @@ impl Flows {
         self.at.get(id).map(|&i| &self.states[i])
     }
 
+    /// `id`'s group, not touched.
+    pub fn get_mut(&mut self, id: &FlowId) -> Option<&mut FlowState> {
+        let &i = self.at.get(id)?;
+        Some(&mut self.states[i])
+    }
+
     /// `id`'s group, touched: kept at the observation's end.
     pub fn touch(&mut self, id: &FlowId) -> Option<&mut FlowState> {
-        let &i = self.at.get(id)?;
-        self.touched[i] = true;
+        let &mut i = self.at.get_mut(id)?;
         Some(&mut self.states[i])
     }
 
     /// Adds a group, touched. One already there under its id is replaced.
     pub fn insert(&mut self, f: FlowState) {
-        if let Some(&i) = self.at.get(&f.id) {
-            self.touched[i] = true;
+        if let Some(&mut i) = self.at.get_mut(&f.id) {
             self.states[i] = f;
             return;
         }
         self.at.insert(f.id.clone(), self.states.len());
         self.states.push(f);
-        self.touched.push(true);
         self.added = true;
     }
 
     /// Starts an observation: groups it does not touch are dropped at its end.
     pub fn begin(&mut self) {
-        self.touched.iter_mut().for_each(|t| *t = false);
+        self.at.begin();
     }
 
     /// Ends an observation: hands each group it did not touch to `gone`, in id order, and
-    /// restores the order if groups came.
+    /// restores the order and the positions if groups came or went.
     pub fn end(&mut self, mut gone: impl FnMut(FlowState)) {
-        let before = self.states.len();
-        if self.touched.iter().any(|t| !t) {
-            let states = std::mem::take(&mut self.states);
-            for (f, touched) in states.into_iter().zip(&self.touched) {
-                if *touched {
-                    self.states.push(f);
-                } else {
-                    gone(f);
-                }
-            }
-        }
-        if std::mem::take(&mut self.added) {
-            self.states.sort_unstable_by(|a, b| a.id.cmp(&b.id));
-        } else if self.states.len() == before {
+        let mut dropped = vec![false; self.states.len()];
+        let mut any = false;
+        self.at.end(|_, &i| (dropped[i], any) = (true, true));
+        if !any && !std::mem::take(&mut self.added) {
             return;
         }
-        self.touched = vec![true; self.states.len()];
-        self.at = hash::map_with_capacity(self.states.len());
+        // Groups that went were in place, in id order; the ones added this time are touched.
+        let states = std::mem::take(&mut self.states);
+        for (f, dropped) in states.into_iter().zip(dropped) {
+            if dropped {
+                gone(f);
+            } else {
+                self.states.push(f);
+            }
+        }
+        self.states.sort_unstable_by(|a, b| a.id.cmp(&b.id));
         for (i, f) in self.states.iter().enumerate() {
             self.at.insert(f.id.clone(), i);
         }
@@ -81,8 +81,7 @@ impl Flows {
 
     /// Every group, leaving none (a new topology re-routes them all).
     pub fn take_all(&mut self) -> Vec<FlowState> {
-        self.at.clear();
-        self.touched.clear();
+        self.at = Kept::default();
         self.added = false;
         std::mem::take(&mut self.states)
     }
@@ -90,10 +89,6 @@ impl Flows {
     /// In id order once the observation has ended.
     pub fn iter(&self) -> std::slice::Iter<'_, FlowState> {
         self.states.iter()
-    }
-
-    pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, FlowState> {
-        self.states.iter_mut()
     }
 }
 

@@ -30,6 +30,15 @@ impl<K: Hash + Eq, V> Kept<K, V> {
         self.round += 1;
     }
 
+    /// `k`'s entry, not touched.
+    pub fn get<Q>(&self, k: &Q) -> Option<&V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.entries.get(k).map(|(v, _)| v)
+    }
+
     /// `k`'s entry, touched.
     pub fn get_mut<Q>(&mut self, k: &Q) -> Option<&mut V>
     where

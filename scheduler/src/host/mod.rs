@@ -344,18 +344,8 @@ impl HostScheduler {
             peers: vec![Vec::new(); self.fabric.topo().nodes().len()],
             flows: self.accounts.flows.len() + self.accounts.gone.len(),
         };
-        // Core answers in the order it was asked, the flows' own: each answer's flow is found
-        // by walking on, not by a search of the map.
-        let mut states = self.accounts.flows.iter_mut();
         for fo in out.flows {
-            let found = match states.find(|f| f.id == fo.id) {
-                Some(f) => Some(f),
-                None => {
-                    states = self.accounts.flows.iter_mut();
-                    states.find(|f| f.id == fo.id)
-                }
-            };
-            if let Some(f) = found {
+            if let Some(f) = self.accounts.flows.get_mut(&fo.id) {
                 carrier.flow(fo, f);
             }
         }
