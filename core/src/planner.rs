@@ -150,8 +150,8 @@ impl LocalBookings {
         }
     }
 
-    fn get(&self, link: &LinkId) -> Option<&[f64]> {
-        let &i = self.at.get(link)?;
+    fn get(&self, link: LinkId) -> Option<&[f64]> {
+        let &i = self.at.get(&link)?;
         Some(&self.sums[i * self.k..(i + 1) * self.k])
     }
 
@@ -199,7 +199,7 @@ impl Scratch {
         let k = self.slots.len();
         self.view.clear();
         for l in f.path.iter().filter(|l| usable(l)) {
-            let mine = local.get(&l.link);
+            let mine = local.get(l.link);
             self.view.extend((0..k).map(|t| {
                 let ext = l.load.get(t).copied().filter(|x| x.is_finite());
                 ext.unwrap_or(0.0).max(0.0) + mine.map_or(0.0, |m| m[t].max(0.0))
