@@ -272,17 +272,32 @@ fn rate_follows_a_schedule_changed_every_slot() {
     );
 }
 
+/// The samples taken in `[from, to]` seconds of a run.
+fn within(
+    samples: &[(Duration, SocketStats)],
+    from: f64,
+    to: f64,
+) -> impl Iterator<Item = &SocketStats> {
+    samples
+        .iter()
+        .filter(move |(t, _)| (from..=to).contains(&t.as_secs_f64()))
+        .map(|(_, s)| s)
+}
+
 /// Achieved rate over the samples taken in `[from, to]` seconds of a run.
 fn rate_over(samples: &[(Duration, SocketStats)], from: f64, to: f64) -> f64 {
-    let inside: Vec<&SocketStats> = samples
-        .iter()
-        .filter(|(t, _)| (from..=to).contains(&t.as_secs_f64()))
-        .map(|(_, s)| s)
-        .collect();
+    let inside: Vec<&SocketStats> = within(samples, from, to).collect();
     match (inside.first(), inside.last()) {
         (Some(a), Some(b)) => rate_between(a, b),
         _ => 0.0,
     }
+}
+
+/// The median cwnd (segments) of the samples taken in `[from, to]` seconds of a run.
+fn median_cwnd(samples: &[(Duration, SocketStats)], from: f64, to: f64) -> u32 {
+    let mut cwnd: Vec<u32> = within(samples, from, to).map(|s| s.cwnd_segments).collect();
+    cwnd.sort_unstable();
+    cwnd.get(cwnd.len() / 2).copied().unwrap_or(0)
 }
 
 /// The pacing rate the CC last applied, when every sample of the final quarter agrees on it.
@@ -1159,17 +1174,6 @@ fn paced_flow_keeps_its_plan_through_random_loss_and_fallback_reno_backs_off() {
         "fallback Reno did not back off: median cwnd {lossy_cwnd} segments under loss \
          ({reno_retrans} retransmits), {clean_cwnd} without"
     );
-}
-
-/// The median cwnd (segments) of the samples taken in `[from, to]` seconds of a run.
-fn median_cwnd(samples: &[(Duration, SocketStats)], from: f64, to: f64) -> u32 {
-    let mut cwnd: Vec<u32> = samples
-        .iter()
-        .filter(|(t, _)| (from..=to).contains(&t.as_secs_f64()))
-        .map(|(_, s)| s.cwnd_segments)
-        .collect();
-    cwnd.sort_unstable();
-    cwnd.get(cwnd.len() / 2).copied().unwrap_or(0)
 }
 
 /// How far a socket with no order cuts cwnd at a loss, under each fallback: the median over the
