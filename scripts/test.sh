@@ -4,6 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
+# One build from scratch gains nothing from incremental state, which is gigabytes of target/.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+echo "== disk free where target/ is built"
+df -h . | tail -1
 
 echo "== deploy/ (systemd units, Kubernetes manifests)"
 scripts/validate-deploy.sh
@@ -45,3 +49,5 @@ echo "== fuzz targets, bounded (scripts/fuzz.sh; FUZZ_SECONDS per target, defaul
 scripts/fuzz.sh
 echo "== Alg. 1 against the exact optimum (core/tests/cases/optimality.rs)"
 cat target/tmp/optimality-report.txt 2>/dev/null || echo "(no optimality report)"
+echo "== target/ after the run"
+du -sh target 2>/dev/null || true
