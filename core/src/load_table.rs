@@ -28,6 +28,7 @@ use crate::units::BytesPerSec;
 
 mod booked;
 mod order;
+mod pair;
 use booked::Booked;
 use order::{CHUNK, OrderTree, float};
 
@@ -1172,7 +1173,7 @@ mod tests {
     use super::*;
     use crate::flow::Rank;
 
-    fn fid(s: &str) -> FlowId {
+    pub(super) fn fid(s: &str) -> FlowId {
         FlowId::new(s).unwrap()
     }
 
@@ -1180,7 +1181,14 @@ mod tests {
         LoadTable::new(4, Slot(100), [(LinkId(0), BytesPerSec(100.0))])
     }
 
-    fn put(t: &mut LoadTable, flow: &str, host: &str, start: u64, first: u64, rates: &[f64]) {
+    pub(super) fn put(
+        t: &mut LoadTable,
+        flow: &str,
+        host: &str,
+        start: u64,
+        first: u64,
+        rates: &[f64],
+    ) {
         let f = fid(flow);
         let key = PrecedenceKey::new(Rank(start), f.clone());
         t.update(

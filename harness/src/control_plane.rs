@@ -280,14 +280,18 @@ impl ControlPlane {
                     key: &key,
                     exclude_publisher: Some(host),
                 };
-                if t.feedback(l, &q, self.cfg.mode, slot, &mut load).is_ok() {
+                // With `committed`, what a switch answers a query that asks for it
+                // (FeedbackQuery.committed): both from one walk of the link.
+                let answered = if committed {
+                    t.feedback_committed(l, &q, self.cfg.mode, slot, &mut load)
+                        .map(|c| lo.committed_now = Some(c))
+                } else {
+                    t.feedback(l, &q, self.cfg.mode, slot, &mut load)
+                };
+                if answered.is_ok() {
                     lo.answer = Answer::Load(load);
                 } else {
                     self.spare_loads.push(load);
-                }
-                if committed {
-                    // What a switch answers a query that asks for it (FeedbackQuery.committed).
-                    lo.committed_now = t.committed(l, &q, slot).ok();
                 }
             }
         }

@@ -293,16 +293,16 @@ impl Emulator {
             let mut failed = None;
             for (&l, name) in ids.iter().zip(q.links) {
                 let mut load = vec![0.0; k];
-                let committed = if q.committed {
-                    self.table.committed(l, &query, from).map(Some)
+                let answered = if q.committed {
+                    (self.table)
+                        .feedback_committed(l, &query, self.mode, from, &mut load)
+                        .map(Some)
                 } else {
-                    Ok(None)
+                    (self.table)
+                        .feedback(l, &query, self.mode, from, &mut load)
+                        .map(|()| None)
                 };
-                match self
-                    .table
-                    .feedback(l, &query, self.mode, from, &mut load)
-                    .and(committed)
-                {
+                match answered {
                     Ok(committed) => links.push(pb::LinkLoad {
                         link: name,
                         capacity_bytes_per_sec: self.table.capacity(l).map(|c| c.0).unwrap_or(0.0),

@@ -290,6 +290,17 @@ proptest! {
                     twin.feedback(LinkId(0), &q, mode, t.now(), &mut twin_out).unwrap();
                     let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                     prop_assert_eq!(bits(&out), bits(&twin_out), "{:?}", mode);
+                    // Both answers of one walk are each table's two separate answers, to the bit.
+                    for (s, table) in [(0, &t), (1, &t), (0, &lean), (1, &lean)] {
+                        let slot = t.now().plus(s);
+                        let mut sep = vec![0.0; k];
+                        table.feedback(LinkId(0), &q, mode, slot, &mut sep).unwrap();
+                        let committed = table.committed(LinkId(0), &q, slot).unwrap();
+                        let mut pair = vec![0.0; k];
+                        let c = table.feedback_committed(LinkId(0), &q, mode, slot, &mut pair).unwrap();
+                        prop_assert_eq!(bits(&pair), bits(&sep), "{:?}", mode);
+                        prop_assert_eq!(c.to_bits(), committed.to_bits());
+                    }
                     let mut lean_out = vec![0.0; k];
                     lean.feedback(LinkId(0), &q, mode, t.now(), &mut lean_out).unwrap();
                     if mode == FeedbackMode::Precedence {
