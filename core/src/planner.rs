@@ -198,6 +198,8 @@ impl Scratch {
     fn view_of(&mut self, f: &FlowInput, local: &LocalBookings) {
         let k = self.slots.len();
         self.view.clear();
+        // Sized for the path at once: grown push by push it reallocated several times a pass.
+        self.view.reserve(k * f.path.len());
         for l in f.path.iter().filter(|l| usable(l)) {
             let mine = local.get(l.link);
             self.view.extend((0..k).map(|t| {
