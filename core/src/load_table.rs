@@ -433,15 +433,7 @@ impl LinkLoad {
             for (_, &h) in self.entries.iter().take_while(|(k, _)| *k < key) {
                 visited += 1;
                 let (first, fixed) = self.booked.get(h as usize);
-                let (ea, eb) = (a.max(first), b.min(first + fixed.len() as u64));
-                if ea >= eb {
-                    continue;
-                }
-                let rates = &fixed[(ea - first) as usize..(eb - first) as usize];
-                let cells = &mut sum[(ea - start) as usize..(eb - start) as usize];
-                for (cell, r) in cells.iter_mut().zip(rates) {
-                    *cell += r;
-                }
+                add_cells(&mut sum, start, (a, b), first, fixed);
             }
             for (cell, s) in chunk.iter_mut().zip(sum) {
                 *cell += float(s);
@@ -685,6 +677,21 @@ fn accumulate(sum: &mut [f64], window_start: Slot, e: &Entry, sign: f64) {
         {
             *cell += sign * r;
         }
+    }
+}
+
+/// Adds an entry's booked cells (`fixed`, from slot `first` on) that fall in slots `a..b` to
+/// `sum`, whose index 0 is slot `start` (at most `a`).
+#[inline]
+fn add_cells(sum: &mut [i128], start: u64, (a, b): (u64, u64), first: u64, fixed: &[i128]) {
+    let (ea, eb) = (a.max(first), b.min(first + fixed.len() as u64));
+    if ea >= eb {
+        return;
+    }
+    let rates = &fixed[(ea - first) as usize..(eb - first) as usize];
+    let cells = &mut sum[(ea - start) as usize..(eb - start) as usize];
+    for (cell, r) in cells.iter_mut().zip(rates) {
+        *cell += r;
     }
 }
 

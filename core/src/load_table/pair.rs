@@ -11,7 +11,9 @@
 use std::cmp::Ordering;
 
 use super::order::{CHUNK, float};
-use super::{FeedbackMode, Handle, LinkLoad, LoadTable, Query, TableError, publisher_tag, rate_at};
+use super::{
+    FeedbackMode, Handle, LinkLoad, LoadTable, Query, TableError, add_cells, publisher_tag, rate_at,
+};
 use crate::slot::Slot;
 use crate::topology::LinkId;
 
@@ -143,14 +145,7 @@ impl LinkLoad {
             };
             let hidden = match side {
                 Ordering::Less => {
-                    let (ea, eb) = (a.max(first), b.min(first + fixed.len() as u64));
-                    if ea < eb {
-                        let rates = &fixed[(ea - first) as usize..(eb - first) as usize];
-                        let cells = &mut w.before[(ea - from.0) as usize..(eb - from.0) as usize];
-                        for (cell, r) in cells.iter_mut().zip(rates) {
-                            *cell += r;
-                        }
-                    }
+                    add_cells(&mut w.before, from.0, (a, b), first, fixed);
                     &mut w.hidden_before
                 }
                 Ordering::Equal => {
