@@ -22,16 +22,19 @@ mod tag {
     pub const ITEM_FLOW: u32 = 1;
     pub const ITEM_LINKS: u32 = 2;
     pub const QUERY_RANK: u32 = 3;
+    pub const QUERY_COMMITTED: u32 = 4;
     pub const SCHEDULE_FIRST_SLOT: u32 = 3;
     pub const SCHEDULE_RATES: u32 = 4;
     pub const SCHEDULE_RANK: u32 = 5;
 }
 
-/// What one host's messages carry: its name, its flows (flow id, link) and their rank.
+/// What one host's messages carry: its name, its flows (flow id, link) and their rank, and
+/// whether its queries ask for the committed load.
 pub(super) struct Spec {
     pub host: String,
     pub flows: Vec<(String, String, f64)>,
     pub rank: u64,
+    pub committed: bool,
     /// Rates per schedule item (K).
     pub horizon: usize,
 }
@@ -49,7 +52,7 @@ impl Spec {
                     flow_id: f.clone(),
                     links: vec![l.clone()],
                     rank: self.rank,
-                    committed: false,
+                    committed: self.committed,
                 })
                 .collect(),
         }
@@ -137,6 +140,9 @@ impl Encoded {
             let (first, rate) = match kind {
                 Kind::Fetch => {
                     varint_field(&mut item, tag::QUERY_RANK, spec.rank);
+                    if spec.committed {
+                        varint_field(&mut item, tag::QUERY_COMMITTED, 1);
+                    }
                     (None, None)
                 }
                 Kind::Update => {
@@ -206,11 +212,12 @@ mod tests {
             .collect()
     }
 
-    fn spec() -> Spec {
+    fn spec(committed: bool) -> Spec {
         Spec {
             host: "h7".into(),
             flows: flows(),
             rank: 29_000_000_123,
+            committed,
             horizon: 4,
         }
     }
@@ -240,8 +247,11 @@ mod tests {
 
     #[test]
     fn patched_messages_decode_as_prost_builds_them() {
-        let spec = spec();
-        for kind in [Kind::Fetch, Kind::Update] {
+        for (kind, spec) in [
+            (Kind::Fetch, spec(true)),
+            (Kind::Fetch, spec(false)),
+            (Kind::Update, spec(true)),
+        ] {
             let mut m = Encoded::new(kind, &spec, Slot(30_000_000_000));
             // The same width as built, then a narrower and a wider slot number (rebuilt), and
             // a seq that grows past one varint byte.
@@ -257,7 +267,8 @@ mod tests {
                 assert_eq!(
                     got,
                     expected(kind, &spec, seq, Slot(slot), deadline),
-                    "{kind:?} slot {slot}"
+                    "{kind:?} slot {slot}, committed {}",
+                    spec.committed
                 );
             }
         }

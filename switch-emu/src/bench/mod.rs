@@ -113,6 +113,11 @@ pub struct BenchArgs {
     /// table that walks a rank), `per-job` gives each job of 8 hosts its own.
     #[arg(long, value_enum, default_value_t = Ranks::Same)]
     pub ranks: Ranks,
+    /// Whether each feedback query also asks for the load lower-ranked flows committed in the
+    /// slot itself, as mlccd does under its default policy (`committed_now`); `false` asks for
+    /// the K-slot load alone.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub committed: bool,
 }
 
 /// How the generator ranks its flows (see [`BenchArgs::ranks`]).
@@ -233,6 +238,8 @@ struct Host {
     flows: Vec<(String, String, f64)>,
     /// The rank of every flow of this host.
     rank: u64,
+    /// Whether its feedback queries ask for the committed load.
+    committed: bool,
     phase: Duration,
     /// Where the pacer thread says "start this slot's calls now"; `None`: the runtime's timer.
     go: Option<mpsc::UnboundedReceiver<()>>,
@@ -348,6 +355,7 @@ fn spec_of(host: &Host, horizon: usize) -> Spec {
         host: host.name.clone(),
         flows: host.flows.clone(),
         rank: host.rank,
+        committed: host.committed,
         horizon,
     }
 }
@@ -806,6 +814,7 @@ pub async fn run(args: &BenchArgs) -> Result<Value, String> {
             name,
             flows,
             rank,
+            committed: args.committed,
             phase,
             go,
         };
@@ -881,6 +890,7 @@ pub async fn run(args: &BenchArgs) -> Result<Value, String> {
         "target": args.target,
         "switch": d.switch_name,
         "mode": args.mode.name(),
+        "committed": args.committed,
         "hosts": args.hosts,
         "flows_per_host": args.flows,
         "slots": args.slots,
