@@ -58,12 +58,17 @@ impl Flows {
     /// Ends an observation: hands each group it did not touch to `gone`, in id order, and
     /// restores the order and the positions if groups came or went.
     pub fn end(&mut self, mut gone: impl FnMut(FlowState)) {
-        let mut dropped = vec![false; self.states.len()];
-        let mut any = false;
-        self.at.end(|_, &i| (dropped[i], any) = (true, true));
-        if !any && !std::mem::take(&mut self.added) {
+        // Which positions went; left empty (no allocation) in the usual slot where none did.
+        let n = self.states.len();
+        let mut dropped: Vec<bool> = Vec::new();
+        self.at.end(|_, &i| {
+            dropped.resize(n, false);
+            dropped[i] = true;
+        });
+        if dropped.is_empty() && !std::mem::take(&mut self.added) {
             return;
         }
+        dropped.resize(n, false);
         // Groups that went were in place, in id order; the ones added this time are touched.
         let states = std::mem::take(&mut self.states);
         for (f, dropped) in states.into_iter().zip(dropped) {
