@@ -26,24 +26,28 @@ const HIDDEN: usize = 16;
 #[derive(Default)]
 struct Hidden {
     host: [Handle; HIDDEN],
+    /// The asking host's entries seen, kept or not: past [`HIDDEN`] the walk's answer is void.
     len: usize,
     own: Option<Handle>,
-    full: bool,
 }
 
 impl Hidden {
     fn push(&mut self, h: Handle) {
-        match self.host.get_mut(self.len) {
-            Some(slot) => {
-                *slot = h;
-                self.len += 1;
-            }
-            None => self.full = true,
+        if let Some(slot) = self.host.get_mut(self.len) {
+            *slot = h;
         }
+        self.len += 1;
+    }
+
+    fn full(&self) -> bool {
+        self.len > HIDDEN
     }
 
     fn in_order(&self) -> impl Iterator<Item = Handle> + '_ {
-        self.host[..self.len].iter().copied().chain(self.own)
+        self.host[..self.len.min(HIDDEN)]
+            .iter()
+            .copied()
+            .chain(self.own)
     }
 }
 
@@ -167,7 +171,7 @@ impl LinkLoad {
                 hidden.own = Some(h);
             }
         }
-        !(w.hidden_before.full || w.hidden_after.full)
+        !(w.hidden_before.full() || w.hidden_after.full())
     }
 }
 
