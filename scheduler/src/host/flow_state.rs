@@ -24,6 +24,27 @@ pub(super) type Counters = SocketMap<SocketCounters>;
 /// One of a flow's sockets' counters this slot, where the datapath has them.
 type Seen<'a> = Option<&'a SocketCounters>;
 
+/// Sockets a flow usually has at most: their counters are looked up into an array on the
+/// stack rather than a vector per flow and slot.
+const FEW: usize = 8;
+
+/// `sockets`' counters in their order: in `few` where they fit, else in `many`.
+fn look_up<'a, 'c>(
+    sockets: &[SocketKey],
+    counters: &'c Counters,
+    few: &'a mut [Seen<'c>; FEW],
+    many: &'a mut Vec<Seen<'c>>,
+) -> &'a [Seen<'c>] {
+    if let Some(part) = few.get_mut(..sockets.len()) {
+        for (cell, k) in part.iter_mut().zip(sockets) {
+            *cell = counters.get(k);
+        }
+        return part;
+    }
+    many.extend(sockets.iter().map(|k| counters.get(k)));
+    many
+}
+
 /// Acked bytes of a socket, 0 without counters.
 fn acked(c: &Seen<'_>) -> u64 {
     c.map_or(0, |c| c.acked)
@@ -326,13 +347,14 @@ impl FlowState {
         self.start_iteration(&spec, counters);
         self.track_sockets(&spec.sockets, counters);
         // Each socket's counters looked up once for the steps below, in `self.sockets`' order.
-        let seen: Vec<Seen<'_>> = self.sockets.iter().map(|k| counters.get(k)).collect();
-        self.count_retransmits(&seen);
-        let measured = self.acked_total(&seen);
-        let since_start = self.since_start(measured, spec.sent_share, &seen);
-        self.mark_quiet(&seen);
-        self.in_flight = self.in_flight_now(&seen);
-        let queued = self.queued_now(&seen);
+        let (mut few, mut many) = ([None; FEW], Vec::new());
+        let seen = look_up(&self.sockets, counters, &mut few, &mut many);
+        self.count_retransmits(seen);
+        let measured = self.acked_total(seen);
+        let since_start = self.since_start(measured, spec.sent_share, seen);
+        self.mark_quiet(seen);
+        self.in_flight = self.in_flight_now(seen);
+        let queued = self.queued_now(seen);
         self.achieved = match (measured, self.counts.acked) {
             (Some(now), Some(prev)) => Some(now.saturating_sub(prev) as f64 / tau),
             _ => None,
@@ -580,5 +602,45 @@ impl FlowState {
         self.iteration = self.iteration.saturating_add(chunks as u64);
         self.iteration_start = slot;
         sent - chunks * per_iteration
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counters for every third of `n` sockets; the lookup gives each socket's own, in order,
+    /// whether the sockets fit on the stack or not.
+    #[test]
+    fn counters_are_looked_up_in_the_sockets_order_however_many() {
+        for n in [0, 1, FEW - 1, FEW, FEW + 1, 3 * FEW] {
+            let keys: Vec<SocketKey> = (0..n)
+                .map(|i| {
+                    let port = 1000 + i as u16;
+                    SocketKey::new(
+                        7,
+                        ([10, 0, 0, 1], port).into(),
+                        ([10, 0, 0, 2], 5000).into(),
+                    )
+                })
+                .collect();
+            let mut counters = Counters::default();
+            for (i, k) in keys.iter().enumerate().filter(|(i, _)| i % 3 == 0) {
+                counters.insert(
+                    *k,
+                    SocketCounters {
+                        acked: i as u64,
+                        sent: 2 * i as u64,
+                        retransmits: 0,
+                        queueing: false,
+                        queued: None,
+                    },
+                );
+            }
+            let (mut few, mut many) = ([None; FEW], Vec::new());
+            let seen = look_up(&keys, &counters, &mut few, &mut many);
+            let want: Vec<Seen<'_>> = keys.iter().map(|k| counters.get(k)).collect();
+            assert_eq!(seen, want.as_slice(), "{n} sockets");
+        }
     }
 }
