@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use mlcc_core::LoadTable;
-use mlcc_core::host::{Connections, Degraded, Enforce, FlowOut};
+use mlcc_core::host::{Booking, Connections, Degraded, Enforce, FlowOut};
 use mlcc_core::load_table::Update;
 use mlcc_proto::v1 as pb;
 
@@ -53,8 +53,12 @@ impl Carrier<'_> {
             .collect();
         f.enforced_rate = self.order(&fo, f);
         let d = fo.decision;
-        let key = fo.booking.key().clone();
-        let withdraw = fo.booking.is_withdraw();
+        // The booking's own rates go to the switches, uncopied: they are the decision's plan.
+        let (key, rates) = match fo.booking {
+            Booking::Plan { key, rates, .. } => (key, Some(rates)),
+            Booking::Withdraw { key } => (key, None),
+        };
+        let withdraw = rates.is_none();
         for &l in &f.path {
             if self.table.contains(l) {
                 // Own links are ours alone to write; a refusal would be a bug in routing.
@@ -71,8 +75,7 @@ impl Carrier<'_> {
                 );
             }
         }
-        let rates = if withdraw { Vec::new() } else { d.plan.clone() };
-        self.schedule(f, rates, key.rank.0, withdraw);
+        self.schedule(f, rates.unwrap_or_default(), key.rank.0, withdraw);
         self.peers[f.dst.index()].push(pb::FlowProgress {
             flow_id: d.id.as_str().to_owned(),
             sent_bytes: fo.sent as u64,
@@ -110,16 +113,23 @@ impl Carrier<'_> {
         let handover = fo
             .handover
             .and_then(|h| Some((h, Duration::try_from_secs_f64(h.for_secs).ok()?)));
-        let slot_orders = split.orders(rate);
-        let shown = slot_orders.iter().map(|o| o.bytes_per_sec as f64).sum();
         match handover {
             Some((h, after)) => {
-                self.plan.handovers.push((after, split.orders(h.then)));
+                self.plan
+                    .handovers
+                    .push((after, split.orders(h.then).collect()));
                 self.plan.orders.extend(split.orders(h.first));
+                split.orders(rate).map(|o| o.bytes_per_sec as f64).sum()
             }
-            None => self.plan.orders.extend(slot_orders),
+            None => {
+                let at = self.plan.orders.len();
+                self.plan.orders.extend(split.orders(rate));
+                self.plan.orders[at..]
+                    .iter()
+                    .map(|o| o.bytes_per_sec as f64)
+                    .sum()
+            }
         }
-        shown
     }
 
     /// Adds `f`'s booking to the batch of each switch on its path.
@@ -219,20 +229,18 @@ struct Split<'a> {
 }
 
 impl Split<'_> {
-    fn orders(&self, rate: f64) -> Vec<RateOrder> {
+    /// Each socket's order at the group rate `rate`, in the sockets' order.
+    fn orders(&self, rate: f64) -> impl Iterator<Item = RateOrder> + '_ {
         let r = self.connections.split(rate);
-        self.sockets
-            .iter()
-            .map(|&key| RateOrder {
-                key,
-                bytes_per_sec: if self.quiet.contains(&key) {
-                    r.quiet
-                } else {
-                    r.busy
-                } as u64,
-                expiry: self.expiry,
-                fill: self.fill,
-            })
-            .collect()
+        self.sockets.iter().map(move |&key| RateOrder {
+            key,
+            bytes_per_sec: if self.quiet.contains(&key) {
+                r.quiet
+            } else {
+                r.busy
+            } as u64,
+            expiry: self.expiry,
+            fill: self.fill,
+        })
     }
 }
