@@ -418,9 +418,9 @@ impl Planner {
                 book(&mut local, &f.path, &old, -1.0);
             }
             let d = self.decide(f, &keys[i], achievable[i], &local, &mut scratch);
+            // `order` visits each flow once: what it books here is not looked at again.
             if !d.done {
                 book(&mut local, &f.path, &d.plan, 1.0);
-                booked[i] = Some(d.plan.clone());
             }
             out[i] = Some(d);
         }
