@@ -29,8 +29,10 @@ use crate::units::BytesPerSec;
 mod booked;
 mod order;
 mod pair;
+mod prefix;
 use booked::Booked;
 use order::{CHUNK, OrderTree, float};
+use prefix::Prefix;
 
 /// A link holding this many entries, that is asked for precedence feedback, keeps them in an
 /// [`OrderTree`] as well from its next write on; one holding fewer than [`TREE_UNTIL`] drops it.
@@ -39,6 +41,11 @@ use order::{CHUNK, OrderTree, float};
 /// it only writes) never pays for a tree.
 const TREE_FROM: usize = 256;
 const TREE_UNTIL: usize = 128;
+
+/// A link with at least this many entries (and fewer than [`TREE_FROM`]) answers its second
+/// and later precedence questions between changes of its keys or slot from prefix sums
+/// ([`prefix::Prefix`]) rather than a walk; below it a walk is as cheap.
+const PREFIX_FROM: usize = 16;
 
 /// Set by a read that walked a busy link for want of a tree: the next write builds one. Atomic
 /// because reads take `&self`.
@@ -222,6 +229,11 @@ struct LinkLoad {
     /// holds many and is asked (see [`TREE_FROM`]).
     order: Option<OrderTree>,
     tree_wanted: Wanted,
+    /// The entries' prefix sums, while the link holds between [`PREFIX_FROM`] and
+    /// [`TREE_FROM`] entries and is asked more than once between changes of its keys or slot.
+    prefix: Prefix,
+    /// Precedence questions since the prefix sums were last dropped.
+    asked: u32,
     /// Booked load of the last W slots that passed, oldest first.
     history: VecDeque<f64>,
 }
@@ -241,6 +253,8 @@ impl LinkLoad {
             by_publisher: Map::default(),
             order: None,
             tree_wanted: Wanted::default(),
+            prefix: Prefix::default(),
+            asked: 0,
             history: VecDeque::with_capacity(HISTORY_SLOTS),
         }
     }
@@ -297,10 +311,17 @@ impl LinkLoad {
         self.index.insert(e.key.flow.clone(), h);
         self.entries.insert(e.key.clone(), h);
         self.slab.push(e);
+        self.drop_prefix();
     }
 
     fn entry(&self, h: Handle) -> &Entry {
         &self.slab[h as usize]
+    }
+
+    /// Forgets the prefix sums: the keys or the window changed.
+    fn drop_prefix(&mut self) {
+        self.prefix.drop_sums();
+        self.asked = 0;
     }
 
     /// The entries in precedence order.
@@ -333,6 +354,7 @@ impl LinkLoad {
 
     fn remove(&mut self, window_start: Slot, flow: &FlowId) -> Option<Entry> {
         let h = self.index.remove(flow)?;
+        self.drop_prefix();
         let e = self.take(h);
         self.entries.remove(&e.key);
         self.account(window_start, &e, -1.0, h);
@@ -389,6 +411,7 @@ impl LinkLoad {
             p = Some(&mut found.sums);
         }
         accumulate(&mut self.total, window_start, e, -1.0);
+        self.prefix.add(h, self.booked.get(h as usize), -1);
         if let Some(p) = &mut p {
             if p.count == 1 {
                 p.sum.fill(0.0);
@@ -400,6 +423,7 @@ impl LinkLoad {
         e.rates.clear();
         e.rates.extend_from_slice(u.rates);
         self.booked.set(h as usize, u.first_slot.0, u.rates);
+        self.prefix.add(h, self.booked.get(h as usize), 1);
         e.refreshed = window_start;
         accumulate(&mut self.total, window_start, e, 1.0);
         if let Some(p) = p {
@@ -601,6 +625,7 @@ impl LinkLoad {
         }
         // Slide every sum onto the new window instead of recomputing it from all entries.
         self.shift(by.min(usize::MAX as u64) as usize);
+        self.drop_prefix();
         if self.expiry_floor <= to.0 {
             self.expire(to);
         }

@@ -52,6 +52,7 @@ impl Hidden {
 }
 
 /// What one walk found: exact sums and the entries to take out of each.
+#[derive(Default)]
 struct Walk {
     before: [i128; CHUNK],
     hidden_before: Hidden,
@@ -62,15 +63,20 @@ struct Walk {
 impl LoadTable {
     /// [`Self::feedback`] into `out` and [`Self::committed`] in `from`, for one flow on one
     /// link: the same answers to the bit, from one walk of a small link's entries where the two
-    /// would walk it twice.
+    /// would walk it twice, or from its prefix sums where it is asked often between changes.
     pub fn feedback_committed(
-        &self,
+        &mut self,
         link: LinkId,
         q: &Query<'_>,
         mode: FeedbackMode,
         from: Slot,
         out: &mut [f64],
     ) -> Result<f64, TableError> {
+        if mode == FeedbackMode::Precedence
+            && let Some(committed) = self.prefix_answers(link, q, from, out)?
+        {
+            return Ok(committed);
+        }
         let l = self.link(link)?;
         // A link that lags the table may hold lapsed entries, which both answers take out
         // separately; a current one holds none.
@@ -92,17 +98,46 @@ impl LoadTable {
         if l.order.is_some() || out.len() > CHUNK {
             return None;
         }
-        let mut w = Walk {
-            before: [0; CHUNK],
-            hidden_before: Hidden::default(),
-            after: 0,
-            hidden_after: Hidden::default(),
-        };
+        let mut w = Walk::default();
         if !l.walk(q, from, out.len(), &mut w) {
             return None;
         }
+        Some(self.answers(l, &w, from, out))
+    }
+
+    /// Both answers from the link's prefix sums, built if it is asked often enough (`None`
+    /// where they do not apply: see [`LinkLoad::prefix_walk`]). The link catches up to the
+    /// table's slot first, as a write to it would; holding no lapsed entry, it answers as it
+    /// would have without, to the bit.
+    fn prefix_answers(
+        &mut self,
+        link: LinkId,
+        q: &Query<'_>,
+        from: Slot,
+        out: &mut [f64],
+    ) -> Result<Option<f64>, TableError> {
+        let l = self.link(link)?;
+        // Catching up a link that holds lapsed entries would drop them, and answer without
+        // the float subtractions the walks take them out with.
+        let current = l.expiry_floor > self.now.0;
+        if !current
+            || !(super::PREFIX_FROM..super::TREE_FROM).contains(&l.entries.len())
+            || out.len() > CHUNK
+        {
+            return Ok(None);
+        }
+        let l = self.link_mut(link)?;
+        let mut w = Walk::default();
+        if !l.prefix_walk(q, from, out.len(), &mut w) {
+            return Ok(None);
+        }
+        Ok(Some(self.answers(self.link(link)?, &w, from, out)))
+    }
+
+    /// Feedback into `out` and the committed load, from what a walk (or the prefix sums) found.
+    fn answers(&self, l: &LinkLoad, w: &Walk, from: Slot, out: &mut [f64]) -> f64 {
         // Feedback: the exact sum, then what the asker must not see, then no negative load.
-        for (cell, s) in out.iter_mut().zip(w.before) {
+        for (cell, &s) in out.iter_mut().zip(&w.before) {
             *cell = 0.0;
             *cell += float(s);
         }
@@ -116,17 +151,69 @@ impl LoadTable {
         // Committed: as `committed`, which answers 0 for a slot no entry can start in.
         let k = self.horizon as u64;
         if from.0 + 2 * k <= l.now.0 || from.0 >= l.now.0 + 2 * k {
-            return Some(0.0);
+            return 0.0;
         }
         let mut sum = float(w.after);
         for h in w.hidden_after.in_order() {
             sum -= rate_at(l.entry(h), from);
         }
-        Some(sum.max(0.0))
+        sum.max(0.0)
     }
 }
 
 impl LinkLoad {
+    /// What [`Self::walk`] finds, from the prefix sums: false where they do not apply (the
+    /// link's slot is not `from`, whose plans the committed load adds up; the first question
+    /// since its keys or slot changed, which walks; more than [`HIDDEN`] entries hidden on a
+    /// side). Builds them for the second question.
+    fn prefix_walk(&mut self, q: &Query<'_>, from: Slot, len: usize, w: &mut Walk) -> bool {
+        // The sums cover the K slots from the link's: what a flow asks about.
+        let width = self.total.len() / 2;
+        if from != self.now || len > width {
+            return false;
+        }
+        if !self.prefix.is_built() {
+            self.asked += 1;
+            if self.asked < 2 {
+                return false;
+            }
+            (self.prefix).build(self.now.0, width, &self.entries, &self.booked);
+        }
+        let p = &self.prefix;
+        debug_assert_eq!(p.frame(), self.now.0);
+        let (count, equal) = p.position(q.key, |h| &self.slab[h as usize].key);
+        p.add_before(count, from.0, &mut w.before[..len]);
+        w.after = p.first_from(count + usize::from(equal));
+        self.hidden_of(q, from, w);
+        !(w.hidden_before.full() || w.hidden_after.full())
+    }
+
+    /// The entries `q` hides on each side of its key, in the order [`Self::walk`] finds them:
+    /// the asking host's in key order, then the asking flow's own under another key; after the
+    /// key, only those whose plans start in `from`.
+    fn hidden_of(&self, q: &Query<'_>, from: Slot, w: &mut Walk) {
+        let starts = |h: Handle| self.booked.get(h as usize).0 == from.0;
+        if let Some(p) = q.exclude_publisher.and_then(|p| self.by_publisher.get(p)) {
+            for (k, &h) in &p.keys {
+                match k.cmp(q.key) {
+                    Ordering::Less => w.hidden_before.push(h),
+                    Ordering::Equal => {}
+                    Ordering::Greater if starts(h) => w.hidden_after.push(h),
+                    Ordering::Greater => {}
+                }
+            }
+        }
+        if let Some(&h) = self.index.get(q.flow)
+            && !q.excludes(self.entry(h))
+        {
+            match self.entry(h).key.cmp(q.key) {
+                Ordering::Less => w.hidden_before.own = Some(h),
+                Ordering::Greater if starts(h) => w.hidden_after.own = Some(h),
+                _ => {}
+            }
+        }
+    }
+
     /// Walks the entries once in key order: the booked cells of those ranked before `q`'s key
     /// in slots `from..from + len` (inside the link's window), the first cells of those ranked
     /// after it whose plans start in `from`, and on each side the entries `q` hides. False where
@@ -183,7 +270,7 @@ mod tests {
     use crate::units::BytesPerSec;
 
     /// The two separate answers and, where one walk applies, its answers: equal to the bit.
-    fn both_ways(t: &LoadTable, flow: &str, rank: u64, host: &str, from: Slot) -> Option<f64> {
+    fn both_ways(t: &mut LoadTable, flow: &str, rank: u64, host: &str, from: Slot) -> Option<f64> {
         let f = fid(flow);
         let key = PrecedenceKey::new(Rank(rank), f.clone());
         let q = Query {
@@ -237,14 +324,15 @@ mod tests {
 
     #[test]
     fn one_walk_answers_as_the_two_walks_do() {
-        let t = busy_table(40);
+        let mut t = busy_table(40);
         let mut walked = 0;
         for i in 0..40u64 {
             for from in [Slot(100), Slot(101)] {
                 // The asker's own entry under its rank, or under another one before or after it.
                 for rank in [i % 4, (i + 1) % 4, (i + 3) % 4] {
-                    walked +=
-                        usize::from(both_ways(&t, &format!("f{i}"), rank, "h1", from).is_some());
+                    walked += usize::from(
+                        both_ways(&mut t, &format!("f{i}"), rank, "h1", from).is_some(),
+                    );
                 }
             }
         }
@@ -254,7 +342,7 @@ mod tests {
             "every question of a small link in one walk"
         );
         // A flow the link has never seen, from a host with no entries.
-        assert!(both_ways(&t, "new", 2, "h9", Slot(100)).is_some());
+        assert!(both_ways(&mut t, "new", 2, "h9", Slot(100)).is_some());
     }
 
     #[test]
@@ -265,21 +353,72 @@ mod tests {
             put(&mut t, &format!("a{j}"), "ha", 3, 100, &[1e6 / 7.0; 4]);
         }
         // Too many of its host's entries before its key, or after it starting in the slot.
-        assert_eq!(both_ways(&t, "f1", 3, "hb", Slot(100)), None);
-        assert_eq!(both_ways(&t, "f1", 0, "ha", Slot(100)), None);
+        assert_eq!(both_ways(&mut t, "f1", 3, "hb", Slot(100)), None);
+        assert_eq!(both_ways(&mut t, "f1", 0, "ha", Slot(100)), None);
         // Where they do not start in the slot asked, the walk keeps none of them.
-        assert!(both_ways(&t, "f1", 0, "ha", Slot(101)).is_some());
+        assert!(both_ways(&mut t, "f1", 0, "ha", Slot(101)).is_some());
         // Another asker on the same link hides few of them.
-        assert!(both_ways(&t, "x", 2, "h1", Slot(100)).is_some());
+        assert!(both_ways(&mut t, "x", 2, "h1", Slot(100)).is_some());
     }
 
     #[test]
     fn a_link_with_an_order_tree_is_answered_from_the_tree() {
         let mut t = busy_table(super::super::TREE_FROM as u64 + 8);
         // The first read wants a tree, the next write builds it.
-        both_ways(&t, "f3", 1, "h9", Slot(100));
+        both_ways(&mut t, "f3", 1, "h9", Slot(100));
+        assert!(
+            !t.links[&LinkId(0)].prefix.is_built(),
+            "a big link keeps no prefix sums"
+        );
         put(&mut t, "f0", "h0", 0, 99, &[1.0; 4]);
         assert!(t.links[&LinkId(0)].order.is_some());
-        assert_eq!(both_ways(&t, "f3", 1, "h9", Slot(100)), None);
+        assert_eq!(both_ways(&mut t, "f3", 1, "h9", Slot(100)), None);
+    }
+
+    /// The prefix sums answer as the two walks do, through rewrites under the same key (which
+    /// keep them), and are dropped when the keys or the link's slot change.
+    #[test]
+    fn prefix_sums_answer_as_the_walks_do_and_follow_rewrites() {
+        let mut t = busy_table(40);
+        let prefix = |t: &LoadTable| t.links[&LinkId(0)].prefix.is_built();
+        let ask_all = |t: &mut LoadTable| {
+            for i in 0..40u64 {
+                for rank in [i % 4, (i + 1) % 4] {
+                    both_ways(t, &format!("f{i}"), rank, &format!("h{}", i % 4), Slot(100));
+                }
+            }
+            both_ways(t, "new", 2, "h9", Slot(100));
+        };
+        both_ways(&mut t, "f1", 0, "h1", Slot(100));
+        assert!(!prefix(&t), "the first question walks");
+        ask_all(&mut t);
+        assert!(prefix(&t), "later ones build the prefix sums");
+        // Same keys (rank (i / 4) % 4), new plans starting in other slots: kept, and right.
+        for (n, i) in [3u64, 17, 17, 38, 0].into_iter().enumerate() {
+            let rates = [1e6 / 7.0 * n as f64, 2.5e5, 0.0, 1e6 / 3.0];
+            put(
+                &mut t,
+                &format!("f{i}"),
+                &format!("h{}", i % 4),
+                (i / 4) % 4,
+                99 + n as u64 % 3,
+                &rates,
+            );
+            assert!(prefix(&t), "a rewrite under the same key keeps them");
+            ask_all(&mut t);
+        }
+        // Another rank: the keys change.
+        put(&mut t, "f5", "h1", 3, 100, &[1.0; 4]);
+        assert!(!prefix(&t), "a new key drops them");
+        ask_all(&mut t);
+        assert!(prefix(&t));
+        // Another slot: the window moves.
+        t.advance(Slot(101));
+        both_ways(&mut t, "f1", 0, "h1", Slot(101));
+        assert!(!prefix(&t), "a new slot drops them");
+        both_ways(&mut t, "f2", 0, "h2", Slot(101));
+        assert!(prefix(&t));
+        // A question about another slot than the link's is walked, and answered alike.
+        both_ways(&mut t, "f2", 0, "h2", Slot(102));
     }
 }

@@ -195,6 +195,24 @@ enum Op {
     Advance(u64),
 }
 
+/// Updates (most under an unchanged rank), withdrawals and advances over up to 40 flows, so a
+/// link holds enough entries for its prefix sums.
+fn busy_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        12 => (0u8..40, 0u8..4, 0u64..3, prop::collection::vec(0.0f64..300.0, 1..6))
+            .prop_map(|(flow, host, first, rates)| Op::Update {
+                flow,
+                host: flow % 4,
+                first,
+                rates,
+                // Ranks that stay with the flow, but now and then not.
+                start: if host == 0 { u64::from(flow % 3) + 1 } else { u64::from(flow % 3) },
+            }),
+        1 => (0u8..40).prop_map(|flow| Op::Done { flow }),
+        1 => (0u64..3).prop_map(Op::Advance),
+    ]
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0u8..8, 0u8..3, 0u64..6, prop::collection::vec(-10.0f64..500.0, 0..7), 0u64..4)
@@ -291,8 +309,12 @@ proptest! {
                     let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                     prop_assert_eq!(bits(&out), bits(&twin_out), "{:?}", mode);
                     // Both answers of one walk are each table's two separate answers, to the bit.
-                    for (s, table) in [(0, &t), (1, &t), (0, &lean), (1, &lean)] {
-                        let slot = t.now().plus(s);
+                    // It may catch the link up and keep prefix sums: `t` and `twin` must
+                    // still agree on everything after.
+                    let now = t.now();
+                    for (s, lean_one) in [(0, false), (1, false), (0, true), (1, true)] {
+                        let table = if lean_one { &mut lean } else { &mut t };
+                        let slot = now.plus(s);
                         let mut sep = vec![0.0; k];
                         table.feedback(LinkId(0), &q, mode, slot, &mut sep).unwrap();
                         let committed = table.committed(LinkId(0), &q, slot).unwrap();
@@ -405,6 +427,79 @@ proptest! {
                     }
                 }
             }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A busy link asked by every flow between writes (its prefix sums built, kept through
+    /// rewrites under the same key, dropped as keys and slots change) answers each question as
+    /// the two separate walks of a table that was never asked, to the bit, and the asking
+    /// leaves the table as the unasked one.
+    #[test]
+    fn prefix_sums_answer_as_the_walks_of_an_unasked_table(ops in prop::collection::vec(busy_op(), 1..120)) {
+        let k = 5usize;
+        let mut t = LoadTable::new(k, Slot(10), [(LinkId(0), BytesPerSec(1000.0))]);
+        let mut unasked = t.clone();
+        let mode = FeedbackMode::Precedence;
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for op in ops {
+            match op {
+                Op::Update { flow, host, first, rates, start } => {
+                    let id = FlowId::new(&format!("f{flow}")).unwrap();
+                    let key = PrecedenceKey::new(Rank(start), id.clone());
+                    let u = Update {
+                        flow: &id,
+                        publisher: &format!("h{host}"),
+                        first_slot: t.now().plus(first),
+                        rates: &rates,
+                        key: &key,
+                        done: false,
+                    };
+                    prop_assert!(t.update(LinkId(0), &u).is_ok());
+                    prop_assert!(unasked.update(LinkId(0), &u).is_ok());
+                }
+                Op::Done { flow } => {
+                    let id = FlowId::new(&format!("f{flow}")).unwrap();
+                    t.withdraw(&id);
+                    unasked.withdraw(&id);
+                }
+                Op::Advance(d) => {
+                    let to = t.now().plus(d);
+                    t.advance(to);
+                    unasked.advance(to);
+                }
+            }
+            let now = t.now();
+            for flow in (0u8..40).step_by(3) {
+                let id = FlowId::new(&format!("f{flow}")).unwrap();
+                let key = PrecedenceKey::new(Rank(u64::from(flow % 3)), id.clone());
+                let host = format!("h{}", flow % 4);
+                let q = Query { flow: &id, key: &key, exclude_publisher: Some(&host) };
+                for slot in [now, now.plus(1)] {
+                    let mut sep = vec![0.0; k];
+                    unasked.feedback(LinkId(0), &q, mode, slot, &mut sep).unwrap();
+                    let committed = unasked.committed(LinkId(0), &q, slot).unwrap();
+                    let mut pair = vec![0.0; k];
+                    let c = t.feedback_committed(LinkId(0), &q, mode, slot, &mut pair).unwrap();
+                    prop_assert_eq!(bits(&pair), bits(&sep), "f{} from {:?}", flow, slot);
+                    prop_assert_eq!(c.to_bits(), committed.to_bits(), "f{} from {:?}", flow, slot);
+                }
+            }
+            t.check_invariants().map_err(TestCaseError::fail)?;
+            prop_assert_eq!(t.entries(LinkId(0)).unwrap(), unasked.entries(LinkId(0)).unwrap());
+            for i in 0..2 * k as u64 {
+                prop_assert_eq!(
+                    t.load(LinkId(0), now.plus(i)).map(f64::to_bits),
+                    unasked.load(LinkId(0), now.plus(i)).map(f64::to_bits)
+                );
+            }
+            prop_assert_eq!(
+                t.max_recent_load(LinkId(0)).map(f64::to_bits),
+                unasked.max_recent_load(LinkId(0)).map(f64::to_bits)
+            );
         }
     }
 }
