@@ -148,6 +148,14 @@ impl Query<'_> {
     }
 }
 
+/// Whose an entry a query leaves out is: the asking host's, or the asking flow's own under a
+/// key of another publisher.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Own {
+    Host,
+    Flow,
+}
+
 /// Why an update or query was refused. Each names what was wrong so an RPC can say it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TableError {
@@ -494,16 +502,10 @@ impl LinkLoad {
     fn hidden_before(&self, q: &Query<'_>, mut hide: impl FnMut(&Entry)) {
         if self.order.is_some() {
             // A busy link: the asking host's few keys rather than every entry before `q`.
-            if let Some(p) = q.exclude_publisher.and_then(|p| self.by_publisher.get(p)) {
-                for (_, &h) in p.keys.iter().take_while(|(k, _)| *k < q.key) {
+            for (side, h, _) in self.own_entries(q) {
+                if side.is_lt() {
                     hide(self.entry(h));
                 }
-            }
-            if let Some(e) = self
-                .get(q.flow)
-                .filter(|e| e.key < *q.key && !q.excludes(e))
-            {
-                hide(e);
             }
             return;
         }
@@ -517,20 +519,11 @@ impl LinkLoad {
     fn hidden_after(&self, q: &Query<'_>, slot: Slot, mut hide: impl FnMut(&Entry)) {
         use std::ops::Bound::{Excluded, Unbounded};
         if self.order.is_some() {
-            if let Some(p) = q.exclude_publisher.and_then(|p| self.by_publisher.get(p)) {
-                for (_, &h) in p.keys.range((Excluded(q.key), Unbounded)) {
-                    let e = self.entry(h);
-                    if e.first_slot == slot {
-                        hide(e);
-                    }
+            for (side, h, _) in self.own_entries(q) {
+                let e = self.entry(h);
+                if side.is_gt() && e.first_slot == slot {
+                    hide(e);
                 }
-            }
-            if let Some(e) = self.get(q.flow)
-                && e.key > *q.key
-                && e.first_slot == slot
-                && !q.excludes(e)
-            {
-                hide(e);
             }
             return;
         }
@@ -542,6 +535,24 @@ impl LinkLoad {
             .map(|(k, &h)| (k, h))
             .filter(|&(_, h)| self.booked.get(h as usize).0 == slot.0);
         self.hide_among(q, starting, hide);
+    }
+
+    /// The entries `q` must not count, each with the side of `q`'s key it is on, in the order
+    /// feedback has always taken them out: the asking host's in key order, then the asking
+    /// flow's own under another key. Looked up in the link's publisher keys and flow index, so
+    /// the cost is the host's entries here, not the link's.
+    fn own_entries<'a>(
+        &'a self,
+        q: &'a Query<'_>,
+    ) -> impl Iterator<Item = (std::cmp::Ordering, Handle, Own)> + 'a {
+        let host = (q.exclude_publisher.and_then(|p| self.by_publisher.get(p)))
+            .into_iter()
+            .flat_map(|p| &p.keys)
+            .map(|(k, &h)| (k.cmp(q.key), h, Own::Host));
+        let flow = (self.index.get(q.flow).copied())
+            .filter(|&h| !q.excludes(self.entry(h)))
+            .map(|h| (self.entry(h).key.cmp(q.key), h, Own::Flow));
+        host.chain(flow).filter(|(side, _, _)| side.is_ne())
     }
 
     /// Hides, of `walked` (entries in key order), the asking host's, then the asking flow's

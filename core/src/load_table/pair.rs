@@ -12,7 +12,8 @@ use std::cmp::Ordering;
 
 use super::order::{CHUNK, float};
 use super::{
-    FeedbackMode, Handle, LinkLoad, LoadTable, Query, TableError, add_cells, publisher_tag, rate_at,
+    FeedbackMode, Handle, LinkLoad, LoadTable, Own, Query, TableError, add_cells, publisher_tag,
+    rate_at,
 };
 use crate::slot::Slot;
 use crate::topology::LinkId;
@@ -73,17 +74,7 @@ impl LoadTable {
         out: &mut [f64],
     ) -> Result<f64, TableError> {
         if mode == FeedbackMode::Precedence
-            && let Some(committed) = self.prefix_answers(link, q, from, out)?
-        {
-            return Ok(committed);
-        }
-        let l = self.link(link)?;
-        // A link that lags the table may hold lapsed entries, which both answers take out
-        // separately; a current one holds none.
-        let current = l.expiry_floor > self.now.0;
-        if mode == FeedbackMode::Precedence
-            && current
-            && let Some(committed) = self.one_walk(l, q, from, out)
+            && let Some(committed) = self.both_at_once(link, q, from, out)?
         {
             return Ok(committed);
         }
@@ -91,77 +82,75 @@ impl LoadTable {
         self.committed(link, q, from)
     }
 
-    /// Both answers from one walk, or `None` where it does not apply: the link keeps an order
-    /// tree (whose sums are logarithmic already), `out` spans more than one chunk, or the asker
-    /// has more entries on the link than [`HIDDEN`].
-    fn one_walk(&self, l: &LinkLoad, q: &Query<'_>, from: Slot, out: &mut [f64]) -> Option<f64> {
-        if l.order.is_some() || out.len() > CHUNK {
-            return None;
-        }
-        let mut w = Walk::default();
-        if !l.walk(q, from, out.len(), &mut w) {
-            return None;
-        }
-        Some(self.answers(l, &w, from, out))
-    }
-
-    /// Both answers from the link's prefix sums, built if it is asked often enough (`None`
-    /// where they do not apply: see [`LinkLoad::prefix_walk`]). The link catches up to the
-    /// table's slot first, as a write to it would; holding no lapsed entry, it answers as it
-    /// would have without, to the bit.
-    fn prefix_answers(
+    /// Both precedence answers from the link's prefix sums (built if it is asked often enough)
+    /// or from one walk, or `None` where neither applies: see [`LinkLoad::prefix_walk`] and
+    /// [`LinkLoad::walk`]; a link with an order tree, whose sums are logarithmic already; `out`
+    /// spanning more than one chunk; a link that lags the table.
+    fn both_at_once(
         &mut self,
         link: LinkId,
         q: &Query<'_>,
         from: Slot,
         out: &mut [f64],
     ) -> Result<Option<f64>, TableError> {
-        let l = self.link(link)?;
-        // Catching up a link that holds lapsed entries would drop them, and answer without
-        // the float subtractions the walks take them out with.
-        let current = l.expiry_floor > self.now.0;
-        if !current
-            || !(super::PREFIX_FROM..super::TREE_FROM).contains(&l.entries.len())
-            || out.len() > CHUNK
-        {
+        let (now, horizon) = (self.now, self.horizon as u64);
+        let l = (self.links.get_mut(&link)).ok_or(TableError::UnknownLink(link))?;
+        // A link that lags the table may hold lapsed entries, which both answers take out
+        // separately, by float subtraction, and which catching it up would drop; a current
+        // link holds none, and answers the same caught up or not, to the bit.
+        if l.expiry_floor <= now.0 || out.len() > CHUNK {
             return Ok(None);
         }
-        let l = self.link_mut(link)?;
+        if (super::PREFIX_FROM..super::TREE_FROM).contains(&l.entries.len()) {
+            // The sums are on the link's slot: it catches up first, as a write to it would.
+            l.catch_up(link, now);
+            let mut w = Walk::default();
+            if l.prefix_walk(q, from, out.len(), &mut w) {
+                return Ok(Some(l.answers(horizon, &w, from, out)));
+            }
+        }
+        Ok(l.one_walk(horizon, q, from, out))
+    }
+}
+
+impl LinkLoad {
+    /// Both answers from one walk, or `None` where it does not apply: the link keeps an order
+    /// tree, `out` spans more than one chunk, or the asker has more entries on the link than
+    /// [`HIDDEN`].
+    fn one_walk(&self, horizon: u64, q: &Query<'_>, from: Slot, out: &mut [f64]) -> Option<f64> {
+        if self.order.is_some() || out.len() > CHUNK {
+            return None;
+        }
         let mut w = Walk::default();
-        if !l.prefix_walk(q, from, out.len(), &mut w) {
-            return Ok(None);
-        }
-        Ok(Some(self.answers(self.link(link)?, &w, from, out)))
+        (self.walk(q, from, out.len(), &mut w)).then(|| self.answers(horizon, &w, from, out))
     }
 
     /// Feedback into `out` and the committed load, from what a walk (or the prefix sums) found.
-    fn answers(&self, l: &LinkLoad, w: &Walk, from: Slot, out: &mut [f64]) -> f64 {
+    fn answers(&self, horizon: u64, w: &Walk, from: Slot, out: &mut [f64]) -> f64 {
         // Feedback: the exact sum, then what the asker must not see, then no negative load.
         for (cell, &s) in out.iter_mut().zip(&w.before) {
             *cell = 0.0;
             *cell += float(s);
         }
         for h in w.hidden_before.in_order() {
-            let e = l.entry(h);
+            let e = self.entry(h);
             for (i, cell) in out.iter_mut().enumerate() {
                 *cell -= rate_at(e, from.plus(i as u64));
             }
         }
         out.iter_mut().for_each(|x| *x = x.max(0.0));
         // Committed: as `committed`, which answers 0 for a slot no entry can start in.
-        let k = self.horizon as u64;
-        if from.0 + 2 * k <= l.now.0 || from.0 >= l.now.0 + 2 * k {
+        let k = horizon;
+        if from.0 + 2 * k <= self.now.0 || from.0 >= self.now.0 + 2 * k {
             return 0.0;
         }
         let mut sum = float(w.after);
         for h in w.hidden_after.in_order() {
-            sum -= rate_at(l.entry(h), from);
+            sum -= rate_at(self.entry(h), from);
         }
         sum.max(0.0)
     }
-}
 
-impl LinkLoad {
     /// What [`Self::walk`] finds, from the prefix sums: false where they do not apply (the
     /// link's slot is not `from`, whose plans the committed load adds up; the first question
     /// since its keys or slot changed, which walks; more than [`HIDDEN`] entries hidden on a
@@ -193,23 +182,15 @@ impl LinkLoad {
     /// key, only those whose plans start in `from`.
     fn hidden_of(&self, q: &Query<'_>, from: Slot, w: &mut Walk) {
         let starts = |h: Handle| self.booked.get(h as usize).0 == from.0;
-        if let Some(p) = q.exclude_publisher.and_then(|p| self.by_publisher.get(p)) {
-            for (k, &h) in &p.keys {
-                match k.cmp(q.key) {
-                    Ordering::Less => w.hidden_before.push(h),
-                    Ordering::Equal => {}
-                    Ordering::Greater if starts(h) => w.hidden_after.push(h),
-                    Ordering::Greater => {}
-                }
-            }
-        }
-        if let Some(&h) = self.index.get(q.flow)
-            && !q.excludes(self.entry(h))
-        {
-            match self.entry(h).key.cmp(q.key) {
-                Ordering::Less => w.hidden_before.own = Some(h),
-                Ordering::Greater if starts(h) => w.hidden_after.own = Some(h),
-                _ => {}
+        for (side, h, own) in self.own_entries(q) {
+            let hidden = match side {
+                Ordering::Less => &mut w.hidden_before,
+                _ if starts(h) => &mut w.hidden_after,
+                _ => continue,
+            };
+            match own {
+                Own::Host => hidden.push(h),
+                Own::Flow => hidden.own = Some(h),
             }
         }
     }
@@ -294,7 +275,7 @@ mod tests {
         );
         assert_eq!(c.to_bits(), committed.to_bits(), "{flow} at rank {rank}");
         let mut walked = vec![0.0; 4];
-        let one = t.one_walk(&t.links[&LinkId(0)], &q, from, &mut walked);
+        let one = t.links[&LinkId(0)].one_walk(t.horizon as u64, &q, from, &mut walked);
         if one.is_some() {
             assert_eq!(bits(&walked), bits(&sep));
         }
