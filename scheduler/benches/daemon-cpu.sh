@@ -6,7 +6,9 @@
 # N two-worker ring jobs (mlcc-trainer, progress files on) between h0 and h1: each host sends
 # N flow groups. Prints one JSON line with h0's mlccd CPU (utime + stime from /proc/<pid>/stat)
 # over the measured window. Needs root and the binaries in $BIN (mlccd, mlcc-switchd,
-# mlcc-trainer, mlcc-bpf); PERF=<file> also records a perf profile of it. Everything it creates is removed on exit.
+# mlcc-trainer, mlcc-bpf); PERF=<file> also records a perf profile of it, and HOOK=<command> runs
+# after the warm-up with h0's mlccd pid in $D0 (e.g. `timeout 10 strace -c -p $D0`). Everything it
+# creates is removed on exit.
 #
 #   BIN=/tmp/bins FLOWS=32 SECS=60 scheduler/benches/daemon-cpu.sh
 set -euo pipefail
@@ -76,7 +78,7 @@ for j in $(seq 1 "$FLOWS"); do
     PIDS+=($!)
   done
 done
-sleep "$WARMUP"
+sleep "$WARMUP"; [ -n "${HOOK:-}" ] && eval "$HOOK"
 cpu() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' /proc/"$1"/stat; }
 kill -0 "$D0" || { cat "$DIR/mlccd-h0.log"; exit 1; }
 c0=$(cpu "$D0"); t0=$(date +%s.%N)
