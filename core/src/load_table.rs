@@ -27,10 +27,12 @@ use crate::topology::LinkId;
 use crate::units::BytesPerSec;
 
 mod booked;
+mod links;
 mod order;
 mod pair;
 mod prefix;
 use booked::Booked;
+use links::Links;
 use order::{CHUNK, OrderTree, float};
 use prefix::Prefix;
 
@@ -691,9 +693,8 @@ impl LinkLoad {
 pub struct LoadTable {
     horizon: usize,
     now: Slot,
-    links: Map<LinkId, LinkLoad>,
-    /// Every link, for [`LoadTable::settle_some`]; links before `sweep_at` are caught up.
-    order: Vec<LinkId>,
+    links: Links,
+    /// Links before this position in id order are caught up ([`LoadTable::settle_some`]).
     sweep_at: usize,
 }
 
@@ -747,18 +748,14 @@ impl LoadTable {
         links: impl IntoIterator<Item = (LinkId, BytesPerSec)>,
     ) -> Self {
         let window = 2 * horizon;
-        let links: Map<LinkId, LinkLoad> = links
-            .into_iter()
-            .map(|(id, c)| (id, LinkLoad::new(c.0, window, now, true)))
-            .collect();
-        let mut order: Vec<LinkId> = links.keys().copied().collect();
-        order.sort_unstable_by_key(|l| l.0);
+        let links = Links::new(
+            (links.into_iter()).map(|(id, c)| (id, LinkLoad::new(c.0, window, now, true))),
+        );
         LoadTable {
             horizon,
             now,
-            sweep_at: order.len(),
+            sweep_at: links.len(),
             links,
-            order,
         }
     }
 
@@ -837,14 +834,12 @@ impl LoadTable {
     /// touched calls this a bounded bite at a time, so no single call holds the table long.
     pub fn settle_some(&mut self, max: usize) -> bool {
         let now = self.now;
-        let end = self.sweep_at.saturating_add(max).min(self.order.len());
-        for id in &self.order[self.sweep_at..end] {
-            if let Some(l) = self.links.get_mut(id) {
-                l.catch_up(*id, now);
-            }
+        let end = self.sweep_at.saturating_add(max).min(self.links.len());
+        for (id, l) in self.links.range_mut(self.sweep_at..end) {
+            l.catch_up(*id, now);
         }
         self.sweep_at = end;
-        end == self.order.len()
+        end == self.links.len()
     }
 
     /// Catches up every link (see [`Self::settle_some`]).
