@@ -144,7 +144,8 @@ pub struct ControlPlane {
     capacity: Vec<f64>,
     /// Each flow's progress as its daemon last reported it to its peers.
     progress: Map<FlowId, PeerProgress>,
-    next_progress: Map<FlowId, PeerProgress>,
+    /// This slot's reports, in the order the hosts planned; a flow reports once a slot.
+    next_progress: Vec<(FlowId, PeerProgress)>,
     /// Where each flow's plan is booked, so a withdrawn flow can be removed.
     booked: Map<FlowId, Vec<LinkId>>,
     planned_last: Vec<NodeId>,
@@ -193,7 +194,7 @@ impl ControlPlane {
             owner,
             capacity: topo.links().iter().map(|l| l.capacity.0).collect(),
             progress: Map::default(),
-            next_progress: Map::default(),
+            next_progress: Vec::new(),
             booked: Map::default(),
             planned_last: vec![],
             latencies_us: vec![],
@@ -426,7 +427,7 @@ impl ControlPlane {
                     enforce: fo.enforce,
                     fill: fo.fill,
                 };
-                self.next_progress.insert(
+                self.next_progress.push((
                     fo.id.clone(),
                     PeerProgress {
                         sent: fo.sent,
@@ -436,7 +437,7 @@ impl ControlPlane {
                         reported_in: Some(slot),
                         next_rate: fo.decision.next_rate(),
                     },
-                );
+                ));
                 mine.push((fo.id, std::mem::take(&mut paths[i]), fo.booking));
             }
             if let Some(r) = &mut self.recorded {
@@ -460,7 +461,7 @@ impl ControlPlane {
         self.planned_last = busy_hosts;
         // The exchange: reports arrive after everyone planned. Older reports stay until the
         // daemon would have dropped them (the policy judges their freshness).
-        self.progress.extend(self.next_progress.drain());
+        self.progress.extend(self.next_progress.drain(..));
         if slot.0.is_multiple_of(64) {
             let keep = self.cfg.peer_stale_slots.max(1) * 4;
             self.progress
