@@ -18,12 +18,20 @@
 //! loosely (`exact_period_tolerance`; contention stretches iterations, not their bytes). It is
 //! withdrawn when the traffic stops for two periods, or an iteration runs far past its bytes
 //! and its length.
+//!
+//! Where no period stands out (contention stretches some iterations twice as long as others),
+//! the byte totals at which the traffic pauses may still show the iteration (`pauses.rs`): once
+//! `pause_iterations` whole ones agree there, that reading stands in, and it stands while the
+//! traffic pauses at each boundary it reaches.
 
 use std::collections::VecDeque;
 
 use crate::slot::Slot;
 
 pub mod identity;
+mod pauses;
+
+use pauses::{ByTotals, Pauses};
 
 /// How far back, and above what share of the busiest slot, an iteration's first slots may be
 /// quieter than the active bar ([`Learner::lead_in`]): a slow start spans a slot or two.
@@ -77,6 +85,10 @@ pub struct LearnerConfig {
     pub exact_correlation: f64,
     /// A slot is active when it moves at least this share of the window's busiest slot.
     pub active_share: f64,
+    /// Whole iterations the byte totals at which the traffic pauses must show before they
+    /// stand for an estimate where the per-slot bytes show no period (see `pauses.rs`); 0
+    /// reads iterations from the per-slot bytes only.
+    pub pause_iterations: usize,
 }
 
 impl Default for LearnerConfig {
@@ -94,6 +106,7 @@ impl Default for LearnerConfig {
             exact_period_tolerance: 0.3,
             exact_correlation: 0.6,
             active_share: 0.1,
+            pause_iterations: 4,
         }
     }
 }
@@ -170,6 +183,11 @@ pub struct Learner {
     /// Iteration starts seen (slots), and how many iterations were begun before the oldest.
     onsets: VecDeque<Slot>,
     begun: u64,
+    /// The estimate the per-slot bytes gave, if one stands.
+    by_time: Option<Learned>,
+    /// The pauses' totals, and the iteration they showed if one stands.
+    pauses: Pauses,
+    by_totals: Option<ByTotals>,
     estimate: Option<Learned>,
 }
 
@@ -181,6 +199,9 @@ impl Learner {
             last: None,
             onsets: VecDeque::new(),
             begun: 0,
+            by_time: None,
+            pauses: Pauses::default(),
+            by_totals: None,
             estimate: None,
         }
     }
@@ -199,10 +220,14 @@ impl Learner {
         for _ in 1..gap.min(self.cfg.window_slots as u64) {
             self.push(0.0);
         }
-        self.push(total.saturating_sub(prev_total) as f64);
+        let moved = total.saturating_sub(prev_total);
+        self.push(moved as f64);
+        let skipped = u32::try_from(gap - 1).unwrap_or(u32::MAX);
+        let pause_ended = self.pauses.observe(slot, prev_total, moved, skipped);
         self.last = Some((slot, total));
         self.forget_old_onsets(slot);
-        self.estimate = self.learn(slot);
+        self.by_time = self.learn(slot);
+        self.estimate = self.choose(slot, total, pause_ended);
     }
 
     /// The estimate, if the traffic has been periodic long enough.
@@ -240,7 +265,7 @@ impl Learner {
         // Once an estimate stands, contention may stretch iterations and blur the period: it
         // stands while the bytes agree.
         let standing = self
-            .estimate
+            .by_time
             .as_ref()
             .map(|e| (e.period_slots, e.confidence));
         let (period, confidence) = match (self.period(), standing) {
@@ -249,7 +274,7 @@ impl Learner {
             (None, None) => return None,
         };
         let threshold = self.threshold();
-        let per_iteration = self.estimate.as_ref().map(|e| e.bytes_per_iteration);
+        let per_iteration = self.by_time.as_ref().map(|e| e.bytes_per_iteration);
         self.track_onsets(now, period, threshold, per_iteration);
         let iterations = self.whole_iterations(now);
         let agreed = self.agreed(&iterations, period, confidence, standing.map(|s| s.0))?;
@@ -272,6 +297,44 @@ impl Learner {
             period_slots: mean_len,
             confidence,
         })
+    }
+
+    /// The estimate to stand by: the pauses' reading while it holds (once one stands, so the
+    /// iteration count does not jump between two readings), else the per-slot bytes' estimate,
+    /// else a reading of the pauses where they show one.
+    fn choose(&mut self, now: Slot, total: u64, pause_ended: bool) -> Option<Learned> {
+        if let Some(b) = self.by_totals {
+            if b.holds(&self.pauses, total) {
+                return Some(self.read_totals(&b, now, total));
+            }
+            self.by_totals = None;
+        }
+        if self.by_time.is_some() {
+            return self.by_time.clone();
+        }
+        if pause_ended && self.cfg.pause_iterations > 0 {
+            self.by_totals = self.pauses.find(total, self.cfg.pause_iterations);
+        }
+        self.by_totals.map(|b| self.read_totals(&b, now, total))
+    }
+
+    /// What a reading of the pauses says at total `total`, as a progress file would.
+    fn read_totals(&self, b: &ByTotals, now: Slot, total: u64) -> Learned {
+        let place = b.place(total);
+        let tolerance = b.chunk / 500;
+        let start = self
+            .pauses
+            .at(place.began_at, tolerance)
+            .map_or(now, |p| p.resumed);
+        Learned {
+            iteration: place.iteration,
+            iteration_start: start,
+            sent_this_iteration: place.sent as f64,
+            bytes_per_iteration: b.bytes as f64,
+            last_iteration_bytes: b.bytes as f64,
+            period_slots: b.period_slots,
+            confidence: b.clarity,
+        }
     }
 
     /// The period (slots) and its autocorrelation, if one stands out.
@@ -1062,6 +1125,57 @@ mod tests {
     /// Chatter between small bursts (up to 1.4 % of the busiest slot here) passes the lead-in's
     /// share; counted as an iteration's first slot, it moved starts by a slot at random, three
     /// iterations disagreed on their length, and the job was learned after six.
+    #[test]
+    fn a_ring_whose_iterations_vary_twofold_is_learned_by_the_totals_it_pauses_at() {
+        // paper-small's VGG19 rank under contention: four 7.32-MB chunks an iteration, the
+        // steps mostly flowing on (now and then one waits for its peer), the compute 6 to 20
+        // slots: iterations of 14 to 33 slots, no period.
+        let chunk = 7.32 * MB;
+        let mut n = Noise(7);
+        let mut x = vec![0.0; 5];
+        let mut ends = Vec::new();
+        for _ in 0..16 {
+            for step in 0..4 {
+                let slots = 2 + (n.next() < 0.5) as usize;
+                x.extend(std::iter::repeat_n(chunk / slots as f64, slots));
+                if step < 3 && n.next() < 0.2 {
+                    x.extend(std::iter::repeat_n(0.0, n.in_range(1.0, 8.0) as usize));
+                }
+            }
+            ends.push(x.len());
+            x.extend(std::iter::repeat_n(0.0, n.in_range(6.0, 21.0) as usize));
+        }
+        let mut l = Learner::new(LearnerConfig::default());
+        let seen = feed(&mut l, &x);
+        let first = seen.iter().position(Option::is_some).expect("learned");
+        // Eight chunk points after the first: where the steps rarely wait, the difference that
+        // recurs most may be the iteration itself, and eight of it end with the ninth.
+        assert!(
+            first <= ends[8],
+            "learned only at slot {first} (iterations end at {ends:?})"
+        );
+        for (slot, e) in seen.iter().enumerate().skip(first) {
+            let e = e.as_ref().expect("withdrawn");
+            assert!(
+                (e.bytes_per_iteration / (4.0 * chunk) - 1.0).abs() < 1e-6,
+                "slot {slot}: {e:?}"
+            );
+        }
+        // In the compute after an iteration, that iteration is done, and the next one's bytes
+        // count from zero once it moves.
+        let end = ends[10];
+        let done = seen[end].as_ref().unwrap();
+        let next = seen[ends[10] + (x[end..].iter().take_while(|&&b| b == 0.0).count())]
+            .as_ref()
+            .unwrap();
+        assert!(
+            (done.sent_this_iteration - 4.0 * chunk).abs() < 1.0,
+            "{done:?}"
+        );
+        assert_eq!(next.iteration, done.iteration + 1, "{next:?}");
+        assert!(next.sent_this_iteration < chunk, "{next:?}");
+    }
+
     #[test]
     fn chatter_before_a_burst_is_not_its_lead_in() {
         let x = ddp(10, 7, 16, MB, 17391861635743164792);

@@ -1,0 +1,534 @@
+//! A job's iterations read from the byte totals at which its traffic pauses.
+//!
+//! Sharing links stretches a job's iterations unevenly: on `paper-small` a GPT-2 ring rank's ten
+//! iterations took 1.96 to 4.66 s, and no period stands out of its per-slot bytes. Its bytes per
+//! iteration do not vary, and neither do the totals at which it stops: the compute that ends
+//! each iteration is a pause at a total that recurs every B bytes. A ring's steps pause too (a
+//! rank waits for its predecessor's chunk), at multiples of the chunk, some briefly, most not at
+//! all. So:
+//!
+//! - the chunk is the difference between consecutive pauses' totals that recurs most;
+//! - the chunk points run from the oldest pause in phase with the most others;
+//! - the iteration is the smallest multiple of the chunk at every one of whose points the
+//!   traffic paused, for alike lengths, while most points between did not pause and no finer
+//!   lattice through its points paused nearly everywhere too;
+//! - or a multiple of that, where one point in m pauses far longer than the others every time
+//!   (a ring whose every step waits waits longest for the compute); until that is known, no
+//!   reading.
+//!
+//! Read from one traced `paper-small` run: docs/notes/2026-12-04-learning-by-byte-totals.md.
+
+use std::collections::VecDeque;
+
+use crate::slot::Slot;
+
+/// A slot that moves at most this many bytes is quiet: the acks of a chunk's last segments,
+/// a framework's chatter.
+const QUIET_BYTES: u64 = 16 * 1024;
+/// The smallest chunk looked for, and how often the difference must recur.
+const MIN_CHUNK: u64 = 256 * 1024;
+const MIN_RECURRENCES: usize = 3;
+/// Two differences between totals recur when within this share of each other.
+const SAME_DIFFERENCE: f64 = 0.001;
+/// A pause lies on the chunks' lattice when within this share of a chunk of a point of it.
+const ON_LATTICE: f64 = 0.002;
+/// The most chunks an iteration is looked for in: a ring of five ranks moves eight.
+const MAX_CHUNKS: usize = 8;
+/// A boundary's pause lasts at least this share of the boundaries' median pause, and at least
+/// `MIN_BOUNDARY_SLOTS`.
+const BOUNDARY_SHARE: f64 = 0.2;
+const MIN_BOUNDARY_SLOTS: u32 = 2;
+/// Every other boundary is the iteration's when its pauses are all this many times the other
+/// chunk points' median.
+const LONGER: f64 = 2.0;
+/// Pauses are alike when none is more than this many times their median: contention stretches
+/// a compute's pause now and then (38 slots among pauses of 7 to 21).
+const ALIKE: f64 = 3.0;
+/// Chunk points (beyond the first) needed before any reading: a ring of three ranks moves four
+/// chunks an iteration, and two of its iterations show whether every fourth pause is the
+/// compute's rather than a step's.
+const MIN_POINTS: usize = 8;
+/// Pauses kept, and chunk points looked at.
+const MAX_PAUSES: usize = 128;
+const MAX_POINTS: u64 = 4096;
+/// Boundaries looked at again each slot while a reading stands.
+const RECHECKED: u64 = 3;
+
+/// Where the traffic stopped: the cumulative bytes then, the quiet slots, and the slot it
+/// moved again in.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pause {
+    pub total: u64,
+    pub slots: u32,
+    pub resumed: Slot,
+}
+
+/// The pauses of one process's traffic.
+#[derive(Clone, Debug, Default)]
+pub struct Pauses {
+    done: VecDeque<Pause>,
+    /// The pause under way: the total it began at and its quiet slots so far.
+    current: Option<(u64, u32)>,
+}
+
+/// An iteration read from the pauses: `bytes` a multiple of `chunk`, boundaries at
+/// `first + j · bytes`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ByTotals {
+    pub bytes: u64,
+    pub chunk: u64,
+    pub first: u64,
+    /// Slots per iteration, the mean over the boundaries found.
+    pub period_slots: f64,
+    /// How far the boundaries' pauses stand out from the chunk points between them, 0..1.
+    pub clarity: f64,
+}
+
+/// Where a total falls against an iteration read from the pauses.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Place {
+    /// Iterations begun at `first` and after, counting from 1.
+    pub iteration: u64,
+    /// Bytes of it moved: all of them while the traffic waits at its end.
+    pub sent: u64,
+    /// The boundary it began at (`first` for the first).
+    pub began_at: u64,
+}
+
+impl Pauses {
+    /// The slot `slot` moved `moved` bytes, from `before`, after `skipped` slots not observed
+    /// (quiet). Says whether a pause ended.
+    pub fn observe(&mut self, slot: Slot, before: u64, moved: u64, skipped: u32) -> bool {
+        if skipped > 0 {
+            self.quiet(before, skipped);
+        }
+        if moved <= QUIET_BYTES {
+            self.quiet(before, 1);
+            return false;
+        }
+        let Some((total, slots)) = self.current.take() else {
+            return false;
+        };
+        self.done.push_back(Pause {
+            total,
+            slots,
+            resumed: slot,
+        });
+        while self.done.len() > MAX_PAUSES {
+            self.done.pop_front();
+        }
+        true
+    }
+
+    fn quiet(&mut self, total: u64, slots: u32) {
+        let (_, n) = self.current.get_or_insert((total, 0));
+        *n = n.saturating_add(slots);
+    }
+
+    /// Quiet slots of the pause under way (0 while the traffic moves).
+    pub fn quiet_now(&self) -> u32 {
+        self.current.map_or(0, |c| c.1)
+    }
+
+    /// The pause ended nearest `total`, if one lies within `tolerance` bytes of it.
+    pub fn at(&self, total: u64, tolerance: u64) -> Option<&Pause> {
+        self.done
+            .iter()
+            .rev()
+            .find(|p| p.total.abs_diff(total) <= tolerance)
+    }
+
+    /// The iteration the pauses show with at least `whole` whole iterations behind `now`
+    /// (the total now), if one stands out.
+    pub fn find(&self, now: u64, whole: usize) -> Option<ByTotals> {
+        if self.done.len() <= whole {
+            return None;
+        }
+        let lattice = Lattice::new(self, self.chunk()?, now);
+        if lattice.points.len() <= MIN_POINTS {
+            return None;
+        }
+        let (k, r) = lattice.smallest(whole)?;
+        match lattice.wider(k, r, whole) {
+            Wider::No => lattice.reading(k, r, whole),
+            Wider::Yes(k, r) => lattice.reading(k, r, whole),
+            Wider::NotYet => None,
+        }
+    }
+
+    /// The difference between consecutive pauses' totals that recurs most (at least
+    /// `MIN_RECURRENCES` times; the smallest of equals): a stall inside a chunk pauses at a
+    /// total no other pause shares, and two such may differ alike once by chance.
+    fn chunk(&self) -> Option<u64> {
+        let mut d: Vec<u64> = self
+            .done
+            .iter()
+            .zip(self.done.iter().skip(1))
+            .filter_map(|(a, b)| b.total.checked_sub(a.total))
+            .filter(|&x| x >= MIN_CHUNK)
+            .collect();
+        d.sort_unstable();
+        let near = |x: u64, y: u64| y.abs_diff(x) as f64 <= SAME_DIFFERENCE * x as f64;
+        let (n, x) = d
+            .iter()
+            .map(|&x| (d.iter().filter(|&&y| near(x, y)).count(), x))
+            .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))?;
+        // The median of the differences that recur: a lattice of many chunks drifts off the
+        // pauses by any error in the one it steps by, and `d` is sorted.
+        let alike: Vec<u64> = d.iter().copied().filter(|&y| near(x, y)).collect();
+        (n >= MIN_RECURRENCES).then(|| alike[alike.len() / 2])
+    }
+}
+
+/// Whether an iteration is wider than the smallest multiple of the chunk that pauses at each
+/// of its points.
+enum Wider {
+    No,
+    Yes(usize, usize),
+    NotYet,
+}
+
+/// The chunk points from the oldest pause kept up to the total now, and how long the traffic
+/// paused at each (0 where it did not).
+struct Lattice {
+    chunk: u64,
+    base: u64,
+    /// Per point: the longest pause on it, and the slot the traffic moved again after it.
+    points: Vec<(u32, Option<Slot>)>,
+}
+
+impl Lattice {
+    /// The lattice starts at the oldest pause in phase with the most others: the first pauses
+    /// seen may fall anywhere (a process found mid-chunk, quiet before it sent anything).
+    fn new(pauses: &Pauses, chunk: u64, now: u64) -> Self {
+        let tolerance = ON_LATTICE * chunk as f64;
+        let in_phase = |a: u64, b: u64| {
+            let d = a.abs_diff(b) % chunk;
+            d.min(chunk - d) as f64 <= tolerance
+        };
+        let phase = pauses
+            .done
+            .iter()
+            .map(|p| {
+                let n = pauses
+                    .done
+                    .iter()
+                    .filter(|q| in_phase(p.total, q.total))
+                    .count();
+                (n, p.total)
+            })
+            .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
+            .map_or(0, |(_, t)| t);
+        let base = pauses
+            .done
+            .iter()
+            .map(|p| p.total)
+            .find(|&t| in_phase(t, phase))
+            .unwrap_or(phase);
+        // The point reached now is left out: its pause, if any, has not ended.
+        let n = (now.saturating_sub(base) / chunk).min(MAX_POINTS) as usize;
+        let mut points = vec![(0, None); n];
+        for p in pauses.done.iter().filter(|p| p.total >= base) {
+            let q = (p.total - base) as f64 / chunk as f64;
+            let j = q.round() as usize;
+            if (q - q.round()).abs() <= ON_LATTICE && j < n && p.slots >= points[j].0 {
+                points[j] = (p.slots, Some(p.resumed));
+            }
+        }
+        Self {
+            chunk,
+            base,
+            points,
+        }
+    }
+
+    /// The points `r`, `r + k`, … and their pauses. The first point is the oldest pause kept,
+    /// which may have begun before the learner looked: its length says nothing.
+    fn every(&self, k: usize, r: usize) -> impl Iterator<Item = (usize, u32)> + '_ {
+        (r..self.points.len())
+            .step_by(k)
+            .filter(|&j| j > 0)
+            .map(|j| (j, self.points[j].0))
+    }
+
+    /// The pauses at the points (but the first) off the lattice `(k, r)`.
+    fn between(&self, k: usize, r: usize) -> Vec<u32> {
+        (1..self.points.len())
+            .filter(|&j| j % k != r % k)
+            .map(|j| self.points[j].0)
+            .collect()
+    }
+
+    /// Whether every point `r + j·k` paused for a while: at least two slots and a share of
+    /// their median.
+    fn all_paused(&self, k: usize, r: usize) -> bool {
+        let p: Vec<u32> = self.every(k, r).map(|(_, s)| s).collect();
+        let least = p.iter().copied().min().unwrap_or(0);
+        least >= MIN_BOUNDARY_SLOTS && f64::from(least) >= BOUNDARY_SHARE * median(&p)
+    }
+
+    /// Whether all points `r + j·k` but one paused (a boundary may pass with a slot's trickle).
+    fn mostly_paused(&self, k: usize, r: usize) -> bool {
+        self.every(k, r)
+            .filter(|&(_, s)| s < MIN_BOUNDARY_SLOTS)
+            .count()
+            <= 1
+    }
+
+    /// The smallest multiple of the chunk (and the point it starts at) at every point of which
+    /// the traffic paused, over `whole` iterations at least.
+    /// Its pauses must be alike, and a lattice wider than the chunk is read only where most
+    /// points between its points did not pause at all (equal transfers at random times would
+    /// otherwise be read at any of their spacings) and no finer lattice through its points
+    /// paused at each of its points too, but perhaps one (two iterations read as one where a
+    /// boundary passed without its pause, or one stretched beyond alike).
+    fn smallest(&self, whole: usize) -> Option<(usize, usize)> {
+        (1..=MAX_CHUNKS)
+            .flat_map(|k| (0..k).map(move |r| (k, r)))
+            .filter(|&(k, r)| self.every(k, r).count() > whole)
+            .find(|&(k, r)| {
+                let at: Vec<u32> = self.every(k, r).map(|(_, s)| s).collect();
+                let finer_paused = (1..k)
+                    .filter(|f| k % f == 0)
+                    .any(|f| self.mostly_paused(f, r % f));
+                self.all_paused(k, r)
+                    && alike(&at)
+                    && (k == 1 || median(&self.between(k, r)) == 0.0)
+                    && !finer_paused
+            })
+    }
+
+    /// Whether the iteration is a wider multiple of the chunk than `(k, r)`: one of its points
+    /// in m pausing far longer than the others, each time but perhaps the first seen (a ring
+    /// that waits at each of its steps waits longest for the compute). Known once it has done
+    /// so over `whole` iterations; until then, not yet known.
+    fn wider(&self, k: usize, r: usize, whole: usize) -> Wider {
+        let mut not_yet = false;
+        for m in 2..=MAX_CHUNKS / k {
+            for r2 in (0..m).map(|t| r + t * k) {
+                let at: Vec<u32> = self.every(m * k, r2).map(|(_, s)| s).collect();
+                let rest: Vec<u32> = self
+                    .every(k, r)
+                    .filter(|&(j, _)| j % (m * k) != r2 % (m * k))
+                    .map(|(_, s)| s)
+                    .collect();
+                if at.is_empty() || rest.is_empty() {
+                    continue;
+                }
+                let bar = LONGER * median(&rest).max(1.0);
+                let longer = at.iter().all(|&s| f64::from(s) >= bar)
+                    && alike(&at)
+                    && alike(&rest)
+                    && self.all_paused(m * k, r2);
+                match at.len() {
+                    n if longer && n > whole => return Wider::Yes(m * k, r2),
+                    2.. if longer => not_yet = true,
+                    _ => {}
+                }
+            }
+        }
+        if not_yet { Wider::NotYet } else { Wider::No }
+    }
+
+    /// The iteration of `k` chunks from point `r`, if `whole` iterations lie behind.
+    fn reading(&self, k: usize, r: usize, whole: usize) -> Option<ByTotals> {
+        let bounds: Vec<(usize, u32)> = self.every(k, r).collect();
+        if bounds.len() <= whole {
+            return None;
+        }
+        let resumed = |j: usize| self.points[j].1;
+        let (first, last) = (bounds[0].0, bounds[bounds.len() - 1].0);
+        let span = resumed(last)?.since(resumed(first)?)? as f64;
+        let at: Vec<u32> = bounds.iter().map(|b| b.1).collect();
+        let between = self.between(k, r);
+        let clarity = if between.is_empty() {
+            1.0
+        } else {
+            (1.0 - median(&between) / median(&at)).clamp(0.0, 1.0)
+        };
+        Some(ByTotals {
+            bytes: k as u64 * self.chunk,
+            chunk: self.chunk,
+            first: self.base + first as u64 * self.chunk,
+            period_slots: span / (bounds.len() - 1) as f64,
+            clarity,
+        })
+    }
+}
+
+impl ByTotals {
+    /// Where total `now` falls: the iteration under way and what it has moved, or the one just
+    /// ended while the traffic waits at its end.
+    pub fn place(&self, now: u64) -> Place {
+        let d = now.saturating_sub(self.first);
+        let tolerance = (ON_LATTICE * self.chunk as f64) as u64;
+        let j = d / self.bytes;
+        let into = d - j * self.bytes;
+        if j > 0 && into <= tolerance {
+            return Place {
+                iteration: j,
+                sent: self.bytes,
+                began_at: self.first + (j - 1) * self.bytes,
+            };
+        }
+        Place {
+            iteration: j + 1,
+            sent: into,
+            began_at: self.first + j * self.bytes,
+        }
+    }
+
+    /// Whether the traffic still moves in these iterations at total `now`: it paused at
+    /// every boundary it passed since `first` (the ones the pauses kept still remember), and
+    /// it has not been quiet for more than two iterations' time.
+    pub fn holds(&self, pauses: &Pauses, now: u64) -> bool {
+        let tolerance = (ON_LATTICE * self.chunk as f64) as u64;
+        let passed = now.saturating_sub(self.first + tolerance) / self.bytes;
+        let oldest = pauses.done.front().map_or(u64::MAX, |p| p.total);
+        // The boundaries passed since the last few pauses ended: a pause at each.
+        let paused_at_each = (passed.saturating_sub(RECHECKED)..=passed)
+            .map(|j| self.first + j * self.bytes)
+            .filter(|&b| b + tolerance >= oldest && b + tolerance < now)
+            .all(|b| pauses.at(b, tolerance).is_some());
+        paused_at_each && f64::from(pauses.quiet_now()) <= 2.0 * self.period_slots.max(1.0)
+    }
+}
+
+/// Whether pauses are alike: none more than `ALIKE` times their median.
+fn alike(x: &[u32]) -> bool {
+    x.iter().all(|&s| f64::from(s) <= ALIKE * median(x))
+}
+
+fn median(x: &[u32]) -> f64 {
+    let mut v = x.to_vec();
+    v.sort_unstable();
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => f64::from(v[n / 2]),
+        n => f64::from(v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MB: u64 = 1_000_000;
+
+    /// Feeds per-slot bytes; returns the pauses.
+    fn paused(per_slot: &[u64]) -> (Pauses, u64) {
+        let mut p = Pauses::default();
+        let mut total = 0;
+        for (i, &b) in per_slot.iter().enumerate() {
+            p.observe(Slot(100 + i as u64), total, b, 0);
+            total += b;
+        }
+        (p, total)
+    }
+
+    /// A ring rank's iterations: `chunks` chunks of `chunk` bytes over two slots each, the
+    /// pause after chunk i `waits[i]` slots (the last one the compute).
+    fn ring(iterations: usize, chunk: u64, waits: &[usize]) -> Vec<u64> {
+        let mut x = vec![0; 3];
+        for _ in 0..iterations {
+            for &w in waits {
+                x.extend([chunk / 2; 2]);
+                x.extend(std::iter::repeat_n(0, w));
+            }
+        }
+        x
+    }
+
+    #[test]
+    fn a_ring_whose_steps_flow_on_is_read_at_its_iteration() {
+        // Four chunks; the steps do not wait, the compute does.
+        let (p, now) = paused(&ring(10, 7_320_000, &[0, 0, 0, 10]));
+        let b = p.find(now, 4).expect("read");
+        assert_eq!(b.bytes, 29_280_000, "{b:?}");
+        assert_eq!(b.period_slots, 18.0, "{b:?}");
+        assert_eq!(b.first % 29_280_000, 0, "{b:?}");
+        assert_eq!(b.clarity, 1.0, "{b:?}");
+    }
+
+    #[test]
+    fn a_ring_that_waits_at_every_step_is_never_read_at_its_chunk() {
+        // Every step waits a little, the compute longer: read at its iteration or not at all.
+        for waits in [[2, 3, 2, 12], [2, 2, 2, 4], [1, 2, 1, 6]] {
+            let x = ring(10, 7_320_000, &waits);
+            for end in 1..=x.len() {
+                let (p, now) = paused(&x[..end]);
+                if let Some(b) = p.find(now, 4) {
+                    assert_eq!(b.bytes, 29_280_000, "waits {waits:?}, slot {end}: {b:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn uneven_iterations_of_equal_bytes_are_read() {
+        // The compute and the waits vary threefold from one iteration to the next; the bytes
+        // do not.
+        let mut x = vec![0; 2];
+        for (i, c) in [6, 9, 18, 7, 14, 20, 8, 11, 16, 9, 12]
+            .into_iter()
+            .enumerate()
+        {
+            x.extend([16 * MB / 4; 4]);
+            // Now and then the step between the two chunks waits for the peer.
+            x.extend(std::iter::repeat_n(0, usize::from(i % 4 == 1) * 3));
+            x.extend([16 * MB / 4; 4]);
+            x.extend(std::iter::repeat_n(0, c));
+        }
+        let (p, now) = paused(&x);
+        assert_eq!(p.find(now, 4).map(|b| b.bytes), Some(32 * MB));
+    }
+
+    #[test]
+    fn too_few_iterations_are_not_read() {
+        let (p, now) = paused(&ring(4, 7_320_000, &[0, 0, 0, 10]));
+        assert_eq!(p.find(now, 4), None);
+    }
+
+    #[test]
+    fn the_place_of_a_total_reads_like_a_progress_file() {
+        let b = ByTotals {
+            bytes: 100,
+            chunk: 25,
+            first: 1_000,
+            period_slots: 10.0,
+            clarity: 1.0,
+        };
+        let at = |now| {
+            let p = b.place(now);
+            (p.iteration, p.sent, p.began_at)
+        };
+        assert_eq!(at(1_000), (1, 0, 1_000));
+        assert_eq!(at(1_040), (1, 40, 1_000));
+        // Waiting at the end of the first: it is done, not the second begun.
+        assert_eq!(at(1_100), (1, 100, 1_000));
+        assert_eq!(at(1_101), (2, 1, 1_100));
+        assert_eq!(at(1_350), (4, 50, 1_300));
+    }
+
+    #[test]
+    fn an_iteration_run_through_without_a_pause_withdraws_the_reading() {
+        let mut x = ring(10, 7_320_000, &[0, 0, 0, 10]);
+        let (p, now) = paused(&x);
+        let b = p.find(now, 4).expect("read");
+        assert!(b.holds(&p, now));
+        // Two more iterations' bytes with no compute between them.
+        x.extend([7_320_000 / 2; 16]);
+        let (p, now) = paused(&x);
+        assert!(!b.holds(&p, now));
+    }
+
+    #[test]
+    fn quiet_for_long_withdraws_the_reading() {
+        let mut x = ring(10, 7_320_000, &[0, 0, 0, 10]);
+        let (p, now) = paused(&x);
+        let b = p.find(now, 4).expect("read");
+        x.extend([0; 40]);
+        let (p, _) = paused(&x);
+        assert!(!b.holds(&p, now));
+    }
+}
