@@ -320,15 +320,10 @@ impl Learner {
 
     /// What a reading of the pauses says at total `total`, as a progress file would.
     fn read_totals(&self, b: &ByTotals, now: Slot, total: u64) -> Learned {
-        let place = b.place(total);
-        let tolerance = b.chunk / 500;
-        let start = self
-            .pauses
-            .at(place.began_at, tolerance)
-            .map_or(now, |p| p.resumed);
+        let place = b.place(&self.pauses, total);
         Learned {
             iteration: place.iteration,
-            iteration_start: start,
+            iteration_start: place.began.unwrap_or(now),
             sent_this_iteration: place.sent as f64,
             bytes_per_iteration: b.bytes as f64,
             last_iteration_bytes: b.bytes as f64,

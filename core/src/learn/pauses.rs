@@ -1,8 +1,7 @@
 //! A job's iterations read from the byte totals at which its traffic pauses.
 //!
-//! Sharing links stretches a job's iterations unevenly: on `paper-small` a GPT-2 ring rank's ten
-//! iterations took 1.96 to 4.66 s, and no period stands out of its per-slot bytes. Its bytes per
-//! iteration do not vary, and neither do the totals at which it stops: the compute that ends
+//! Sharing links stretches a job's iterations unevenly, some twice as long as others, and no
+//! period stands out of its per-slot bytes. Its bytes per iteration do not vary, and neither do the totals at which it stops: the compute that ends
 //! each iteration is a pause at a total that recurs every B bytes. A ring's steps pause too (a
 //! rank waits for its predecessor's chunk), at multiples of the chunk, some briefly, most not at
 //! all. So:
@@ -16,7 +15,7 @@
 //!   (a ring whose every step waits waits longest for the compute); until that is known, no
 //!   reading.
 //!
-//! Read from one traced `paper-small` run: docs/notes/2026-12-04-learning-by-byte-totals.md.
+//! Why each guard is there: docs/notes/2026-12-04-learning-by-byte-totals.md.
 
 use std::collections::VecDeque;
 
@@ -42,7 +41,7 @@ const MIN_BOUNDARY_SLOTS: u32 = 2;
 /// chunk points' median.
 const LONGER: f64 = 2.0;
 /// Pauses are alike when none is more than this many times their median: contention stretches
-/// a compute's pause now and then (38 slots among pauses of 7 to 21).
+/// a compute's pause now and then.
 const ALIKE: f64 = 3.0;
 /// Chunk points (beyond the first) needed before any reading: a ring of three ranks moves four
 /// chunks an iteration, and two of its iterations show whether every fourth pause is the
@@ -91,8 +90,9 @@ pub struct Place {
     pub iteration: u64,
     /// Bytes of it moved: all of them while the traffic waits at its end.
     pub sent: u64,
-    /// The boundary it began at (`first` for the first).
-    pub began_at: u64,
+    /// The slot the traffic moved again after the boundary it began at, if that pause is
+    /// still kept.
+    pub began: Option<Slot>,
 }
 
 impl Pauses {
@@ -149,11 +149,12 @@ impl Pauses {
             return None;
         }
         let (k, r) = lattice.smallest(whole)?;
-        match lattice.wider(k, r, whole) {
-            Wider::No => lattice.reading(k, r, whole),
-            Wider::Yes(k, r) => lattice.reading(k, r, whole),
-            Wider::NotYet => None,
-        }
+        let (k, r) = match lattice.wider(k, r, whole) {
+            Wider::No => (k, r),
+            Wider::Yes(k, r) => (k, r),
+            Wider::NotYet => return None,
+        };
+        lattice.reading(k, r, whole)
     }
 
     /// The difference between consecutive pauses' totals that recurs most (at least
@@ -251,6 +252,11 @@ impl Lattice {
             .map(|j| (j, self.points[j].0))
     }
 
+    /// The pauses' lengths at the points of `every(k, r)`.
+    fn lengths(&self, k: usize, r: usize) -> Vec<u32> {
+        self.every(k, r).map(|(_, s)| s).collect()
+    }
+
     /// The pauses at the points (but the first) off the lattice `(k, r)`.
     fn between(&self, k: usize, r: usize) -> Vec<u32> {
         (1..self.points.len())
@@ -262,7 +268,7 @@ impl Lattice {
     /// Whether every point `r + j·k` paused for a while: at least two slots and a share of
     /// their median.
     fn all_paused(&self, k: usize, r: usize) -> bool {
-        let p: Vec<u32> = self.every(k, r).map(|(_, s)| s).collect();
+        let p = self.lengths(k, r);
         let least = p.iter().copied().min().unwrap_or(0);
         least >= MIN_BOUNDARY_SLOTS && f64::from(least) >= BOUNDARY_SHARE * median(&p)
     }
@@ -287,7 +293,7 @@ impl Lattice {
             .flat_map(|k| (0..k).map(move |r| (k, r)))
             .filter(|&(k, r)| self.every(k, r).count() > whole)
             .find(|&(k, r)| {
-                let at: Vec<u32> = self.every(k, r).map(|(_, s)| s).collect();
+                let at = self.lengths(k, r);
                 let finer_paused = (1..k)
                     .filter(|f| k % f == 0)
                     .any(|f| self.mostly_paused(f, r % f));
@@ -306,7 +312,7 @@ impl Lattice {
         let mut not_yet = false;
         for m in 2..=MAX_CHUNKS / k {
             for r2 in (0..m).map(|t| r + t * k) {
-                let at: Vec<u32> = self.every(m * k, r2).map(|(_, s)| s).collect();
+                let at = self.lengths(m * k, r2);
                 let rest: Vec<u32> = self
                     .every(k, r)
                     .filter(|&(j, _)| j % (m * k) != r2 % (m * k))
@@ -357,24 +363,27 @@ impl Lattice {
 }
 
 impl ByTotals {
+    /// How near a pause's total must lie to a boundary to be its pause.
+    fn tolerance(&self) -> u64 {
+        (ON_LATTICE * self.chunk as f64) as u64
+    }
+
     /// Where total `now` falls: the iteration under way and what it has moved, or the one just
-    /// ended while the traffic waits at its end.
-    pub fn place(&self, now: u64) -> Place {
+    /// ended while the traffic waits at its end; and when it began, by `pauses`.
+    pub fn place(&self, pauses: &Pauses, now: u64) -> Place {
         let d = now.saturating_sub(self.first);
-        let tolerance = (ON_LATTICE * self.chunk as f64) as u64;
         let j = d / self.bytes;
         let into = d - j * self.bytes;
-        if j > 0 && into <= tolerance {
-            return Place {
-                iteration: j,
-                sent: self.bytes,
-                began_at: self.first + (j - 1) * self.bytes,
-            };
-        }
+        let (iteration, sent) = if j > 0 && into <= self.tolerance() {
+            (j, self.bytes)
+        } else {
+            (j + 1, into)
+        };
+        let began_at = self.first + (iteration - 1) * self.bytes;
         Place {
-            iteration: j + 1,
-            sent: into,
-            began_at: self.first + j * self.bytes,
+            iteration,
+            sent,
+            began: pauses.at(began_at, self.tolerance()).map(|p| p.resumed),
         }
     }
 
@@ -382,7 +391,7 @@ impl ByTotals {
     /// every boundary it passed since `first` (the ones the pauses kept still remember), and
     /// it has not been quiet for more than two iterations' time.
     pub fn holds(&self, pauses: &Pauses, now: u64) -> bool {
-        let tolerance = (ON_LATTICE * self.chunk as f64) as u64;
+        let tolerance = self.tolerance();
         let passed = now.saturating_sub(self.first + tolerance) / self.bytes;
         let oldest = pauses.done.front().map_or(u64::MAX, |p| p.total);
         // The boundaries passed since the last few pauses ended: a pause at each.
@@ -396,7 +405,8 @@ impl ByTotals {
 
 /// Whether pauses are alike: none more than `ALIKE` times their median.
 fn alike(x: &[u32]) -> bool {
-    x.iter().all(|&s| f64::from(s) <= ALIKE * median(x))
+    let bar = ALIKE * median(x);
+    x.iter().all(|&s| f64::from(s) <= bar)
 }
 
 fn median(x: &[u32]) -> f64 {
@@ -498,9 +508,26 @@ mod tests {
             period_slots: 10.0,
             clarity: 1.0,
         };
+        // A pause at each boundary, the traffic moving again in slot 10 + j after the j-th:
+        // the slot an iteration began in names the boundary it began at.
+        let pauses = Pauses {
+            done: (0..4)
+                .map(|j| Pause {
+                    total: 1_000 + 100 * j,
+                    slots: 5,
+                    resumed: Slot(10 + j),
+                })
+                .collect(),
+            current: None,
+        };
         let at = |now| {
-            let p = b.place(now);
-            (p.iteration, p.sent, p.began_at)
+            let p = b.place(&pauses, now);
+            let began_at = p.began.map(|s| 1_000 + (s.0 - 10) * 100);
+            (
+                p.iteration,
+                p.sent,
+                began_at.expect("a pause at the boundary"),
+            )
         };
         assert_eq!(at(1_000), (1, 0, 1_000));
         assert_eq!(at(1_040), (1, 40, 1_000));
