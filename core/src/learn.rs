@@ -126,8 +126,32 @@ pub struct Learned {
     pub last_iteration_bytes: f64,
     /// The period, in slots (mean length of the iterations that agreed).
     pub period_slots: f64,
-    /// The autocorrelation at the period's lag, 0..1.
+    /// The autocorrelation at the period's lag, 0..1; for a reading of the pauses, how clearly
+    /// the points between its boundaries did not pause.
     pub confidence: f64,
+    /// Which reading of the traffic this is.
+    pub reading: Reading,
+}
+
+/// How an estimate was read from the traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reading {
+    /// From the bytes per slot: a period that stands out, iterations that agree on it.
+    Period,
+    /// From the byte totals at which the traffic paused ([`pauses`]): iterations of equal
+    /// bytes whose lengths vary.
+    Pauses,
+}
+
+impl Reading {
+    /// Its name, as operators see it (`mlccctl jobs`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reading::Period => "period",
+            Reading::Pauses => "pauses",
+        }
+    }
 }
 
 /// How closely whole iterations must agree: on their bytes (a share of the mean), and on
@@ -296,6 +320,7 @@ impl Learner {
             last_iteration_bytes: iterations.last().map_or(mean_bytes, |w| w.1),
             period_slots: mean_len,
             confidence,
+            reading: Reading::Period,
         })
     }
 
@@ -329,6 +354,7 @@ impl Learner {
             last_iteration_bytes: b.bytes as f64,
             period_slots: b.period_slots,
             confidence: b.clarity,
+            reading: Reading::Pauses,
         }
     }
 
@@ -1155,6 +1181,7 @@ mod tests {
                 (e.bytes_per_iteration / (4.0 * chunk) - 1.0).abs() < 1e-6,
                 "slot {slot}: {e:?}"
             );
+            assert_eq!(e.reading, Reading::Pauses, "slot {slot}");
         }
         // In the compute after an iteration, that iteration is done, and the next one's bytes
         // count from zero once it moves.

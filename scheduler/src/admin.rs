@@ -199,10 +199,7 @@ impl pb::admin_server::Admin for AdminService {
                 architecture: pb::Architecture::Allreduce as i32,
                 ..Default::default()
             });
-            // Below the bar the process is the kernel CC's: say so rather than hide it.
-            e.source = l
-                .confidence
-                .map_or("learning".into(), |c| format!("learned:{c:.2}"));
+            e.source = l.source();
             e.iteration = e.iteration.max(l.iteration.unwrap_or(0));
             let m = pb::JobMember {
                 host: me.clone(),

@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use mlcc_core::Slot;
 use mlcc_core::job::{Arch, Role};
 use mlcc_core::learn::identity::{Identity, Label};
-use mlcc_core::learn::{Learned, Learner, LearnerConfig};
+use mlcc_core::learn::{Learned, Learner, LearnerConfig, Reading};
 
 use crate::datapath::{SocketKey, SocketStats, canonical};
 use crate::host::{HeardLabel, ProcessObs};
@@ -70,6 +70,20 @@ pub struct LearnedStatus {
     pub period_ms: Option<f64>,
     pub bytes_per_iteration: Option<f64>,
     pub iteration: Option<u64>,
+    /// Which reading of its traffic stands: `period` or `pauses` ([`Reading`]).
+    pub reading: Option<Reading>,
+}
+
+impl LearnedStatus {
+    /// Where its job's figures come from, as `mlccctl jobs` shows it: the reading that stands
+    /// and its confidence, or `learning` below the bar, where the process is the kernel CC's
+    /// (said rather than hidden).
+    pub fn source(&self) -> String {
+        match (self.reading, self.confidence) {
+            (Some(r), Some(c)) => format!("learned:{}:{c:.2}", r.as_str()),
+            _ => "learning".into(),
+        }
+    }
 }
 
 impl LearnedProcesses {
@@ -128,6 +142,7 @@ impl LearnedProcesses {
                     period_ms: e.map(|e| e.period_slots * ms),
                     bytes_per_iteration: e.map(|e| e.bytes_per_iteration),
                     iteration: e.map(|e| t.identity.iteration(e.iteration)),
+                    reading: e.map(|e| e.reading),
                 }
             })
             .collect()
@@ -454,8 +469,14 @@ mod tests {
         // The bulk transfer is followed, never learned; the known process is not followed.
         let by_pid: BTreeMap<u32, &LearnedStatus> = status.iter().map(|s| (s.pid, s)).collect();
         assert!(by_pid[&10].confidence.is_some_and(|c| c > 0.6));
+        assert_eq!(by_pid[&10].reading, Some(Reading::Period));
+        assert!(
+            by_pid[&10].source().starts_with("learned:period:"),
+            "{status:?}"
+        );
+        assert_eq!(by_pid[&20].source(), "learning");
         assert!((by_pid[&10].period_ms.unwrap() - 360.0).abs() < 30.0);
-        assert_eq!(by_pid[&20].confidence, None);
+        assert_eq!((by_pid[&20].confidence, by_pid[&20].reading), (None, None));
         assert!(!by_pid.contains_key(&30), "{status:?}");
     }
 
