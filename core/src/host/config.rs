@@ -144,6 +144,16 @@ pub struct PolicyConfig {
     /// progress files: a learned ring computing between iterations booked the shared link for
     /// 0.2-0.4 s while the other job's flow waited at the rate floor).
     pub quiet_is_idle: bool,
+    /// A flow whose count says its library holds bytes, but whose connections stood still
+    /// during a slot in which it could send (it was planned a rate, or was idle and paced into
+    /// what was free) while the count did not grow, is waiting inside its library and is idle
+    /// as [`Self::idle_books_nothing`] says. Gloo writes a ring step's chunk only once its
+    /// predecessor's has arrived and its peer has posted the receive, but PyTorch's comm hook
+    /// counts the whole bucket as handed over at once: such a step booked its uplink at line
+    /// rate while it sent nothing, and where two jobs' waiting ranks each held back the rank
+    /// the other waited for, both jobs stalled for seconds (testbed `torch-two-jobs`,
+    /// docs/notes/2026-12-04-torch-two-jobs-stalls.md).
+    pub library_waits_idle: bool,
     /// A ring or broadcast sender that already holds its bytes is not held back by Alg. 2:
     /// peers' progress is a slot stale, and a sender with the data cannot be ahead of its
     /// upstream.
@@ -310,6 +320,7 @@ impl PolicyConfig {
             idle_books_nothing: true,
             idle_backlog_bytes: 64.0 * 1024.0,
             quiet_is_idle: true,
+            library_waits_idle: true,
             holder_not_held_back: true,
             delivery_samples: true,
             path_limited_share: 0.9,
@@ -341,6 +352,7 @@ impl PolicyConfig {
             rank: RankRule::IterationStart,
             idle_books_nothing: false,
             quiet_is_idle: false,
+            library_waits_idle: false,
             holder_not_held_back: false,
             split_uplink: false,
             pace_free_capacity: false,
@@ -373,9 +385,10 @@ impl PolicyConfig {
 
     /// The rules that can be switched off, by name, for ablations (`mlcc-sim --policies
     /// mlcc-no-<rule>`).
-    pub const RULES: [&'static str; 16] = [
+    pub const RULES: [&'static str; 17] = [
         "idle",
         "quiet-idle",
+        "library-waits",
         "holder",
         "delivery-samples",
         "split-uplink",
@@ -397,6 +410,7 @@ impl PolicyConfig {
         match name {
             "idle" => self.idle_books_nothing = on,
             "quiet-idle" => self.quiet_is_idle = on,
+            "library-waits" => self.library_waits_idle = on,
             "holder" => self.holder_not_held_back = on,
             "delivery-samples" => self.delivery_samples = on,
             "split-uplink" => self.split_uplink = on,

@@ -23,6 +23,8 @@ pub(super) struct Memory {
     /// The application's backlog and the bytes in flight seen last slot.
     pub(super) last_backlog: Option<f64>,
     pub(super) last_in_flight: Option<f64>,
+    /// Whether it was idle last slot.
+    pub(super) last_idle: bool,
 }
 
 /// The per-host policy: owns the planner (Alg. 1 + Alg. 2, last plans, B_f filters) and what
@@ -66,8 +68,9 @@ impl HostPolicy {
         let cfg = self.cfg;
         let (flows, seen) = local::distinct(&cfg, flows);
         let dependencies = peers::dependencies(&cfg, slot, &flows);
-        let idle = idle::flags(&cfg, &flows, &dependencies);
-        let (inputs, mut notes) = self.inputs(&flows, &idle, dependencies);
+        let memory = self.remembered(&flows);
+        let idle = idle::flags(&cfg, &flows, &memory, &dependencies);
+        let (inputs, mut notes) = self.inputs(&flows, &memory, &idle, dependencies);
         let planned = self.planner.plan(slot, &inputs);
         let decisions = &planned.decisions;
         let pace_at = pace_free::rates(&cfg, &flows, &inputs, decisions, &idle);
@@ -92,12 +95,21 @@ impl HostPolicy {
         }
     }
 
+    /// What the rules remember of each flow from last slot (the default for a new one).
+    fn remembered(&self, flows: &[Local<'_>]) -> Vec<Memory> {
+        flows
+            .iter()
+            .map(|f| self.memory.get(&f.obs.id).copied().unwrap_or_default())
+            .collect()
+    }
+
     /// The planner's input per flow, with the reasons each runs degraded so far: its path's
     /// feedback, its dependency (unless it holds its bytes), last slot's delivery, its share
     /// of an uplink split with its job, and its rank. An idle flow is planned as done.
     fn inputs(
         &self,
         flows: &[Local<'_>],
+        memory: &[Memory],
         idle: &[bool],
         dependencies: Vec<Dependency>,
     ) -> (Vec<FlowInput>, Vec<Vec<Degraded>>) {
@@ -105,8 +117,8 @@ impl HostPolicy {
         let split = UplinkSplit::new(cfg, flows, idle);
         let mut inputs = Vec::with_capacity(flows.len());
         let mut notes = Vec::with_capacity(flows.len());
-        for ((f, &idle), dependency) in flows.iter().zip(idle).zip(dependencies) {
-            let mem = self.memory.get(&f.obs.id).copied().unwrap_or_default();
+        let per_flow = flows.iter().zip(memory).zip(idle).zip(dependencies);
+        for (((f, mem), &idle), dependency) in per_flow {
             let mut degraded = Vec::new();
             let path = feedback::path(cfg, f.obs, &mut degraded);
             let dependency =
@@ -122,7 +134,7 @@ impl HostPolicy {
                 rate_cap: split.cap(f, &path, idle),
                 path,
                 dependency,
-                delivery: delivery::sample(cfg, f.obs, &mem),
+                delivery: delivery::sample(cfg, f.obs, mem),
             });
             notes.push(degraded);
         }
@@ -181,6 +193,7 @@ impl HostPolicy {
                     last_rate: fo.decision.rate,
                     last_backlog: f.obs.app_backlog,
                     last_in_flight: f.obs.in_flight,
+                    last_idle: idle,
                 },
             );
             out.push(fo);

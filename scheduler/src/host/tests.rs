@@ -631,8 +631,13 @@ fn a_switch_with_a_skewed_clock_leaves_its_flows_to_kernel_tcp_and_withdraws_the
     // Progress still goes to the peer, whose dependency adjustment is unaffected.
     assert_eq!(plan.progress_to("h2").unwrap().len(), 1);
 
-    // The clocks agree again: scheduled and booked as before.
-    let req = s.observe(Slot(6), &obs);
+    // The clocks agree again, and the flow moved bytes under kernel TCP meanwhile (one that
+    // stood still would be waiting in its library, and idle): scheduled and booked as before.
+    let moved = Observation {
+        stats: stats(&[(key(&ring_h1().1), 2 * MB)]),
+        ..obs
+    };
+    let req = s.observe(Slot(6), &moved);
     s.set_unsynced_switches(Default::default());
     let plan = s.plan(&answers_empty(&req));
     assert!(plan.unsynced_switches.is_empty());
