@@ -86,9 +86,8 @@ pub struct LearnerConfig {
     /// A slot is active when it moves at least this share of the window's busiest slot.
     pub active_share: f64,
     /// Whole iterations the byte totals at which the traffic pauses must show before they
-    /// stand for an estimate where the per-slot bytes show no period (see `pauses.rs`), the
-    /// first counted from the pause the process began with where that is a boundary; 0 reads
-    /// iterations from the per-slot bytes only.
+    /// stand for an estimate where the per-slot bytes show no period (see `pauses.rs`); 0
+    /// reads iterations from the per-slot bytes only.
     pub pause_iterations: usize,
 }
 
@@ -107,7 +106,7 @@ impl Default for LearnerConfig {
             exact_period_tolerance: 0.3,
             exact_correlation: 0.6,
             active_share: 0.1,
-            pause_iterations: 3,
+            pause_iterations: 4,
         }
     }
 }
@@ -301,9 +300,6 @@ impl Learner {
         let threshold = self.threshold();
         let per_iteration = self.by_time.as_ref().map(|e| e.bytes_per_iteration);
         self.track_onsets(now, period, threshold, per_iteration);
-        if standing.is_none() {
-            self.skip_start_up(now, threshold);
-        }
         let iterations = self.whole_iterations(now);
         let agreed = self.agreed(&iterations, period, confidence, standing.map(|s| s.0))?;
         if standing.is_none() && self.pairs(now, agreed.len(), threshold) {
@@ -441,40 +437,6 @@ impl Learner {
                 Some(&last) if early(last) => continue,
                 _ => self.onsets.push_back(s),
             }
-        }
-    }
-
-    /// Moves the first iteration's start past the job's start-up: a burst before its first
-    /// iteration (the parameters' broadcast), often nearer to it than 0.6 periods, so read as
-    /// part of it. Where the first whole iteration seen moved more than those after it, which
-    /// agree, and the bytes from a burst inside it to its end are what each of them moved,
-    /// the first iteration begins at that burst; what came before is no iteration.
-    fn skip_start_up(&mut self, now: Slot, threshold: f64) {
-        if self.begun > 0 || self.onsets.len() < 3 {
-            return;
-        }
-        let its = self.whole_iterations(now);
-        let Some((first, rest)) = its.split_first() else {
-            return;
-        };
-        let (_, mean) = means(rest);
-        let tolerance = self.cfg.byte_tolerance * mean;
-        let agree = rest.iter().all(|w| (w.1 - mean).abs() <= tolerance);
-        if !agree || first.1 <= mean + tolerance {
-            return;
-        }
-        let (from, to) = (
-            self.index_of(now, self.onsets[0]),
-            self.index_of(now, self.onsets[1]),
-        );
-        let active = |b: f64| b >= threshold && b > 0.0;
-        let lead_floor = LEAD_IN_SHARE * self.busiest();
-        let start = (from + 1..to)
-            .filter(|&i| active(self.bytes[i]) && !active(self.bytes[i - 1]))
-            .map(|i| self.lead_in(i, lead_floor, threshold))
-            .find(|&i| (self.bytes.range(i..to).sum::<f64>() - mean).abs() <= tolerance);
-        if let Some(i) = start {
-            self.onsets[0] = self.slot_of(now, i);
         }
     }
 
@@ -1234,33 +1196,6 @@ mod tests {
         );
         assert_eq!(next.iteration, done.iteration + 1, "{next:?}");
         assert!(next.sent_this_iteration < chunk, "{next:?}");
-    }
-
-    #[test]
-    fn a_start_up_burst_before_the_first_iteration_is_not_read_as_part_of_it() {
-        // micro-two-jobs-heavy's VGG19 rank: quiet a few slots after its sockets opened, its
-        // parameters' broadcast (11 MB) in two slots, 13 quiet, then iterations of 14 busy slots (51.24 MB) and 15 of compute. The first
-        // iteration begins less than 0.6 periods after the broadcast.
-        for seed in 1..=20 {
-            let mut x = vec![0.0; 4];
-            x.extend([10.6 * MB, 0.6 * MB]);
-            x.extend([0.0; 13]);
-            let start = x.len();
-            x.extend(ddp(8, 14, 15, 51.24 * MB, seed));
-            let seen = feed(&mut Learner::new(LearnerConfig::default()), &x);
-            let first = seen.iter().position(Option::is_some).expect("learned");
-            // Three whole iterations of up to 31 slots (ddp's jitter), then the fourth begun.
-            assert!(
-                first <= start + 3 * 31 + 2,
-                "seed {seed}: learned at slot {first}, the first iteration began at {start}"
-            );
-            let e = seen[first].as_ref().unwrap();
-            assert_eq!(e.iteration, 4, "seed {seed}: {e:?}");
-            assert!(
-                (e.bytes_per_iteration / (51.24 * MB) - 1.0).abs() <= 0.01,
-                "seed {seed}: {e:?}"
-            );
-        }
     }
 
     #[test]

@@ -13,9 +13,7 @@
 //!   lattice through its points paused nearly everywhere too;
 //! - or a multiple of that, where one point in m pauses far longer than the others every time
 //!   (a ring whose every step waits waits longest for the compute); until that is known, no
-//!   reading;
-//! - an iteration of fewer than `RING_CHUNKS` chunks stands once its boundaries' pauses rule
-//!   out a wider one: enough of them, none far longer than the others.
+//!   reading.
 //!
 //! Why each guard is there: docs/notes/2026-12-04-learning-by-byte-totals.md.
 
@@ -45,19 +43,10 @@ const LONGER: f64 = 2.0;
 /// Pauses are alike when none is more than this many times their median: contention stretches
 /// a compute's pause now and then.
 const ALIKE: f64 = 3.0;
-/// The widest iteration, in chunks, that a reading must rule out before it stands: a ring of
-/// three ranks moves four chunks an iteration, and may wait at each.
-const RING_CHUNKS: usize = 4;
-/// Chunk points (beyond the first) needed before a reading where one boundary's pause is
-/// `LONGER` than the others': two of a ring's iterations show whether every fourth pause is
-/// the compute's rather than a step's. Where none is, an iteration m times as wide would have
-/// shown its longer pause among the first m boundaries.
-const MIN_POINTS: usize = 2 * RING_CHUNKS;
-/// One point in m must pause `LONGER` more than this many times (and over the whole
-/// iterations asked for) before the iteration is read m times as wide: equal transfers at
-/// uneven times do so by chance, four times in a row for one process in 130 (4 MB every 2 to
-/// 60 slots, 2,000 of them), five times for one in 1,000.
-const WIDER_SEEN: usize = 4;
+/// Chunk points (beyond the first) needed before any reading: a ring of three ranks moves four
+/// chunks an iteration, and two of its iterations show whether every fourth pause is the
+/// compute's rather than a step's.
+const MIN_POINTS: usize = 8;
 /// Pauses kept, and chunk points looked at.
 const MAX_PAUSES: usize = 128;
 const MAX_POINTS: u64 = 4096;
@@ -156,10 +145,10 @@ impl Pauses {
             return None;
         }
         let lattice = Lattice::new(self, self.chunk()?, now);
-        let (k, r) = lattice.smallest(whole)?;
-        if lattice.points.len() <= MIN_POINTS && !lattice.none_wider(k, r) {
+        if lattice.points.len() <= MIN_POINTS {
             return None;
         }
+        let (k, r) = lattice.smallest(whole)?;
         let (k, r) = match lattice.wider(k, r, whole) {
             Wider::No => (k, r),
             Wider::Yes(k, r) => (k, r),
@@ -237,10 +226,8 @@ impl Lattice {
             .map(|p| p.total)
             .find(|&t| in_phase(t, phase))
             .unwrap_or(phase);
-        // The points the traffic has moved past: a pause at the one it waits at now has not
-        // ended.
-        let past = now.saturating_sub(base + tolerance as u64);
-        let n = past.div_ceil(chunk).min(MAX_POINTS) as usize;
+        // The point reached now is left out: its pause, if any, has not ended.
+        let n = (now.saturating_sub(base) / chunk).min(MAX_POINTS) as usize;
         let mut points = vec![(0, None); n];
         for p in pauses.done.iter().filter(|p| p.total >= base) {
             let q = (p.total - base) as f64 / chunk as f64;
@@ -265,12 +252,6 @@ impl Lattice {
             .map(|j| (j, self.points[j].0))
     }
 
-    /// Whole iterations between the points `r`, `r + k`, …: from the first, whose pause began
-    /// before the learner looked, where `r` is 0.
-    fn iterations(&self, k: usize, r: usize) -> usize {
-        (self.every(k, r).count() + usize::from(r == 0)).saturating_sub(1)
-    }
-
     /// The pauses' lengths at the points of `every(k, r)`.
     fn lengths(&self, k: usize, r: usize) -> Vec<u32> {
         self.every(k, r).map(|(_, s)| s).collect()
@@ -292,18 +273,6 @@ impl Lattice {
         least >= MIN_BOUNDARY_SLOTS && f64::from(least) >= BOUNDARY_SHARE * median(&p)
     }
 
-    /// Whether the pauses at the points `r + j·k` rule out an iteration of up to `RING_CHUNKS`
-    /// chunks wider than `k`: enough of them that its compute would have paused at one, and
-    /// none `LONGER` than the median of the others, as that compute would.
-    fn none_wider(&self, k: usize, r: usize) -> bool {
-        let p = self.lengths(k, r);
-        let one_longer = (0..p.len()).any(|i| {
-            let others: Vec<u32> = p[..i].iter().chain(&p[i + 1..]).copied().collect();
-            f64::from(p[i]) >= LONGER * median(&others).max(1.0)
-        });
-        p.len() * k >= RING_CHUNKS && !one_longer
-    }
-
     /// Whether all points `r + j·k` but one paused (a boundary may pass with a slot's trickle).
     fn mostly_paused(&self, k: usize, r: usize) -> bool {
         self.every(k, r)
@@ -322,7 +291,7 @@ impl Lattice {
     fn smallest(&self, whole: usize) -> Option<(usize, usize)> {
         (1..=MAX_CHUNKS)
             .flat_map(|k| (0..k).map(move |r| (k, r)))
-            .filter(|&(k, r)| self.iterations(k, r) >= whole)
+            .filter(|&(k, r)| self.every(k, r).count() > whole)
             .find(|&(k, r)| {
                 let at = self.lengths(k, r);
                 let finer_paused = (1..k)
@@ -358,7 +327,7 @@ impl Lattice {
                     && alike(&rest)
                     && self.all_paused(m * k, r2);
                 match at.len() {
-                    n if longer && n > whole.max(WIDER_SEEN) => return Wider::Yes(m * k, r2),
+                    n if longer && n > whole => return Wider::Yes(m * k, r2),
                     2.. if longer => not_yet = true,
                     _ => {}
                 }
@@ -370,7 +339,7 @@ impl Lattice {
     /// The iteration of `k` chunks from point `r`, if `whole` iterations lie behind.
     fn reading(&self, k: usize, r: usize, whole: usize) -> Option<ByTotals> {
         let bounds: Vec<(usize, u32)> = self.every(k, r).collect();
-        if bounds.len() < 2 || self.iterations(k, r) < whole {
+        if bounds.len() <= whole {
             return None;
         }
         let resumed = |j: usize| self.points[j].1;
@@ -386,8 +355,7 @@ impl Lattice {
         Some(ByTotals {
             bytes: k as u64 * self.chunk,
             chunk: self.chunk,
-            // Counted from the oldest pause where it is a boundary: its iteration is whole.
-            first: self.base + u64::from(r != 0) * first as u64 * self.chunk,
+            first: self.base + first as u64 * self.chunk,
             period_slots: span / (bounds.len() - 1) as f64,
             clarity,
         })
@@ -457,11 +425,6 @@ mod tests {
 
     const MB: u64 = 1_000_000;
 
-    /// Whole iterations a reading needs, as the learner asks.
-    fn whole() -> usize {
-        crate::learn::LearnerConfig::default().pause_iterations
-    }
-
     /// Feeds per-slot bytes; returns the pauses.
     fn paused(per_slot: &[u64]) -> (Pauses, u64) {
         let mut p = Pauses::default();
@@ -490,7 +453,7 @@ mod tests {
     fn a_ring_whose_steps_flow_on_is_read_at_its_iteration() {
         // Four chunks; the steps do not wait, the compute does.
         let (p, now) = paused(&ring(10, 7_320_000, &[0, 0, 0, 10]));
-        let b = p.find(now, whole()).expect("read");
+        let b = p.find(now, 4).expect("read");
         assert_eq!(b.bytes, 29_280_000, "{b:?}");
         assert_eq!(b.period_slots, 18.0, "{b:?}");
         assert_eq!(b.first % 29_280_000, 0, "{b:?}");
@@ -504,7 +467,7 @@ mod tests {
             let x = ring(10, 7_320_000, &waits);
             for end in 1..=x.len() {
                 let (p, now) = paused(&x[..end]);
-                if let Some(b) = p.find(now, whole()) {
+                if let Some(b) = p.find(now, 4) {
                     assert_eq!(b.bytes, 29_280_000, "waits {waits:?}, slot {end}: {b:?}");
                 }
             }
@@ -527,67 +490,13 @@ mod tests {
             x.extend(std::iter::repeat_n(0, c));
         }
         let (p, now) = paused(&x);
-        assert_eq!(p.find(now, whole()).map(|b| b.bytes), Some(32 * MB));
+        assert_eq!(p.find(now, 4).map(|b| b.bytes), Some(32 * MB));
     }
 
     #[test]
-    fn a_ring_is_read_once_its_third_whole_iteration_has_ended() {
-        // Its first step waits a slot, so the pauses show the chunk. Waiting after the third
-        // iteration: that pause has not ended, and two whole iterations lie behind it, from
-        // the pause the process began with.
-        assert_eq!(whole(), 3);
-        let mut x = ring(3, 7_320_000, &[1, 0, 0, 10]);
-        let (p, now) = paused(&x);
-        assert_eq!(p.find(now, whole()), None);
-        // The fourth moves.
-        x.push(3_660_000);
-        let (p, now) = paused(&x);
-        let b = p.find(now, whole()).expect("read");
-        assert_eq!((b.bytes, b.first), (29_280_000, 0), "{b:?}");
-    }
-
-    /// Iterations of one chunk each (a parameter-server worker): `chunk` bytes over two
-    /// slots, then the compute, `computes[i]` slots.
-    fn one_chunk(chunk: u64, computes: &[usize]) -> Vec<u64> {
-        let mut x = vec![0; 3];
-        for &c in computes {
-            x.extend([chunk / 2; 2]);
-            x.extend(std::iter::repeat_n(0, c));
-        }
-        x
-    }
-
-    /// The slot (index into `x`) at which `find` first reads an iteration, and what it reads.
-    fn first_read(x: &[u64]) -> Option<(usize, ByTotals)> {
-        (1..=x.len()).find_map(|end| {
-            let (p, now) = paused(&x[..end]);
-            p.find(now, whole()).map(|b| (end - 1, b))
-        })
-    }
-
-    #[test]
-    fn iterations_whose_pauses_are_alike_are_read_once_four_have_ended() {
-        // resnet50 on a PS under contention: 3.92 MB, then 12 to 20 slots of compute. An
-        // iteration of up to four chunks would have paused longer at one of the first four
-        // boundaries; none did.
-        let x = one_chunk(3_920_000, &[14, 12, 19, 16, 13, 20, 15, 17, 14]);
-        let (at, b) = first_read(&x).expect("read");
-        assert_eq!((b.bytes, b.first), (3_920_000, 0), "{b:?}");
-        // The slot the fifth iteration moves in: 3 quiet, then 4 of the iterations' 2 + c.
-        let fifth = 3 + [14, 12, 19, 16].iter().map(|c| 2 + c).sum::<usize>();
-        assert_eq!(at, fifth, "{b:?}");
-    }
-
-    #[test]
-    fn one_pause_longer_than_the_rest_holds_the_reading_back_until_eight_points() {
-        // The third boundary waits three times as long as the others: it may be the compute
-        // of an iteration of three or four chunks whose steps wait, seen once so far.
-        let computes = [10, 10, 30, 11, 10, 12, 10, 11, 10, 12];
-        let x = one_chunk(3_920_000, &computes);
-        let (at, b) = first_read(&x).expect("read");
-        assert_eq!(b.bytes, 3_920_000, "{b:?}");
-        let ninth = 3 + computes[..8].iter().map(|c| 2 + c).sum::<usize>();
-        assert_eq!(at, ninth, "{b:?}");
+    fn too_few_iterations_are_not_read() {
+        let (p, now) = paused(&ring(4, 7_320_000, &[0, 0, 0, 10]));
+        assert_eq!(p.find(now, 4), None);
     }
 
     #[test]
@@ -632,7 +541,7 @@ mod tests {
     fn an_iteration_run_through_without_a_pause_withdraws_the_reading() {
         let mut x = ring(10, 7_320_000, &[0, 0, 0, 10]);
         let (p, now) = paused(&x);
-        let b = p.find(now, whole()).expect("read");
+        let b = p.find(now, 4).expect("read");
         assert!(b.holds(&p, now));
         // Two more iterations' bytes with no compute between them.
         x.extend([7_320_000 / 2; 16]);
@@ -644,7 +553,7 @@ mod tests {
     fn quiet_for_long_withdraws_the_reading() {
         let mut x = ring(10, 7_320_000, &[0, 0, 0, 10]);
         let (p, now) = paused(&x);
-        let b = p.find(now, whole()).expect("read");
+        let b = p.find(now, 4).expect("read");
         x.extend([0; 40]);
         let (p, _) = paused(&x);
         assert!(!b.holds(&p, now));
