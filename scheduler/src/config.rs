@@ -287,7 +287,8 @@ pub struct DaemonArgs {
     /// library-waits, holder, delivery-samples, split-uplink, pace-free, standby, flush-tail,
     /// rate-floor (off, the datapath still clamps every order at 100 kbit/s: a lower rate
     /// freezes Linux pacing), headroom, committed-now, project-upstream, last-slot-first,
-    /// handover, warm-resume, warm-held. docs/design.md §11a says what each does. Every host should run the same.
+    /// handover, warm-resume, warm-held. docs/design.md §11a says what each does. Every host
+    /// should run the same.
     #[arg(long = "rule", value_name = "RULE=on|off", value_parser = parse_rule)]
     pub rules: Vec<(String, bool)>,
     /// Log format [default: human]. The level comes from RUST_LOG (default "info").
