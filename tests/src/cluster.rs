@@ -1030,6 +1030,10 @@ pub struct JobResult {
     pub shift_s: f64,
     /// Mean over workers of their mean iteration time.
     pub mean_iteration_s: f64,
+    /// The longest iteration of any worker over that worker's median iteration: under about 2.5
+    /// where every iteration took its turn, several times where one stalled
+    /// ([`crate::report::STALL_RATIO`]).
+    pub longest_iteration_ratio: f64,
     pub bytes_verified: u64,
     pub bytes_sent: u64,
     /// The CC the data sockets reported (e.g. "cubic", "mlcc_tb1a2b3c").
@@ -1626,6 +1630,7 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
         jct_s: end.duration_since(j.arrived).as_secs_f64(),
         shift_s: 0.0,
         mean_iteration_s: 0.0,
+        longest_iteration_ratio: 0.0,
         bytes_verified: 0,
         bytes_sent: 0,
         socket_cc: String::new(),
@@ -1658,6 +1663,10 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
                 let mean_iteration_s = (rep.role != "ps-server" && !rep.iteration_s.is_empty())
                     .then(|| rep.iteration_s.iter().sum::<f64>() / rep.iteration_s.len() as f64);
                 iters.extend(mean_iteration_s);
+                if rep.role != "ps-server" {
+                    let ratio = longest_over_median(&rep.iteration_s);
+                    r.longest_iteration_ratio = r.longest_iteration_ratio.max(ratio);
+                }
                 if let Some(pid) = rep.pid {
                     r.members.push(MemberTruth {
                         pid,
@@ -1702,6 +1711,17 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
         iters.iter().sum::<f64>() / iters.len() as f64
     };
     r
+}
+
+/// The longest of `iterations` over their median (0 for none): how far one iteration stood
+/// out from the member's usual one.
+fn longest_over_median(iterations: &[f64]) -> f64 {
+    let mut sorted = iterations.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match (sorted.get(sorted.len() / 2), sorted.last()) {
+        (Some(&median), Some(&longest)) if median > 0.0 => longest / median,
+        _ => 0.0,
+    }
 }
 
 /// What the cross traffic of one run got, from each iperf3 client's report (a flow still
@@ -2072,6 +2092,20 @@ impl EmulatedCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_stalled_iteration_stands_out_from_the_median_and_none_is_zero() {
+        // torch-two-jobs, a stalled run: eleven iterations of about 0.6 s and one of 5.3 s.
+        let mut stalled = vec![0.6; 11];
+        stalled.insert(3, 5.3);
+        let r = longest_over_median(&stalled);
+        assert!((r - 5.3 / 0.6).abs() < 1e-9, "{r}");
+        assert!(r > crate::report::STALL_RATIO);
+        let steady = [0.61, 0.75, 0.68, 0.72, 0.75, 0.67, 0.6, 0.54, 0.55, 0.48];
+        assert!(longest_over_median(&steady) < 2.0);
+        assert_eq!(longest_over_median(&[]), 0.0);
+        assert_eq!(longest_over_median(&[0.0, 0.0]), 0.0);
+    }
 
     #[test]
     fn ccs_parse_kernel_mlcc_variants_and_isolated() {

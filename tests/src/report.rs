@@ -10,6 +10,11 @@ use serde::Serialize;
 
 use crate::cluster::CcRun;
 
+/// An iteration this many times its worker's median is a stall: in stalled runs of
+/// `torch-two-jobs` one iteration took 4.6–9× the median, in the others at most 2.4×
+/// (docs/notes/2026-12-04-torch-two-jobs-stalls.md).
+pub const STALL_RATIO: f64 = 4.0;
+
 #[derive(Clone, Debug, Serialize)]
 pub struct CcSummary {
     pub cc: String,
@@ -27,6 +32,8 @@ pub struct CcSummary {
     /// Per job, JCT averaged over repetitions.
     pub jct_per_job_s: BTreeMap<String, f64>,
     pub jobs_failed: usize,
+    /// Repetitions in which some worker's iteration took over [`STALL_RATIO`] times its median.
+    pub stalled_repetitions: usize,
     pub bytes_verified: u64,
     /// mean JCT / the best TCP's mean JCT (absent for TCP rows when there is no mlcc).
     pub ratio_to_best_tcp: Option<f64>,
@@ -79,6 +86,13 @@ fn pct(v: &mut [f64], q: f64) -> f64 {
     v.sort_by(f64::total_cmp);
     let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
     v[i]
+}
+
+/// Whether an iteration of some worker of `run` stalled ([`STALL_RATIO`]).
+fn stalled(run: &CcRun) -> bool {
+    run.jobs
+        .iter()
+        .any(|j| j.longest_iteration_ratio > STALL_RATIO)
 }
 
 pub fn summarize(
@@ -139,6 +153,7 @@ pub fn summarize(
                 mean_iteration_s: avg(iters),
                 jct_per_job_s: avg(per_job),
                 jobs_failed: mine.iter().flat_map(|r| &r.jobs).filter(|j| !j.ok).count(),
+                stalled_repetitions: mine.iter().filter(|r| stalled(r)).count(),
                 bytes_verified: mine
                     .iter()
                     .flat_map(|r| &r.jobs)
@@ -254,6 +269,22 @@ fn learned_table(s: &Summary) -> String {
     t
 }
 
+/// Per CC, how many repetitions stalled, where any did.
+fn stalls_line(s: &Summary) -> String {
+    if s.ccs.iter().all(|c| c.stalled_repetitions == 0) {
+        return String::new();
+    }
+    let counts: Vec<String> = s
+        .ccs
+        .iter()
+        .map(|c| format!("{} {} of {}", c.cc, c.stalled_repetitions, c.repetitions))
+        .collect();
+    format!(
+        "\nRepetitions with a stalled iteration (a worker's, over {STALL_RATIO}× its median): {}.\n",
+        counts.join(", ")
+    )
+}
+
 pub fn markdown(s: &Summary) -> String {
     let mut t = format!(
         "## {}{}: job completion time per congestion control ({} repetition(s), links' bucket \
@@ -304,6 +335,7 @@ pub fn markdown(s: &Summary) -> String {
             if r >= 0.0 { "below" } else { "above" }
         );
     }
+    t += &stalls_line(s);
     if s.isolated_mean_jct_s.is_some() {
         t += "\n`isolated`: every job alone on its hosts (kernel TCP, no cross traffic); \
               contention recovered = (best TCP − CC) / (best TCP − isolated), in mean JCT.\n";
@@ -549,6 +581,7 @@ mod tests {
                     jct_s,
                     shift_s: 0.0,
                     mean_iteration_s: jct_s,
+                    longest_iteration_ratio: 1.5,
                     bytes_verified: 1,
                     bytes_sent: 1,
                     socket_cc: cc.into(),
@@ -606,6 +639,35 @@ mod tests {
             "{md}"
         );
         assert!(!md.contains("Learned without progress files"), "{md}");
+    }
+
+    #[test]
+    fn stalled_repetitions_are_counted_per_cc_and_named_only_where_one_stalled() {
+        let mut stalled = run("mlcc/library-waits=off", &[13.0, 12.5]);
+        stalled.jobs[1].longest_iteration_ratio = 8.5;
+        let runs = vec![
+            run("mlcc", &[8.0, 9.0]),
+            stalled,
+            run("mlcc", &[8.2, 9.1]),
+            run("mlcc/library-waits=off", &[8.1, 9.0]),
+        ];
+        let s = summarize("t", true, std::time::Duration::from_millis(2), 0, runs);
+        let row = |cc: &str| s.ccs.iter().find(|c| c.cc == cc).unwrap();
+        assert_eq!(row("mlcc").stalled_repetitions, 0);
+        assert_eq!(row("mlcc/library-waits=off").stalled_repetitions, 1);
+        let md = markdown(&s);
+        assert!(
+            md.contains("mlcc 0 of 2, mlcc/library-waits=off 1 of 2"),
+            "{md}"
+        );
+        let calm = summarize(
+            "t",
+            true,
+            std::time::Duration::from_millis(2),
+            0,
+            vec![run("mlcc", &[8.0])],
+        );
+        assert!(!markdown(&calm).contains("stalled"));
     }
 
     #[test]
