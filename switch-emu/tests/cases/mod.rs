@@ -1,5 +1,4 @@
 mod cli;
-mod flood;
 mod grpc;
 mod properties;
 mod session;

@@ -9,7 +9,13 @@
 //! same on a fast machine and on a loaded 2-core CI runner in a debug build. Figures are printed
 //! as one JSON line. Scale from the environment: FLOOD_SECONDS (flood phase, default 8),
 //! FLOOD_BASELINE_HOSTS (default 50), FLOOD_FACTOR (default 10), FLOOD_MAX_HOSTS (default 5000),
-//! e.g. `FLOOD_SECONDS=20 cargo test --release -p mlcc-switch-emu --test tests flood:: -- --nocapture`.
+//! e.g. `FLOOD_SECONDS=20 cargo test --release -p mlcc-switch-emu --test flood -- --nocapture`.
+//!
+//! A binary of its own, so that cargo runs it after the other cases and not beside them: the
+//! flood is sized by the rate measured in its first phase, and the other cases' switches,
+//! started and stopped while it runs, would load the machine differently in each phase.
+
+mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -58,7 +64,7 @@ fn server(hosts: u64) -> (KillOnDrop, String) {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let (addr, _) = crate::common::announced_addr(&mut lines);
+    let (addr, _) = common::announced_addr(&mut lines);
     // Keep draining its logs so a full pipe never blocks the server.
     std::thread::spawn(move || for _ in lines {});
     (KillOnDrop(child), addr)
