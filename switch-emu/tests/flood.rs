@@ -17,12 +17,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, Stdio};
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+use common::KillOnDrop;
 use mlcc_proto::v1 as pb;
 use mlcc_proto::v1::switch_client::SwitchClient;
 use tonic::transport::Channel;
@@ -36,15 +37,6 @@ fn env(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts the server on an ephemeral port; returns it and its address.
 fn server(hosts: u64) -> (KillOnDrop, String) {
     let topo = std::env::temp_dir().join(format!("mlcc-flood-{}.toml", std::process::id()));
@@ -53,21 +45,26 @@ fn server(hosts: u64) -> (KillOnDrop, String) {
         format!("[generate]\nkind = \"single-switch\"\nhosts = {hosts}\nhost_link = \"25Gbit\"\n"),
     )
     .unwrap();
-    let mut child = Command::new(BIN)
-        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
-        .args(["--switch", "sw1", "--tau", "60ms", "--horizon", "10"])
-        .args(["--log-format", "json", "--worker-threads", "1"])
-        .arg("--topology")
-        .arg(&topo)
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let (addr, _) = common::announced_addr(&mut lines);
+    let (child, addr, _, log) = common::switchd(
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--switch",
+            "sw1",
+            "--tau",
+            "60ms",
+            "--horizon",
+            "10",
+            "--worker-threads",
+            "1",
+        ],
+        &topo,
+    );
     // Keep draining its logs so a full pipe never blocks the server.
-    std::thread::spawn(move || for _ in lines {});
-    (KillOnDrop(child), addr)
+    std::thread::spawn(move || for _ in log {});
+    (child, addr)
 }
 
 fn fetch(host: &str, flows: usize) -> pb::FetchFeedbackRequest {

@@ -1660,10 +1660,11 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
                 r.bytes_sent += rep.bytes_sent;
                 r.socket_cc = rep.cc.clone();
                 r.progress_files &= rep.progress_file;
-                let mean_iteration_s = (rep.role != "ps-server" && !rep.iteration_s.is_empty())
+                let worker = rep.role != "ps-server";
+                let mean_iteration_s = (worker && !rep.iteration_s.is_empty())
                     .then(|| rep.iteration_s.iter().sum::<f64>() / rep.iteration_s.len() as f64);
                 iters.extend(mean_iteration_s);
-                if rep.role != "ps-server" {
+                if worker {
                     let ratio = longest_over_median(&rep.iteration_s);
                     r.longest_iteration_ratio = r.longest_iteration_ratio.max(ratio);
                 }

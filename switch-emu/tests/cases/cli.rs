@@ -1,11 +1,10 @@
 //! The `mlcc-switchd` binary: serving with JSON logs, stopping on SIGTERM, and the bench
 //! subcommand printing valid JSON (a small run; no timing is asserted).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::common::announced_addr;
+use crate::common::switchd;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mlcc-switchd");
 
@@ -23,17 +22,6 @@ fn topology_file(test: &str) -> std::path::PathBuf {
     )
     .unwrap();
     p
-}
-
-/// Kills the server if the test fails half-way, so it does not outlive the test (and hold the
-/// test runner's output pipe open).
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// `mlcc-switchd bench` against `addr`: 4 hosts × 3 flows, 3 measured slots after one warm-up.
@@ -83,21 +71,25 @@ fn assert_accounted(report: &serde_json::Value) {
 #[test]
 fn serves_benches_and_stops_on_sigterm() {
     let topo = topology_file("serve");
-    let child = Command::new(BIN)
-        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
-        .args(["--switch", "sw1", "--tau", "20ms", "--horizon", "4"])
-        .args(["--feedback-mode", "all-others", "--log-format", "json"])
-        .arg("--topology")
-        .arg(&topo)
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = KillOnDrop(child);
+    let (mut child, addr, message, lines) = switchd(
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--switch",
+            "sw1",
+            "--tau",
+            "20ms",
+            "--horizon",
+            "4",
+            "--feedback-mode",
+            "all-others",
+        ],
+        &topo,
+    );
     let child = &mut child.0;
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    // The JSON log line announcing the gRPC address (the port is ephemeral).
-    let (addr, message) = announced_addr(&mut lines);
+    // The port is ephemeral: the address is the one the log announced.
     assert_eq!(message, "serving mlcc.v1.Switch");
 
     let pid = child.id().to_string();
@@ -146,24 +138,20 @@ fn serves_benches_and_stops_on_sigterm() {
 #[test]
 fn the_transport_baseline_answers_every_message() {
     let topo = topology_file("baseline");
-    let child = Command::new(BIN)
-        .args([
+    let (_child, addr, message, _log) = switchd(
+        &[
             "bench-baseline",
             "--listen",
             "127.0.0.1:0",
             "--switch",
             "sw1",
-        ])
-        .args(["--tau", "20ms", "--horizon", "4", "--log-format", "json"])
-        .arg("--topology")
-        .arg(&topo)
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = KillOnDrop(child);
-    let mut lines = BufReader::new(child.0.stderr.take().unwrap()).lines();
-    let (addr, message) = announced_addr(&mut lines);
+            "--tau",
+            "20ms",
+            "--horizon",
+            "4",
+        ],
+        &topo,
+    );
     assert!(message.contains("baseline"), "{message}");
     let report = bench(&addr, &[]);
     assert_accounted(&report);

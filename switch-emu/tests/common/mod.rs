@@ -157,6 +157,40 @@ pub async fn load(
     r.flows[0].links[0].load_bytes_per_sec.clone()
 }
 
+/// A `mlcc-switchd` process, killed if the test fails half-way so it does not outlive the test
+/// (and hold the test runner's output pipe open).
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The log a [`switchd`] process writes after its announcement.
+pub type Log = std::io::Lines<std::io::BufReader<std::process::ChildStderr>>;
+
+/// Starts the crate's `mlcc-switchd` with `args`, JSON logs at info and `topology`, and reads its
+/// log until it announces its gRPC address; returns the process, the address, the announcement
+/// and the rest of its log.
+pub fn switchd(args: &[&str], topology: &std::path::Path) -> (KillOnDrop, String, String, Log) {
+    use std::io::BufRead;
+    let mut child = KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_mlcc-switchd"))
+            .args(args)
+            .args(["--log-format", "json", "--topology"])
+            .arg(topology)
+            .env("RUST_LOG", "info")
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut log = std::io::BufReader::new(child.0.stderr.take().unwrap()).lines();
+    let (addr, announcement) = announced_addr(&mut log);
+    (child, addr, announcement, log)
+}
+
 /// Reads a `mlcc-switchd` process's JSON log lines (`--log-format json`) until it announces its
 /// gRPC address, as the switch and `bench-baseline` both do ("serving mlcc.v1.Switch…");
 /// returns the address and the announcement.
