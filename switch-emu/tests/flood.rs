@@ -46,20 +46,7 @@ fn server(hosts: u64) -> (KillOnDrop, String) {
     )
     .unwrap();
     let (child, addr, _, log) = common::switchd(
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--switch",
-            "sw1",
-            "--tau",
-            "60ms",
-            "--horizon",
-            "10",
-            "--worker-threads",
-            "1",
-        ],
+        "--metrics-listen 127.0.0.1:0 --tau 60ms --horizon 10 --worker-threads 1",
         &topo,
     );
     // Keep draining its logs so a full pipe never blocks the server.

@@ -72,20 +72,7 @@ fn assert_accounted(report: &serde_json::Value) {
 fn serves_benches_and_stops_on_sigterm() {
     let topo = topology_file("serve");
     let (mut child, addr, message, lines) = switchd(
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--switch",
-            "sw1",
-            "--tau",
-            "20ms",
-            "--horizon",
-            "4",
-            "--feedback-mode",
-            "all-others",
-        ],
+        "--metrics-listen 127.0.0.1:0 --tau 20ms --horizon 4 --feedback-mode all-others",
         &topo,
     );
     let child = &mut child.0;
@@ -138,20 +125,7 @@ fn serves_benches_and_stops_on_sigterm() {
 #[test]
 fn the_transport_baseline_answers_every_message() {
     let topo = topology_file("baseline");
-    let (_child, addr, message, _log) = switchd(
-        &[
-            "bench-baseline",
-            "--listen",
-            "127.0.0.1:0",
-            "--switch",
-            "sw1",
-            "--tau",
-            "20ms",
-            "--horizon",
-            "4",
-        ],
-        &topo,
-    );
+    let (_child, addr, message, _log) = switchd("bench-baseline --tau 20ms --horizon 4", &topo);
     assert!(message.contains("baseline"), "{message}");
     let report = bench(&addr, &[]);
     assert_accounted(&report);

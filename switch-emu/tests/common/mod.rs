@@ -171,14 +171,15 @@ impl Drop for KillOnDrop {
 /// The log a [`switchd`] process writes after its announcement.
 pub type Log = std::io::Lines<std::io::BufReader<std::process::ChildStderr>>;
 
-/// Starts the crate's `mlcc-switchd` with `args`, JSON logs at info and `topology`, and reads its
-/// log until it announces its gRPC address; returns the process, the address, the announcement
-/// and the rest of its log.
-pub fn switchd(args: &[&str], topology: &std::path::Path) -> (KillOnDrop, String, String, Log) {
+/// Starts the crate's `mlcc-switchd` with `args` (split at whitespace), on an ephemeral port as
+/// switch `sw1` with JSON logs at info and `topology`, and reads its log until it announces its
+/// gRPC address; returns the process, the address, the announcement and the rest of its log.
+pub fn switchd(args: &str, topology: &std::path::Path) -> (KillOnDrop, String, String, Log) {
     use std::io::BufRead;
     let mut child = KillOnDrop(
         std::process::Command::new(env!("CARGO_BIN_EXE_mlcc-switchd"))
-            .args(args)
+            .args(args.split_whitespace())
+            .args(["--listen", "127.0.0.1:0", "--switch", "sw1"])
             .args(["--log-format", "json", "--topology"])
             .arg(topology)
             .env("RUST_LOG", "info")
