@@ -11,6 +11,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fds = protox::compile(["mlcc.proto"], ["."])?;
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out.join("mlcc_descriptor.bin"), fds.encode_to_vec())?;
-    tonic_prost_build::configure().compile_fds(fds)?;
+    // Prost's codec, with requests over the flow cap refused before decoding (src/codec.rs).
+    tonic_prost_build::configure()
+        .codec_path("crate::codec::CappedCodec")
+        .compile_fds(fds)?;
     Ok(())
 }

@@ -3,6 +3,8 @@
 //! Kept apart from every other crate so that a client (mlccd, a test, a third-party tool) can
 //! speak the protocol without pulling in the planning core, and the wire stays one piece.
 
+pub mod codec;
+
 pub mod v1 {
     #![allow(clippy::all, missing_docs)]
     tonic::include_proto!("mlcc.v1");

@@ -116,14 +116,15 @@ fn rss_kib(pid: u32) -> Option<u64> {
 /// deadline. The switch serves its connection in turn with the flood's (one runtime thread), so
 /// each call waits for at most one round of the other tasks, which admission control keeps short;
 /// 75% leaves room for a debug build on a loaded 2-core machine, where this process, the
-/// generator and the switch share the cores (measured 82-87% there), without letting a switch
+/// generator and the switch share the cores (measured 99% there, 80% when the switch decoded an
+/// over-cap call whole before refusing it), without letting a switch
 /// that starves the client pass: without session admission control it answered 4%.
 const MIN_PROBE_SUCCESS: f64 = 0.75;
 
 /// Longest the well-formed client may go without an answer: ten slots (K). A scheduler that
 /// misses a few slots plans on stale feedback; one that misses K loses its bookings to expiry.
-/// Measured 0.42-0.56 s in a debug build on a loaded 2-core machine; 7.8 s without admission
-/// control.
+/// Measured 0.16-0.28 s in a debug build on a loaded 2-core machine (0.43-0.61 s when the switch
+/// decoded an over-cap call whole); 7.8 s without admission control.
 const MAX_PROBE_GAP: Duration = Duration::from_millis(600);
 
 /// RSS growth allowed over the flood. The switch's state is bounded (entries expire within K
