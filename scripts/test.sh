@@ -42,11 +42,11 @@ else
   [ "$rc" -eq 2 ] || { echo "gpu-check.sh without a GPU exited $rc, expected 2" >&2; exit 1; }
 fi
 phase "Debian packages, installed into a fresh Debian root (scripts/test-packages.sh)"
-# The debug binaries, not the operators' default dist (or release): the packaging, the install
-# and the guide below are the same for every profile, and an optimized build costs 7 minutes of
-# a 2-core CI machine (the debug one, a few crates whose features `cargo build` resolves
-# otherwise than `cargo test`).
-scripts/test-packages.sh --profile dev
+# The debug binaries `cargo test --workspace` built above, not the operators' default dist (or
+# release): the packaging, the install and the guide below are the same for every profile, and
+# an optimized build costs 7 minutes of a 2-core CI machine (a `cargo build` of the debug ones,
+# 2 minutes: it resolves some crates' features otherwise than `cargo test`).
+scripts/test-packages.sh --profile dev --no-build
 phase "the operator's guide, run in a systemd container (scripts/test-guide.sh)"
 scripts/test-guide.sh
 phase "fuzz targets, bounded (scripts/fuzz.sh; FUZZ_SECONDS per target, default 30)"
