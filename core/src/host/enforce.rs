@@ -210,10 +210,12 @@ mod tests {
         assert_eq!(paced(on.enforce), on.decision.achievable);
         let off = one(without("flush-tail"), 1, &f);
         assert!(paced(off.enforce) < 0.35 * CAP, "{:?}", off.enforce);
-        // Not a tail: more than 5 % of a slot's bytes, or bytes the sender does not hold yet.
+        // Not a tail: more than a slot's bytes at the path's rate, or bytes the sender does not
+        // hold yet.
+        let slot_bytes = on.decision.achievable * cfg().slots.tau_secs();
         let mut big = f.clone();
-        big.remaining_bytes = Some(2.0 * MB);
-        big.app_backlog = Some(2.0 * MB);
+        big.remaining_bytes = Some(1.5 * slot_bytes);
+        big.app_backlog = Some(1.5 * slot_bytes);
         assert!(paced(one(cfg(), 1, &big).enforce) < 0.35 * CAP);
         let mut waiting = f.clone();
         waiting.app_backlog = Some(0.1 * MB);
