@@ -281,6 +281,28 @@ impl Cc {
         }
     }
 
+    /// Parses a `--cc` list. Runs are grouped by [`Self::name`], so two different CCs of one name
+    /// (`isolated` and `isolated/bbr`) would be pooled into one row: refused.
+    pub fn parse_list<S: AsRef<str>>(names: &[S]) -> Result<Vec<Cc>, String> {
+        let ccs: Vec<Cc> = names
+            .iter()
+            .map(|n| Cc::parse(n.as_ref()))
+            .collect::<Result<_, _>>()?;
+        for i in 0..ccs.len() {
+            let same = |j: &usize| ccs[*j].name() == ccs[i].name() && ccs[*j] != ccs[i];
+            if let Some(j) = (0..i).find(same) {
+                return Err(format!(
+                    "{} and {} are both reported as `{}`, so their runs would be pooled: \
+                     run them in separate invocations",
+                    names[j].as_ref(),
+                    names[i].as_ref(),
+                    ccs[i].name()
+                ));
+            }
+        }
+        Ok(ccs)
+    }
+
     pub fn name(&self) -> &str {
         match self {
             Cc::Kernel { name, .. } => name,
@@ -2211,6 +2233,14 @@ mod tests {
         assert!(m.is_mlcc() && Cc::parse("mlcc").unwrap().is_mlcc());
         assert_eq!(Cc::parse("isolated"), Ok(Cc::Isolated("cubic".into())));
         assert_eq!(Cc::parse("isolated/bbr").unwrap().name(), "isolated");
+        let both = Cc::parse_list(&["cubic", "isolated", "isolated/bbr"]).unwrap_err();
+        assert!(both.contains("isolated and isolated/bbr"), "{both}");
+        assert_eq!(
+            Cc::parse_list(&["bbr", "isolated/bbr", "bbr"])
+                .unwrap()
+                .len(),
+            3
+        );
         use mlcc_bpf::mltcp::Base;
         for (spec, base) in [
             ("mltcp", Base::Reno),

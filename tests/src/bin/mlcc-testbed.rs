@@ -97,7 +97,8 @@ enum Cmd {
         /// (the MLTCP peer baseline: its BPF CC over Reno and a ratio feeder per host) or
         /// `mltcp/cubic` (the same over the kernel's CUBIC; `mltcp/reno` is `mltcp`), or
         /// `isolated[/<kernel CC>]` (every job alone on its hosts under cubic or the CC named,
-        /// no cross traffic: the lower bound), or `cassini[/<kernel CC>]` (Cassini: each job's
+        /// no cross traffic: the lower bound; one per run, reported as `isolated`), or
+        /// `cassini[/<kernel CC>]` (Cassini: each job's
         /// start held back by the time shift mlcc-sim's `cassini` gives it on this scenario,
         /// cubic or the CC named underneath).
         #[arg(long, value_delimiter = ',', default_value = "cubic,reno,bbr,mlcc")]
@@ -218,14 +219,7 @@ fn real_main(a: Args) -> Result<(), String> {
             if repeat == 0 {
                 return Err("--repeat must be at least 1".into());
             }
-            let ccs = cc
-                .map(|names| {
-                    names
-                        .iter()
-                        .map(|n| Cc::parse(n))
-                        .collect::<Result<Vec<_>, _>>()
-                })
-                .transpose()?;
+            let ccs = cc.map(|names| Cc::parse_list(&names)).transpose()?;
             let b = bins(bin_dir).map_err(|e| e.to_string())?;
             let md = figure::run(fig, ccs, quick, points.as_deref(), repeat, &b, &out)?;
             println!("{md}");
@@ -283,7 +277,7 @@ fn real_main(a: Args) -> Result<(), String> {
                     mlcc_testbed::scenario::parse_loss(&l).map_err(|e| format!("--loss: {e}"))?,
                 );
             }
-            let ccs: Vec<Cc> = cc.iter().map(|c| Cc::parse(c)).collect::<Result<_, _>>()?;
+            let ccs = Cc::parse_list(&cc)?;
             let b = bins(bin_dir).map_err(|e| e.to_string())?;
             let bar = experiment::job_bar((ccs.len() * repeat * scn.jobs.len()) as u64)?;
             let (s, out) = experiment::run_set(&scn, &ccs, repeat, quick, &b, &out, &bar)?;
