@@ -100,14 +100,6 @@ impl FromStr for RankRule {
 /// orders no connection below it ([`super::Connections`]).
 pub const RATE_FLOOR_BYTES_PER_SEC: u64 = 125_000;
 
-/// The tail a flow flushes at its path's rate ([`PolicyConfig::flush_tail`]): at most this share
-/// of what the path carries in a slot. All of it: whatever the flow's last slot holds, since what
-/// waits on its last byte (a PS reply to the whole aggregate, a ring's next step) starts only
-/// when it is through. At 5 % (about 180 kB of a 1 Gbit/s path's 30-ms slot), the last 0.2 MB
-/// of `two-tier`'s ResNet50 pushes was spread over a whole slot while both replies waited on
-/// it (mlcc-sim's model of the testbed).
-pub const FLUSH_TAIL_SHARE: f64 = 1.0;
-
 /// The share of every link's capacity the policy leaves unplanned ([`PolicyConfig::link_headroom`]):
 /// 0.36 MB/s of a 1 Gbit/s link, the rate floor of about three held-back connections.
 pub const LINK_HEADROOM_SHARE: f64 = 0.003;
@@ -184,12 +176,12 @@ pub struct PolicyConfig {
     /// held the link restarted at the rate floor, and real PS-Lite's request/response rounds
     /// crawled (its namespace test failed two runs in three).
     pub standby_pace: bool,
-    /// A flow holding all it has left, when that is at most [`FLUSH_TAIL_SHARE`] of what its
-    /// path carries in a slot, is paced at the path's rate: it finishes early in the slot
-    /// instead of exactly at its end, so what waits on it starts within the slot, and no
-    /// squeeze on an overbooked link leaves a few bytes — and the whole iteration — for the
-    /// next slot, and the next (measured in mlcc-sim: tails of kilobytes crawling at the rate
-    /// floor for three slots). Its booking stays what Alg. 1 planned.
+    /// A flow holding all it has left, when its path carries that in one slot, is paced at the
+    /// path's rate: it finishes early in the slot instead of exactly at its end, so what waits
+    /// on its last byte (a PS reply to the whole aggregate, a ring's next step) starts within
+    /// the slot, and no squeeze on an overbooked link leaves a few bytes — and the whole
+    /// iteration — for the next slot, and the next (mlcc-sim: tails of kilobytes crawling at the
+    /// rate floor for three slots). Its booking stays what Alg. 1 planned.
     pub flush_tail: bool,
     /// Lowest rate ordered per connection (bytes/s): Linux pacing stamps do not move when the
     /// rate rises, so a lower rate would freeze a held-back flow long after it resumed.

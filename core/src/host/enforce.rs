@@ -5,7 +5,7 @@
 //! warm ([`PolicyConfig::warm_resume`], [`PolicyConfig::warm_held`]), and with a tail it holds
 //! flushed at its path's rate ([`PolicyConfig::flush_tail`]).
 
-use super::config::{FLUSH_TAIL_SHARE, Fill, PolicyConfig, WARM_MAX_PER_CONNECTION, WARM_SHARE};
+use super::config::{Fill, PolicyConfig, WARM_MAX_PER_CONNECTION, WARM_SHARE};
 use super::degraded::Degraded;
 use super::key::finishes_in_a_slot;
 use super::local::Local;
@@ -82,10 +82,9 @@ fn pace_rate(cfg: &PolicyConfig, f: &Local<'_>, d: &FlowDecision, pace: Option<f
     rate
 }
 
-/// Whether `f` holds all it has left and that is a tail ([`FLUSH_TAIL_SHARE`] of what `rate`
-/// moves in a slot of `tau`).
+/// Whether `f` holds all it has left and that is a tail: what `rate` moves in a slot of `tau`.
 fn is_tail(f: &Local<'_>, rate: f64, tau: f64) -> bool {
-    f.holds_all() && finishes_in_a_slot(f.remaining, FLUSH_TAIL_SHARE * rate, tau)
+    f.holds_all() && finishes_in_a_slot(f.remaining, rate, tau)
 }
 
 #[cfg(test)]
