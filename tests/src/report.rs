@@ -44,6 +44,22 @@ pub struct CcSummary {
     /// bytes per repetition and the flows' mean goodput.
     pub cross_bytes_per_repetition: Option<f64>,
     pub cross_mean_rate_mbit: Option<f64>,
+    /// Its job slowest against the same job under the best TCP (mean JCTs over the
+    /// repetitions), where a TCP ran: issue 37 asks that none be over 10 % slower.
+    pub worst_job_vs_best_tcp: Option<JobAgainst>,
+    /// Whether every repetition's mean was below every repetition's mean of the best TCP:
+    /// below it by more than the repetitions' spread (absent for the best TCP itself).
+    pub below_best_tcp_beyond_spread: Option<bool>,
+}
+
+/// One job's mean JCT under a CC against its mean JCT under the best TCP.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobAgainst {
+    pub job: String,
+    pub jct_s: f64,
+    pub best_tcp_jct_s: f64,
+    /// jct_s / best_tcp_jct_s.
+    pub ratio: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -169,6 +185,8 @@ pub fn summarize(
                     mine.iter()
                         .filter_map(|r| r.cross.as_ref().map(|x| x.mean_rate_mbit)),
                 ),
+                worst_job_vs_best_tcp: None,
+                below_best_tcp_beyond_spread: None,
             }
         })
         .collect();
@@ -181,12 +199,17 @@ pub fn summarize(
         .iter()
         .find(|c| c.cc == "isolated")
         .map(|c| c.mean_jct_s);
-    if let Some((_, b)) = &best {
+    if let Some((name, b)) = &best {
+        let tcp = ccs.iter().find(|c| &c.cc == name).cloned();
         for c in &mut ccs {
             c.ratio_to_best_tcp = Some(c.mean_jct_s / b);
             c.contention_recovered = isolated
                 .filter(|i| b - i > 1e-9 && c.cc != "isolated")
                 .map(|i| (b - c.mean_jct_s) / (b - i));
+            if let Some(tcp) = tcp.as_ref().filter(|t| t.cc != c.cc) {
+                c.worst_job_vs_best_tcp = worst_job(c, tcp);
+                c.below_best_tcp_beyond_spread = Some(beyond_spread(c, tcp));
+            }
         }
     }
     let reduction = best.as_ref().and_then(|(_, b)| {
@@ -206,6 +229,29 @@ pub fn summarize(
         ccs,
         runs,
     }
+}
+
+/// The job of `c` slowest against the same job under `tcp`, among the jobs both ran.
+fn worst_job(c: &CcSummary, tcp: &CcSummary) -> Option<JobAgainst> {
+    c.jct_per_job_s
+        .iter()
+        .filter_map(|(job, &jct)| {
+            let &best = tcp.jct_per_job_s.get(job)?;
+            (best > 0.0).then(|| JobAgainst {
+                job: job.clone(),
+                jct_s: jct,
+                best_tcp_jct_s: best,
+                ratio: jct / best,
+            })
+        })
+        .max_by(|a, b| a.ratio.total_cmp(&b.ratio))
+}
+
+/// Whether `c`'s slowest repetition was faster than `tcp`'s fastest.
+fn beyond_spread(c: &CcSummary, tcp: &CcSummary) -> bool {
+    let max = |v: &[f64]| v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+    max(&c.mean_jct_per_repetition_s) < min(&tcp.mean_jct_per_repetition_s)
 }
 
 /// A table of one per-job figure, a column per CC, with `decimals` digits.
@@ -265,6 +311,32 @@ fn learned_table(s: &Summary) -> String {
                 or_dash(l.period_error_slots_max.map(|e| format!("{e:.1}"))),
             );
         }
+    }
+    t
+}
+
+/// mlcc against the best TCP beyond the mean: whether every repetition was faster, and its
+/// slowest job against the same job under the best TCP.
+fn against_best_line(s: &Summary) -> String {
+    let Some(m) = s.ccs.iter().find(|c| c.cc == "mlcc") else {
+        return String::new();
+    };
+    let mut t = String::new();
+    if let Some(apart) = m.below_best_tcp_beyond_spread {
+        t += if apart {
+            "Every mlcc repetition was faster than every repetition of the best TCP.\n"
+        } else {
+            "The repetitions of mlcc and of the best TCP overlap: no difference beyond their spread.\n"
+        };
+    }
+    if let Some(w) = &m.worst_job_vs_best_tcp {
+        t += &format!(
+            "mlcc's job slowest against the best TCP: {}, {:.2} s against {:.2} ({:+.1} %).\n",
+            w.job,
+            w.jct_s,
+            w.best_tcp_jct_s,
+            (w.ratio - 1.0) * 100.0
+        );
     }
     t
 }
@@ -334,6 +406,7 @@ pub fn markdown(s: &Summary) -> String {
             r.abs() * 100.0,
             if r >= 0.0 { "below" } else { "above" }
         );
+        t += &against_best_line(s);
     }
     t += &stalls_line(s);
     if s.isolated_mean_jct_s.is_some() {
@@ -639,6 +712,52 @@ mod tests {
             "{md}"
         );
         assert!(!md.contains("Learned without progress files"), "{md}");
+    }
+
+    #[test]
+    fn mlcc_is_checked_against_the_best_tcp_job_by_job_and_beyond_the_spread() {
+        let s = summarize(
+            "t",
+            true,
+            std::time::Duration::from_millis(2),
+            0,
+            vec![
+                run("bbr", &[10.0, 12.0]),
+                run("mlcc", &[8.0, 12.6]),
+                run("cubic", &[11.0, 13.0]),
+                run("bbr", &[10.4, 12.4]),
+                run("mlcc", &[8.4, 13.0]),
+                run("cubic", &[11.0, 13.0]),
+            ],
+        );
+        let row = |cc: &str| s.ccs.iter().find(|c| c.cc == cc).unwrap();
+        // j1: 12.8 s against bbr's 12.2, the slowest of mlcc's jobs against bbr's.
+        let w = row("mlcc").worst_job_vs_best_tcp.clone().unwrap();
+        assert_eq!(w.job, "j1");
+        assert!((w.ratio - 12.8 / 12.2).abs() < 1e-12, "{w:?}");
+        // mlcc's repetitions 10.3 and 10.7, bbr's 11.0 and 11.4: apart; cubic's 12.0 are not
+        // below bbr's.
+        assert_eq!(row("mlcc").below_best_tcp_beyond_spread, Some(true));
+        assert_eq!(row("cubic").below_best_tcp_beyond_spread, Some(false));
+        assert_eq!(row("bbr").below_best_tcp_beyond_spread, None);
+        assert_eq!(row("bbr").worst_job_vs_best_tcp, None);
+        let md = markdown(&s);
+        assert!(md.contains("Every mlcc repetition was faster"), "{md}");
+        assert!(md.contains("j1, 12.80 s against 12.20 (+4.9 %)"), "{md}");
+        // One mlcc repetition as slow as bbr's fastest: inside the spread.
+        let close = summarize(
+            "t",
+            true,
+            std::time::Duration::from_millis(2),
+            0,
+            vec![
+                run("bbr", &[10.0, 12.0]),
+                run("mlcc", &[9.0, 13.0]),
+                run("bbr", &[11.0, 11.0]),
+                run("mlcc", &[9.0, 10.0]),
+            ],
+        );
+        assert!(markdown(&close).contains("no difference beyond their spread"));
     }
 
     #[test]
