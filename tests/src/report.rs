@@ -47,9 +47,21 @@ pub struct CcSummary {
     /// Its job slowest against the same job under the best TCP (mean JCTs over the
     /// repetitions), where a TCP ran: issue 37 asks that none be over 10 % slower.
     pub worst_job_vs_best_tcp: Option<JobAgainst>,
-    /// Whether every repetition's mean was below every repetition's mean of the best TCP:
-    /// below it by more than the repetitions' spread (absent for the best TCP itself).
-    pub below_best_tcp_beyond_spread: Option<bool>,
+    /// Where its repetitions' means lie against the best TCP's (absent for the best TCP
+    /// itself): all below them is below it by more than the repetitions' spread.
+    pub spread_vs_best_tcp: Option<Spread>,
+}
+
+/// Where one CC's repetition means lie against another's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Spread {
+    /// Every one below every one of the other's.
+    Below,
+    /// The two ranges overlap: no difference beyond the spread.
+    Overlap,
+    /// Every one above every one of the other's.
+    Above,
 }
 
 /// One job's mean JCT under a CC against its mean JCT under the best TCP.
@@ -186,7 +198,7 @@ pub fn summarize(
                         .filter_map(|r| r.cross.as_ref().map(|x| x.mean_rate_mbit)),
                 ),
                 worst_job_vs_best_tcp: None,
-                below_best_tcp_beyond_spread: None,
+                spread_vs_best_tcp: None,
             }
         })
         .collect();
@@ -208,7 +220,7 @@ pub fn summarize(
                 .map(|i| (b - c.mean_jct_s) / (b - i));
             if let Some(tcp) = tcp.as_ref().filter(|t| t.cc != c.cc) {
                 c.worst_job_vs_best_tcp = worst_job(c, tcp);
-                c.below_best_tcp_beyond_spread = Some(beyond_spread(c, tcp));
+                c.spread_vs_best_tcp = Some(spread(c, tcp));
             }
         }
     }
@@ -247,11 +259,18 @@ fn worst_job(c: &CcSummary, tcp: &CcSummary) -> Option<JobAgainst> {
         .max_by(|a, b| a.ratio.total_cmp(&b.ratio))
 }
 
-/// Whether `c`'s slowest repetition was faster than `tcp`'s fastest.
-fn beyond_spread(c: &CcSummary, tcp: &CcSummary) -> bool {
+/// Where `c`'s repetition means lie against `tcp`'s.
+fn spread(c: &CcSummary, tcp: &CcSummary) -> Spread {
     let max = |v: &[f64]| v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
-    max(&c.mean_jct_per_repetition_s) < min(&tcp.mean_jct_per_repetition_s)
+    let (mine, theirs) = (&c.mean_jct_per_repetition_s, &tcp.mean_jct_per_repetition_s);
+    if max(mine) < min(theirs) {
+        Spread::Below
+    } else if min(mine) > max(theirs) {
+        Spread::Above
+    } else {
+        Spread::Overlap
+    }
 }
 
 /// A table of one per-job figure, a column per CC, with `decimals` digits.
@@ -322,13 +341,18 @@ fn against_best_line(s: &Summary) -> String {
         return String::new();
     };
     let mut t = String::new();
-    if let Some(apart) = m.below_best_tcp_beyond_spread {
-        t += if apart {
+    t += match m.spread_vs_best_tcp {
+        Some(Spread::Below) => {
             "Every mlcc repetition was faster than every repetition of the best TCP.\n"
-        } else {
+        }
+        Some(Spread::Above) => {
+            "Every mlcc repetition was slower than every repetition of the best TCP.\n"
+        }
+        Some(Spread::Overlap) => {
             "The repetitions of mlcc and of the best TCP overlap: no difference beyond their spread.\n"
-        };
-    }
+        }
+        None => "",
+    };
     if let Some(w) = &m.worst_job_vs_best_tcp {
         t += &format!(
             "mlcc's job slowest against the best TCP: {}, {:.2} s against {:.2} ({:+.1} %).\n",
@@ -735,11 +759,10 @@ mod tests {
         let w = row("mlcc").worst_job_vs_best_tcp.clone().unwrap();
         assert_eq!(w.job, "j1");
         assert!((w.ratio - 12.8 / 12.2).abs() < 1e-12, "{w:?}");
-        // mlcc's repetitions 10.3 and 10.7, bbr's 11.0 and 11.4: apart; cubic's 12.0 are not
-        // below bbr's.
-        assert_eq!(row("mlcc").below_best_tcp_beyond_spread, Some(true));
-        assert_eq!(row("cubic").below_best_tcp_beyond_spread, Some(false));
-        assert_eq!(row("bbr").below_best_tcp_beyond_spread, None);
+        // mlcc's repetitions 10.3 and 10.7, bbr's 11.0 and 11.4: apart; cubic's 12.0, above.
+        assert_eq!(row("mlcc").spread_vs_best_tcp, Some(Spread::Below));
+        assert_eq!(row("cubic").spread_vs_best_tcp, Some(Spread::Above));
+        assert_eq!(row("bbr").spread_vs_best_tcp, None);
         assert_eq!(row("bbr").worst_job_vs_best_tcp, None);
         let md = markdown(&s);
         assert!(md.contains("Every mlcc repetition was faster"), "{md}");
@@ -758,6 +781,20 @@ mod tests {
             ],
         );
         assert!(markdown(&close).contains("no difference beyond their spread"));
+        // Every mlcc repetition slower: said so, not called an overlap.
+        let slower = summarize(
+            "t",
+            true,
+            std::time::Duration::from_millis(2),
+            0,
+            vec![
+                run("reno", &[4.4]),
+                run("mlcc", &[4.5]),
+                run("reno", &[4.4]),
+                run("mlcc", &[4.6]),
+            ],
+        );
+        assert!(markdown(&slower).contains("Every mlcc repetition was slower"));
     }
 
     #[test]
