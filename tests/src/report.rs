@@ -52,6 +52,17 @@ pub struct CcSummary {
     pub spread_vs_best_tcp: Option<Spread>,
 }
 
+impl CcSummary {
+    /// The lowest and highest of its repetitions' mean JCTs.
+    pub fn repetition_range(&self) -> (f64, f64) {
+        let v = &self.mean_jct_per_repetition_s;
+        (
+            v.iter().copied().fold(f64::INFINITY, f64::min),
+            v.iter().copied().fold(0.0, f64::max),
+        )
+    }
+}
+
 /// Where one CC's repetition means lie against another's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -70,8 +81,12 @@ pub struct JobAgainst {
     pub job: String,
     pub jct_s: f64,
     pub best_tcp_jct_s: f64,
-    /// jct_s / best_tcp_jct_s.
-    pub ratio: f64,
+}
+
+impl JobAgainst {
+    pub fn ratio(&self) -> f64 {
+        self.jct_s / self.best_tcp_jct_s
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -212,15 +227,21 @@ pub fn summarize(
         .find(|c| c.cc == "isolated")
         .map(|c| c.mean_jct_s);
     if let Some((name, b)) = &best {
-        let tcp = ccs.iter().find(|c| &c.cc == name).cloned();
-        for c in &mut ccs {
+        let against: Vec<_> = match ccs.iter().find(|c| &c.cc == name) {
+            Some(tcp) => ccs
+                .iter()
+                .map(|c| (c.cc != tcp.cc).then(|| (worst_job(c, tcp), spread(c, tcp))))
+                .collect(),
+            None => vec![None; ccs.len()],
+        };
+        for (c, against) in ccs.iter_mut().zip(against) {
             c.ratio_to_best_tcp = Some(c.mean_jct_s / b);
             c.contention_recovered = isolated
                 .filter(|i| b - i > 1e-9 && c.cc != "isolated")
                 .map(|i| (b - c.mean_jct_s) / (b - i));
-            if let Some(tcp) = tcp.as_ref().filter(|t| t.cc != c.cc) {
-                c.worst_job_vs_best_tcp = worst_job(c, tcp);
-                c.spread_vs_best_tcp = Some(spread(c, tcp));
+            if let Some((worst, spread)) = against {
+                c.worst_job_vs_best_tcp = worst;
+                c.spread_vs_best_tcp = Some(spread);
             }
         }
     }
@@ -253,20 +274,17 @@ fn worst_job(c: &CcSummary, tcp: &CcSummary) -> Option<JobAgainst> {
                 job: job.clone(),
                 jct_s: jct,
                 best_tcp_jct_s: best,
-                ratio: jct / best,
             })
         })
-        .max_by(|a, b| a.ratio.total_cmp(&b.ratio))
+        .max_by(|a, b| a.ratio().total_cmp(&b.ratio()))
 }
 
 /// Where `c`'s repetition means lie against `tcp`'s.
 fn spread(c: &CcSummary, tcp: &CcSummary) -> Spread {
-    let max = |v: &[f64]| v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
-    let (mine, theirs) = (&c.mean_jct_per_repetition_s, &tcp.mean_jct_per_repetition_s);
-    if max(mine) < min(theirs) {
+    let ((lo, hi), (tcp_lo, tcp_hi)) = (c.repetition_range(), tcp.repetition_range());
+    if hi < tcp_lo {
         Spread::Below
-    } else if min(mine) > max(theirs) {
+    } else if lo > tcp_hi {
         Spread::Above
     } else {
         Spread::Overlap
@@ -340,8 +358,7 @@ fn against_best_line(s: &Summary) -> String {
     let Some(m) = s.ccs.iter().find(|c| c.cc == "mlcc") else {
         return String::new();
     };
-    let mut t = String::new();
-    t += match m.spread_vs_best_tcp {
+    let mut t = String::from(match m.spread_vs_best_tcp {
         Some(Spread::Below) => {
             "Every mlcc repetition was faster than every repetition of the best TCP.\n"
         }
@@ -352,14 +369,14 @@ fn against_best_line(s: &Summary) -> String {
             "The repetitions of mlcc and of the best TCP overlap: no difference beyond their spread.\n"
         }
         None => "",
-    };
+    });
     if let Some(w) = &m.worst_job_vs_best_tcp {
         t += &format!(
             "mlcc's job slowest against the best TCP: {}, {:.2} s against {:.2} ({:+.1} %).\n",
             w.job,
             w.jct_s,
             w.best_tcp_jct_s,
-            (w.ratio - 1.0) * 100.0
+            (w.ratio() - 1.0) * 100.0
         );
     }
     t
@@ -393,16 +410,7 @@ pub fn markdown(s: &Summary) -> String {
     t += "| CC | mean JCT (s) | p50 | p99 | max | spread of repetition means (s) | vs best TCP | contention recovered | failed jobs | cross traffic: GB per run, mean Mbit/s |\n";
     t += "|---|---|---|---|---|---|---|---|---|---|\n";
     for c in &s.ccs {
-        let lo = c
-            .mean_jct_per_repetition_s
-            .iter()
-            .copied()
-            .fold(f64::INFINITY, f64::min);
-        let hi = c
-            .mean_jct_per_repetition_s
-            .iter()
-            .copied()
-            .fold(0.0, f64::max);
+        let (lo, hi) = c.repetition_range();
         let cross = match (c.cross_bytes_per_repetition, c.cross_mean_rate_mbit) {
             (Some(b), Some(r)) => format!("{:.2}, {r:.0}", b / 1e9),
             _ => "–".into(),
@@ -499,16 +507,7 @@ pub fn jct_bars(s: &Summary, path: &Path) -> Result<(), String> {
                 COLORS[i % COLORS.len()].filled(),
             )))
             .map_err(err)?;
-        let lo = c
-            .mean_jct_per_repetition_s
-            .iter()
-            .copied()
-            .fold(f64::INFINITY, f64::min);
-        let hi = c
-            .mean_jct_per_repetition_s
-            .iter()
-            .copied()
-            .fold(0.0, f64::max);
+        let (lo, hi) = c.repetition_range();
         if lo.is_finite() && hi > lo {
             chart
                 .draw_series(LineSeries::new(
@@ -738,27 +737,26 @@ mod tests {
         assert!(!md.contains("Learned without progress files"), "{md}");
     }
 
+    /// A quick run's summary of `runs`, 2-ms links, no classes.
+    fn summary_of(runs: Vec<CcRun>) -> Summary {
+        summarize("t", true, std::time::Duration::from_millis(2), 0, runs)
+    }
+
     #[test]
     fn mlcc_is_checked_against_the_best_tcp_job_by_job_and_beyond_the_spread() {
-        let s = summarize(
-            "t",
-            true,
-            std::time::Duration::from_millis(2),
-            0,
-            vec![
-                run("bbr", &[10.0, 12.0]),
-                run("mlcc", &[8.0, 12.6]),
-                run("cubic", &[11.0, 13.0]),
-                run("bbr", &[10.4, 12.4]),
-                run("mlcc", &[8.4, 13.0]),
-                run("cubic", &[11.0, 13.0]),
-            ],
-        );
+        let s = summary_of(vec![
+            run("bbr", &[10.0, 12.0]),
+            run("mlcc", &[8.0, 12.6]),
+            run("cubic", &[11.0, 13.0]),
+            run("bbr", &[10.4, 12.4]),
+            run("mlcc", &[8.4, 13.0]),
+            run("cubic", &[11.0, 13.0]),
+        ]);
         let row = |cc: &str| s.ccs.iter().find(|c| c.cc == cc).unwrap();
         // j1: 12.8 s against bbr's 12.2, the slowest of mlcc's jobs against bbr's.
         let w = row("mlcc").worst_job_vs_best_tcp.clone().unwrap();
         assert_eq!(w.job, "j1");
-        assert!((w.ratio - 12.8 / 12.2).abs() < 1e-12, "{w:?}");
+        assert!((w.ratio() - 12.8 / 12.2).abs() < 1e-12, "{w:?}");
         // mlcc's repetitions 10.3 and 10.7, bbr's 11.0 and 11.4: apart; cubic's 12.0, above.
         assert_eq!(row("mlcc").spread_vs_best_tcp, Some(Spread::Below));
         assert_eq!(row("cubic").spread_vs_best_tcp, Some(Spread::Above));
@@ -768,32 +766,20 @@ mod tests {
         assert!(md.contains("Every mlcc repetition was faster"), "{md}");
         assert!(md.contains("j1, 12.80 s against 12.20 (+4.9 %)"), "{md}");
         // One mlcc repetition as slow as bbr's fastest: inside the spread.
-        let close = summarize(
-            "t",
-            true,
-            std::time::Duration::from_millis(2),
-            0,
-            vec![
-                run("bbr", &[10.0, 12.0]),
-                run("mlcc", &[9.0, 13.0]),
-                run("bbr", &[11.0, 11.0]),
-                run("mlcc", &[9.0, 10.0]),
-            ],
-        );
+        let close = summary_of(vec![
+            run("bbr", &[10.0, 12.0]),
+            run("mlcc", &[9.0, 13.0]),
+            run("bbr", &[11.0, 11.0]),
+            run("mlcc", &[9.0, 10.0]),
+        ]);
         assert!(markdown(&close).contains("no difference beyond their spread"));
         // Every mlcc repetition slower: said so, not called an overlap.
-        let slower = summarize(
-            "t",
-            true,
-            std::time::Duration::from_millis(2),
-            0,
-            vec![
-                run("reno", &[4.4]),
-                run("mlcc", &[4.5]),
-                run("reno", &[4.4]),
-                run("mlcc", &[4.6]),
-            ],
-        );
+        let slower = summary_of(vec![
+            run("reno", &[4.4]),
+            run("mlcc", &[4.5]),
+            run("reno", &[4.4]),
+            run("mlcc", &[4.6]),
+        ]);
         assert!(markdown(&slower).contains("Every mlcc repetition was slower"));
     }
 
@@ -807,7 +793,7 @@ mod tests {
             run("mlcc", &[8.2, 9.1]),
             run("mlcc/library-waits=off", &[8.1, 9.0]),
         ];
-        let s = summarize("t", true, std::time::Duration::from_millis(2), 0, runs);
+        let s = summary_of(runs);
         let row = |cc: &str| s.ccs.iter().find(|c| c.cc == cc).unwrap();
         assert_eq!(row("mlcc").stalled_repetitions, 0);
         assert_eq!(row("mlcc/library-waits=off").stalled_repetitions, 1);
@@ -816,13 +802,7 @@ mod tests {
             md.contains("mlcc 0 of 2, mlcc/library-waits=off 1 of 2"),
             "{md}"
         );
-        let calm = summarize(
-            "t",
-            true,
-            std::time::Duration::from_millis(2),
-            0,
-            vec![run("mlcc", &[8.0])],
-        );
+        let calm = summary_of(vec![run("mlcc", &[8.0])]);
         assert!(!markdown(&calm).contains("stalled"));
     }
 
