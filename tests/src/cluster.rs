@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::learned::{self, JobLearning, MemberTruth};
 use crate::net::{self, NetPlan, PREFIX};
 use crate::scenario::{Fault, FaultKind, JobKind, JobSpec, Scenario};
-use crate::torch::{TorchRun, TorchRuntime};
+use crate::torch::{IterationPhases, TorchRun, TorchRuntime};
 use crate::trainer::TrainerReport;
 
 /// Set by SIGINT/SIGTERM; every wait loop checks it.
@@ -1064,6 +1064,9 @@ pub struct JobResult {
     /// How well mlccd's learner read the job, where it ran without progress files.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub learned: Option<JobLearning>,
+    /// Where a PyTorch job's iterations went, where its ranks computed on the CPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phases: Option<IterationPhases>,
     /// What each member said of itself, for [`Self::learned`].
     #[serde(skip)]
     pub members: Vec<MemberTruth>,
@@ -1658,6 +1661,7 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
         socket_cc: String::new(),
         progress_files: true,
         learned: None,
+        phases: None,
         members: Vec::new(),
         ok: true,
         error: None,
@@ -1668,6 +1672,7 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
         .map_or(0.0, |d| d.as_secs_f64())
         - start.elapsed().as_secs_f64();
     let mut iters = Vec::new();
+    let mut phases = Vec::new();
     for m in &j.members {
         let ok = m.done.is_some_and(|d| d.1);
         let rep: Option<TrainerReport> = fs::read_to_string(&m.out)
@@ -1686,6 +1691,7 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
                 let mean_iteration_s = (worker && !rep.iteration_s.is_empty())
                     .then(|| rep.iteration_s.iter().sum::<f64>() / rep.iteration_s.len() as f64);
                 iters.extend(mean_iteration_s);
+                phases.push(rep.phases_s.clone());
                 if worker {
                     let ratio = longest_over_median(&rep.iteration_s);
                     r.longest_iteration_ratio = r.longest_iteration_ratio.max(ratio);
@@ -1728,6 +1734,7 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
             r.bytes_sent, r.bytes_verified
         ));
     }
+    r.phases = IterationPhases::of_ranks(phases.iter().map(Vec::as_slice));
     r.mean_iteration_s = if iters.is_empty() {
         0.0
     } else {

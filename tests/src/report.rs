@@ -1,7 +1,7 @@
 //! What a scenario run leaves in `results/<scenario>/`: summary.json, summary.md, and SVG plots
 //! (mean JCT per CC; per-host uplink over time per CC, where staggering shows).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use mlcc_sim::plot::{COLORS, err, legend};
@@ -9,6 +9,7 @@ use plotters::prelude::*;
 use serde::Serialize;
 
 use crate::cluster::CcRun;
+use crate::torch::IterationPhases;
 
 /// An iteration this many times its worker's median is a stall: in stalled runs of
 /// `torch-two-jobs` one iteration took 4.6–9× the median, in the others at most 2.4×
@@ -31,6 +32,10 @@ pub struct CcSummary {
     pub mean_iteration_s: BTreeMap<String, f64>,
     /// Per job, JCT averaged over repetitions.
     pub jct_per_job_s: BTreeMap<String, f64>,
+    /// Per PyTorch job that computed on the CPU, where its iterations went, averaged over
+    /// repetitions.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub phases_per_job: BTreeMap<String, IterationPhases>,
     pub jobs_failed: usize,
     /// Repetitions in which some worker's iteration took over [`STALL_RATIO`] times its median.
     pub stalled_repetitions: usize,
@@ -169,8 +174,12 @@ pub fn summarize(
                 .sqrt();
             let mut iters: BTreeMap<String, (f64, usize)> = BTreeMap::new();
             let mut per_job: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+            let mut phases: BTreeMap<String, Vec<IterationPhases>> = BTreeMap::new();
             for r in &mine {
                 for j in &r.jobs {
+                    if let Some(p) = j.phases {
+                        phases.entry(j.job.clone()).or_default().push(p);
+                    }
                     let e = iters.entry(j.job.clone()).or_default();
                     e.0 += j.mean_iteration_s;
                     e.1 += 1;
@@ -195,6 +204,10 @@ pub fn summarize(
                 stddev_of_repetition_means_s: sd,
                 mean_iteration_s: avg(iters),
                 jct_per_job_s: avg(per_job),
+                phases_per_job: phases
+                    .into_iter()
+                    .filter_map(|(job, p)| Some((job, IterationPhases::mean(&p)?)))
+                    .collect(),
                 jobs_failed: mine.iter().flat_map(|r| &r.jobs).filter(|j| !j.ok).count(),
                 stalled_repetitions: mine.iter().filter(|r| stalled(r)).count(),
                 bytes_verified: mine
@@ -318,6 +331,36 @@ fn per_job_table(
         }
     }
     t
+}
+
+/// Per PyTorch job, where its iterations went under each CC (none where no job reported it).
+fn phases_table(s: &Summary) -> String {
+    let jobs: BTreeSet<&String> = s.ccs.iter().flat_map(|c| c.phases_per_job.keys()).collect();
+    if jobs.is_empty() {
+        return String::new();
+    }
+    let mut t = String::from(
+        "\nWhere a PyTorch iteration's time goes per job (median ms: forward / backward, with \
+         the all-reduces DDP overlaps with it / optimizer step):\n\n| job |",
+    );
+    for c in &s.ccs {
+        t += &format!(" {} |", c.cc);
+    }
+    t += "\n|---|";
+    t += &"---|".repeat(s.ccs.len());
+    for job in jobs {
+        t += &format!("\n| {job} |");
+        for c in &s.ccs {
+            t += &match c.phases_per_job.get(job) {
+                Some(p) => format!(
+                    " {:.0} / {:.0} / {:.0} |",
+                    p.forward_ms, p.backward_ms, p.step_ms
+                ),
+                None => " – |".into(),
+            };
+        }
+    }
+    t + "\n"
 }
 
 /// Per repetition and job, how well the learner read the jobs of the runs without progress
@@ -449,6 +492,7 @@ pub fn markdown(s: &Summary) -> String {
     t += &per_job_table(s, "Mean iteration time per job (s)", 3, |c| {
         &c.mean_iteration_s
     });
+    t += &phases_table(s);
     t += &learned_table(s);
     let faults: Vec<_> = s.runs.iter().filter(|r| !r.faults.is_empty()).collect();
     if !faults.is_empty() {
@@ -683,6 +727,7 @@ mod tests {
                     socket_cc: cc.into(),
                     progress_files: true,
                     learned: None,
+                    phases: None,
                     members: vec![],
                     ok: true,
                     error: None,
@@ -804,6 +849,41 @@ mod tests {
         );
         let calm = summary_of(vec![run("mlcc", &[8.0])]);
         assert!(!markdown(&calm).contains("stalled"));
+    }
+
+    #[test]
+    fn where_a_pytorch_iteration_goes_is_averaged_over_repetitions_and_tabled_per_job() {
+        let phases = |f: f64, b: f64| IterationPhases {
+            forward_ms: f,
+            backward_ms: b,
+            step_ms: 4.0,
+        };
+        let mut runs = vec![
+            run("reno", &[4.4, 6.0]),
+            run("mlcc", &[4.6, 6.0]),
+            run("reno", &[4.4, 6.0]),
+            run("mlcc", &[4.6, 6.0]),
+        ];
+        // j0 is the PyTorch job; j1 reports no phases (a job of the trainer's).
+        for (r, b) in runs.iter_mut().zip([245.0, 252.0, 247.0, 256.0]) {
+            r.jobs[0].phases = Some(phases(80.0, b));
+        }
+        let s = summary_of(runs);
+        let row = |cc: &str| s.ccs.iter().find(|c| c.cc == cc).unwrap();
+        assert_eq!(row("reno").phases_per_job["j0"], phases(80.0, 246.0));
+        assert_eq!(row("mlcc").phases_per_job["j0"], phases(80.0, 254.0));
+        assert!(!row("mlcc").phases_per_job.contains_key("j1"));
+        let md = markdown(&s);
+        let (_, table) = md
+            .split_once("PyTorch iteration")
+            .expect("the phases' table");
+        assert!(
+            table.contains("| j0 | 80 / 246 / 4 | 80 / 254 / 4 |"),
+            "{md}"
+        );
+        assert!(!table.contains("| j1 | "), "{md}");
+        let none = summary_of(vec![run("mlcc", &[8.0])]);
+        assert!(!markdown(&none).contains("PyTorch iteration"));
     }
 
     #[test]

@@ -20,8 +20,58 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
+
 use crate::cluster::{Binaries, Cc, EmulatedCluster, RunError, ns_command};
 use crate::scenario::{JobKind, JobSpec, Scenario};
+
+/// A rank's first iterations, left out of [`IterationPhases`]: Gloo connects and DDP builds
+/// its buckets in them.
+const WARMUP_ITERATIONS: usize = 2;
+
+/// Where a PyTorch job's iterations went (ms), from its ranks' `phases_s`: the forward pass,
+/// the backward pass with the all-reduces DDP overlaps with it (it returns once every bucket is
+/// reduced, so a slower network shows here), and the optimizer step. Medians over every rank's
+/// iterations after the first [`WARMUP_ITERATIONS`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct IterationPhases {
+    pub forward_ms: f64,
+    pub backward_ms: f64,
+    pub step_ms: f64,
+}
+
+impl IterationPhases {
+    /// The medians of the ranks' `phases` (seconds per iteration: forward, backward, step);
+    /// `None` where no rank reported an iteration past its warm-up (a job that is not PyTorch's,
+    /// or ran on a GPU).
+    pub fn of_ranks<'a>(ranks: impl IntoIterator<Item = &'a [[f64; 3]]>) -> Option<Self> {
+        let steady: Vec<&[f64; 3]> = ranks
+            .into_iter()
+            .flat_map(|p| p.iter().skip(WARMUP_ITERATIONS))
+            .collect();
+        let median_ms = |k: usize| {
+            let mut v: Vec<f64> = steady.iter().map(|p| p[k] * 1e3).collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        (!steady.is_empty()).then(|| IterationPhases {
+            forward_ms: median_ms(0),
+            backward_ms: median_ms(1),
+            step_ms: median_ms(2),
+        })
+    }
+
+    /// The mean of several runs' phases (one job's under one CC, over the repetitions).
+    pub fn mean(runs: &[IterationPhases]) -> Option<Self> {
+        let n = runs.len() as f64;
+        let sum = |f: fn(&IterationPhases) -> f64| runs.iter().map(f).sum::<f64>() / n;
+        (!runs.is_empty()).then(|| IterationPhases {
+            forward_ms: sum(|p| p.forward_ms),
+            backward_ms: sum(|p| p.backward_ms),
+            step_ms: sum(|p| p.step_ms),
+        })
+    }
+}
 
 /// How long the ranks of every torch job of a run may take to import PyTorch and meet.
 const READY_TIMEOUT: Duration = Duration::from_secs(240);
@@ -253,4 +303,32 @@ fn join_cgroup(cmd: &mut Command, cg: &mlcc_bpf::testbed::Cgroup) -> Result<(), 
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_are_the_medians_of_every_ranks_iterations_after_its_warm_up() {
+        // Two ranks; each one's first two iterations (connecting, building buckets) are slow.
+        let warm = [[0.5, 2.0, 0.1], [0.3, 1.0, 0.1]];
+        let rank = |b: [f64; 3]| -> Vec<[f64; 3]> {
+            warm.iter()
+                .copied()
+                .chain(b.iter().map(|&b| [0.08, b, 0.004]))
+                .collect()
+        };
+        let (r0, r1) = (rank([0.245, 0.250, 0.300]), rank([0.246, 0.251, 0.260]));
+        let p = IterationPhases::of_ranks([r0.as_slice(), r1.as_slice()]).unwrap();
+        // The six steady backward passes sorted: 245 246 250 251 260 300; the upper median.
+        assert!((p.backward_ms - 251.0).abs() < 1e-9, "{p:?}");
+        assert!((p.forward_ms - 80.0).abs() < 1e-9 && (p.step_ms - 4.0).abs() < 1e-9);
+        // Nothing past the warm-up, or no ranks' phases at all (the trainer's jobs): none.
+        assert_eq!(IterationPhases::of_ranks([&warm[..]]), None);
+        assert_eq!(IterationPhases::of_ranks(std::iter::empty()), None);
+        let m = IterationPhases::mean(&[p, IterationPhases::default()]).unwrap();
+        assert!((m.backward_ms - 125.5).abs() < 1e-9);
+        assert_eq!(IterationPhases::mean(&[]), None);
+    }
 }

@@ -60,6 +60,10 @@ pub struct TrainerReport {
     /// The member's process: whose sockets mlccd's learner reads without a progress file.
     #[serde(default)]
     pub pid: Option<u32>,
+    /// A PyTorch rank's iterations on the CPU (s): forward, backward with the all-reduces,
+    /// optimizer step ([`crate::torch::IterationPhases`]); none from this trainer.
+    #[serde(default)]
+    pub phases_s: Vec<[f64; 3]>,
 }
 
 /// How often a member samples what its sending sockets had acknowledged.
@@ -202,6 +206,7 @@ pub fn run(cfg: TrainerConfig) -> Result<TrainerReport, TrainerError> {
         cc: String::new(),
         acked: Vec::new(),
         pid: Some(std::process::id()),
+        phases_s: Vec::new(),
     };
     match ctx.cfg.shape.clone() {
         Shape::Ring { world, next } => ring(&ctx, &listener, world, next, &mut report)?,

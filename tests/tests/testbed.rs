@@ -927,6 +927,18 @@ fn a_torch_ddp_job_is_scheduled_and_its_progress_is_exact() {
     let job = &s["runs"][0]["jobs"][0];
     assert_eq!(job["ok"], true, "{}", job["error"]);
     assert_eq!(job["arch"], "ddp");
+    // Where its iterations went, from the ranks' own clocks: each part took time, and the
+    // backward pass (with the all-reduces) no longer than the mean iteration.
+    let phase = |k: &str| job["phases"][k].as_f64().unwrap_or(-1.0);
+    let iteration_ms = job["mean_iteration_s"].as_f64().unwrap() * 1e3;
+    assert!(
+        phase("forward_ms") > 0.0
+            && phase("backward_ms") > 0.0
+            && phase("step_ms") > 0.0
+            && phase("backward_ms") < iteration_ms,
+        "{} against a mean iteration of {iteration_ms} ms",
+        job["phases"]
+    );
     let cc = job["socket_cc"].as_str().unwrap();
     assert!(cc.starts_with("mlcc_tb"), "Gloo's sockets ran on {cc}");
     let flows: Vec<_> = planned
@@ -951,6 +963,19 @@ fn a_torch_ddp_job_is_scheduled_and_its_progress_is_exact() {
                 .trim(),
         )
         .unwrap();
+        let phases: Vec<[f64; 3]> = serde_json::from_value(rep["phases_s"].clone()).unwrap();
+        let times: Vec<f64> = serde_json::from_value(rep["iteration_s"].clone()).unwrap();
+        assert_eq!(
+            phases.len(),
+            times.len(),
+            "one forward/backward/step per iteration"
+        );
+        for (p, t) in phases.iter().zip(&times) {
+            assert!(
+                p.iter().all(|&x| x >= 0.0) && p.iter().sum::<f64>() <= t + 1e-6,
+                "{p:?} in {t}"
+            );
+        }
         let t = &rep["torch"];
         let buckets: Vec<Vec<(u64, u64)>> = serde_json::from_value(t["buckets"].clone()).unwrap();
         assert_eq!(buckets.len(), 6, "one list of buckets per iteration");

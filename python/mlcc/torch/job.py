@@ -6,7 +6,8 @@ to see mlcc schedule a real DDP job:
 
 Each rank prints one JSON report on stdout when it ends (the shape of ``mlcc-trainer``'s, with
 a ``torch`` section: buckets per iteration, the bytes the hook counted, what the process's TCP
-sockets sent while it trained, and its progress file as it stood before closing).
+sockets sent while it trained, and its progress file as it stood before closing; and, on the
+CPU, ``phases_s``: each iteration's forward, backward-with-all-reduces and optimizer seconds).
 """
 
 from __future__ import annotations
@@ -267,21 +268,31 @@ def main(argv: Optional[List[str]] = None) -> int:
     if sampler:
         sampler.start()
     times: List[float] = []
+    # Per iteration (s): forward, backward (with the all-reduces DDP overlaps with it: it
+    # returns once every bucket is reduced), optimizer step. On a GPU these would be launch
+    # times, so only the CPU's are kept.
+    phases: List[Tuple[float, float, float]] = []
     acked_before = tcp_acked(settle_s=2.0)
     t_first = time.time()
     for _ in range(a.iterations):
         t0 = time.time()
         x = torch.randn(a.batch, w, generator=gen).to(device)
         loss = model(x).pow(2).mean()
+        t_forward = time.time()
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        t_backward = time.time()
         opt.step()
         if device.type == "cuda":
             torch.cuda.synchronize()
-        times.append(time.time() - t0)
+        t_end = time.time()
+        times.append(t_end - t0)
+        if device.type == "cpu":
+            phases.append((t_forward - t0, t_backward - t_forward, t_end - t_backward))
     end = time.time()
     report = finish(a, dist, torch, model, state, sampler, times, start, end, t_first, w,
                     acked_before)
+    report["phases_s"] = phases
     print(json.dumps(report), flush=True)
     # Kept alive past main(): freeing DDP, and with it Gloo's process group, after
     # destroy_process_group hung about one exit in ten with PyTorch 1.13 (Gloo's device thread
