@@ -28,6 +28,9 @@ use crate::sockets::{SocketSource, TcpConn};
 /// learned from its counters whenever it is found, so finding it late costs nothing but slots.
 pub const SCAN_SLOTS: u64 = 32;
 
+// The socket source keeps what it resolved of a process between two scans.
+const _: () = assert!(crate::sockets::FORGET_SLOTS > 2 * SCAN_SLOTS);
+
 /// Scans between two looks at a process that owned none of the sockets sought (≈16 s): a
 /// host's other processes are not walked every second, while one that connects late is still
 /// found.

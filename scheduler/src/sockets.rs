@@ -14,7 +14,10 @@
 //! to and reads the table only when a process holds an inode it has not looked up yet, at most
 //! once per network namespace per slot; inodes that were not an established or listening TCP
 //! socket (Unix and UDP sockets, a connect in flight) are looked up again after
-//! [`RETRY_SLOTS`]. A 4-tuple never changes while its fd stays open, so the cache is exact for
+//! [`RETRY_SLOTS`], twice that after a lookup that resolved none of them, and so on up to
+//! [`RETRY_BACKOFF_MAX`] doublings: a PyTorch rank holds such sockets for its whole run, and
+//! six daemons on the testbed's two cores spent a quarter of their CPU walking the table for
+//! them every 16 slots (`torch-paper-small`). A 4-tuple never changes while its fd stays open, so the cache is exact for
 //! the sockets it holds. Only fd numbers not seen before are resolved (`readlink`, then 13 % of
 //! mlccd's CPU at 32 trainers, as was `stat` of the namespace at 6 %). The fd list itself
 //! (`getdents`, a dentry per fd: 12 % next) is read only when the process's fd count changed:
@@ -99,6 +102,19 @@ pub const QUIET_CHECK_SLOTS: u64 = 8;
 /// and UDP sockets do not make every slot read the TCP table.
 pub const RETRY_SLOTS: u64 = 16;
 
+/// How many times the wait before the next lookup of a process's unresolved inodes doubles
+/// when lookups in a row resolve none of them: at most `RETRY_SLOTS << RETRY_BACKOFF_MAX`
+/// slots (3.8 s at τ = 30 ms) for a socket connected long after it was made. A new socket
+/// inode is looked up at once and starts the doubling over.
+pub const RETRY_BACKOFF_MAX: u32 = 3;
+
+/// Slots a process's resolved sockets are kept after it was last asked about (3.8 s at
+/// τ = 30 ms). The learner asks about every process on the machine once a scan
+/// (`learned::SCAN_SLOTS`), and a process forgotten between two scans had all its sockets
+/// looked up again in the TCP table at the next: on `torch-paper-small` that was most of
+/// mlccd's table reads.
+pub const FORGET_SLOTS: u64 = 128;
+
 /// Reads `/proc` (or another root, for tests).
 #[derive(Debug)]
 pub struct ProcSockets {
@@ -166,6 +182,9 @@ struct ProcEntry {
     inodes: HashMap<u64, Option<TcpRow>>,
     /// The slot from which `None` inodes are looked up again.
     retry_at: u64,
+    /// Lookups in a row that resolved none of its `None` inodes (each doubles the wait before
+    /// the next, up to [`RETRY_BACKOFF_MAX`]).
+    misses: u32,
     /// What the last call answered; reused while nothing it was built from changed.
     answer: Option<Vec<TcpConn>>,
     last_asked: u64,
@@ -379,6 +398,7 @@ impl SocketSource for ProcSockets {
             fd_dir: None,
             inodes: HashMap::new(),
             retry_at: 0,
+            misses: 0,
             answer: None,
             last_asked: slot,
             looked_at: slot,
@@ -427,14 +447,29 @@ impl SocketSource for ProcSockets {
         let retry = slot >= e.retry_at && e.inodes.values().any(Option::is_none);
         if unseen || retry {
             if !c.tables.contains_key(&ns) {
+                tracing::debug!(
+                    target: "mlcc_sockets",
+                    pid,
+                    unseen = inodes.iter().filter(|i| !e.inodes.contains_key(i)).count(),
+                    unresolved = e.inodes.values().filter(|r| r.is_none()).count(),
+                    "TCP table read"
+                );
                 c.table_reads += 1;
                 c.tables.insert(ns, Self::read_table(&proc));
             }
             let table = &c.tables[&ns];
+            let mut resolved = false;
             for i in &inodes {
-                e.inodes.insert(*i, table.get(i).copied());
+                let row = table.get(i).copied();
+                resolved |= row.is_some() && e.inodes.get(i) == Some(&None);
+                e.inodes.insert(*i, row);
             }
-            e.retry_at = slot + RETRY_SLOTS;
+            e.misses = if unseen || resolved {
+                0
+            } else {
+                (e.misses + 1).min(RETRY_BACKOFF_MAX)
+            };
+            e.retry_at = slot + (RETRY_SLOTS << e.misses);
         }
         let rows: Vec<TcpRow> = e.inodes.values().flatten().copied().collect();
         let answer = connections_of(&inodes, &rows);
@@ -448,7 +483,7 @@ impl SocketSource for ProcSockets {
         c.slot += 1;
         c.quiet = datapath == DatapathSockets::Same;
         c.tables.clear();
-        c.procs.retain(|_, e| e.last_asked >= ended);
+        c.procs.retain(|_, e| e.last_asked + FORGET_SLOTS > ended);
     }
 }
 
@@ -697,6 +732,83 @@ mod tests {
     }
 
     #[test]
+    fn sockets_that_are_no_tcp_connection_are_looked_up_less_and_less_often() {
+        use std::io::{BufRead, Write};
+        let _one_at_a_time = OWN_SOCKETS.lock().unwrap_or_else(|e| e.into_inner());
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        // A child holding a Unix socket pair for good and a TCP socket it made but connects
+        // only when told to (neither is in the TCP table until then), as a PyTorch rank holds
+        // sockets that are no TCP connection for its whole run.
+        let script = format!(
+            "import socket, sys, time\n\
+             a, b = socket.socketpair()\n\
+             t = socket.socket()\n\
+             print('ready', flush=True)\n\
+             sys.stdin.readline()\n\
+             t.connect(('{}', {}))\n\
+             print('connected', flush=True)\n\
+             time.sleep(60)\n",
+            addr.ip(),
+            addr.port()
+        );
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", &script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready");
+        let pid = child.id();
+        let src = ProcSockets::default();
+        let reads_over = |slots: u64| {
+            let before = src.table_reads();
+            for _ in 0..slots {
+                src.next_slot(DatapathSockets::Changed);
+                assert!(src.connections(pid).unwrap().is_empty());
+            }
+            src.table_reads() - before
+        };
+        assert_eq!(reads_over(1), 1, "new socket inodes are looked up at once");
+        // Then after 16, 32, 64 and 128 slots: four reads where a fixed period reads 15.
+        let doublings: Vec<u64> = (0..=RETRY_BACKOFF_MAX).map(|k| RETRY_SLOTS << k).collect();
+        let horizon: u64 = doublings.iter().sum();
+        assert_eq!(reads_over(horizon), doublings.len() as u64);
+        assert_eq!(
+            reads_over(RETRY_SLOTS << RETRY_BACKOFF_MAX),
+            1,
+            "no more than doubled"
+        );
+        // A socket connected long after it was made is still found, within the longest wait.
+        writeln!(child.stdin.as_mut().unwrap()).unwrap();
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "connected");
+        let mut slots = 0;
+        while slots <= RETRY_SLOTS << RETRY_BACKOFF_MAX {
+            src.next_slot(DatapathSockets::Changed);
+            slots += 1;
+            if src
+                .connections(pid)
+                .unwrap()
+                .iter()
+                .any(|c| c.remote == addr)
+            {
+                break;
+            }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            slots <= RETRY_SLOTS << RETRY_BACKOFF_MAX,
+            "not found in {slots} slots"
+        );
+    }
+
+    #[test]
     fn the_table_is_read_only_for_sockets_not_looked_up_yet() {
         let _one_at_a_time = OWN_SOCKETS.lock().unwrap_or_else(|e| e.into_inner());
         let src = ProcSockets::default();
@@ -752,8 +864,11 @@ mod tests {
             "still there after {slots} slots"
         );
         assert_eq!(src.table_reads(), reads);
-        // A process not asked about in a slot is forgotten.
-        src.next_slot(DatapathSockets::Changed);
+        // A process not asked about for FORGET_SLOTS is forgotten, not before.
+        for _ in 0..FORGET_SLOTS {
+            src.next_slot(DatapathSockets::Changed);
+        }
+        assert!(src.cache().procs.contains_key(&me));
         src.next_slot(DatapathSockets::Changed);
         assert!(src.cache().procs.is_empty());
     }
