@@ -1679,7 +1679,7 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
             .ok()
             .and_then(|t| serde_json::from_str(t.trim()).ok());
         match (ok, rep) {
-            (true, Some(rep)) => {
+            (true, Some(mut rep)) => {
                 r.senders.push(SenderSeries::from_acked(
                     &m.host, &m.name, &rep.acked, start_unix,
                 ));
@@ -1691,7 +1691,7 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
                 let mean_iteration_s = (worker && !rep.iteration_s.is_empty())
                     .then(|| rep.iteration_s.iter().sum::<f64>() / rep.iteration_s.len() as f64);
                 iters.extend(mean_iteration_s);
-                phases.push(rep.phases_s.clone());
+                phases.push(std::mem::take(&mut rep.phases_s));
                 if worker {
                     let ratio = longest_over_median(&rep.iteration_s);
                     r.longest_iteration_ratio = r.longest_iteration_ratio.max(ratio);
