@@ -18,8 +18,9 @@
 //! [`RETRY_BACKOFF_MAX`] doublings (a PyTorch rank holds such sockets for its whole run); and
 //! a process is kept for [`FORGET_SLOTS`] after it was last asked about, so the learner's
 //! scans do not look all its sockets up again. A 4-tuple never changes while its fd stays
-//! open, so the cache is exact for the sockets it holds. Only fd numbers not seen before are resolved (`readlink`, then 13 % of
-//! mlccd's CPU at 32 trainers, as was `stat` of the namespace at 6 %). The fd list itself
+//! open, so the cache is exact for the sockets it holds. Only fd numbers not seen before are
+//! resolved (`readlink`, then 13 % of mlccd's CPU at 32 trainers, as was `stat` of the
+//! namespace at 6 %). The fd list itself
 //! (`getdents`, a dentry per fd: 12 % next) is read only when the process's fd count changed:
 //! procfs reports it as the size of `<pid>/fd` (Linux ≥ 6.2), one `fstat` of the directory
 //! held open; a changed count re-resolves every fd, so reused numbers are seen at once. Every
