@@ -52,7 +52,7 @@ pub use rate::{Dscp, Expiry, ParseRateError, Rate, RateOrder};
 pub use sockopt::{
     congestion_control, netns_cookie, set_congestion_control, tcp_info, tcp_total_rto,
 };
-pub use stats::{Pacing, SocketStats};
+pub use stats::{Pacing, SocketInode, SocketStats};
 pub use sys::{device_with_address, in_netns};
 
 /// BPF run-time accounting (`run_time_ns`, `run_cnt`) stays on while the guard lives.
@@ -109,6 +109,8 @@ mod layout_tests {
         assert_eq!(offset_of!(mlcc_sock_stats, snd_cwnd), l::SND_CWND);
         assert_eq!(offset_of!(mlcc_sock_stats, mode), l::MODE);
         assert_eq!(offset_of!(mlcc_sock_stats, delivered_segs), l::DELIVERED);
+        assert_eq!(offset_of!(mlcc_sock_stats, queued_bytes), l::QUEUED);
+        assert_eq!(offset_of!(mlcc_sock_stats, sock_ino), l::SOCK_INO);
     }
 
     #[test]

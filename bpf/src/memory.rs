@@ -127,6 +127,7 @@ mod tests {
             delivered_segments: 0,
             updated: MonotonicNs(0),
             queued_bytes: Some(0),
+            inode: crate::SocketInode::NotYet,
         };
         dp.upsert_socket(key(1), stats);
         let rate = Rate::from_bytes_per_sec(1).unwrap();

@@ -40,13 +40,31 @@ pub struct SocketStats {
     /// as of the last ACK or the last start of transmission after idle. `None` from a datapath
     /// pinned by an mlcc that did not record it.
     pub queued_bytes: Option<u32>,
+    /// The socket's inode number, as `/proc/<pid>/fd` links name it (`socket:[N]`).
+    pub inode: SocketInode,
+}
+
+/// Which file a socket is, as the CC recorded it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SocketInode {
+    /// The inode number, seen at an ACK once a process held the socket.
+    Is(u64),
+    /// No ACK since a process held it: a connection not accepted yet, or one closed whose
+    /// bytes are still draining.
+    NotYet,
+    /// A datapath pinned by an mlcc that did not record inodes.
+    #[default]
+    Unrecorded,
 }
 
 /// Layout of `struct mlcc_sock_stats`.
 pub(crate) mod layout {
-    pub const SIZE: usize = 72;
+    pub const SIZE: usize = 80;
     /// The layout before `queued_bytes`, as a datapath pinned by an older mlcc has it.
     pub const SIZE_V1: usize = 64;
+    /// The layout before `sock_ino`.
+    pub const SIZE_V2: usize = 72;
     pub const BYTES_SENT: usize = 0;
     pub const BYTES_ACKED: usize = 8;
     pub const DELIVERY_RATE: usize = 16;
@@ -59,6 +77,7 @@ pub(crate) mod layout {
     pub const MODE: usize = 56;
     pub const DELIVERED: usize = 60;
     pub const QUEUED: usize = 64;
+    pub const SOCK_INO: usize = 72;
 }
 
 const MODE_PACED: u32 = 1;
@@ -78,7 +97,7 @@ fn u32_at(raw: &[u8], at: usize) -> u32 {
 impl SocketStats {
     /// `None` when `raw` is not a stats value's size (this layout's or the one before it).
     pub(crate) fn from_raw(raw: &[u8]) -> Option<Self> {
-        if raw.len() != layout::SIZE && raw.len() != layout::SIZE_V1 {
+        if ![layout::SIZE, layout::SIZE_V2, layout::SIZE_V1].contains(&raw.len()) {
             return None;
         }
         let min_rtt_us = u32_at(raw, layout::MIN_RTT_US);
@@ -100,7 +119,14 @@ impl SocketStats {
             cwnd_segments: u32_at(raw, layout::SND_CWND),
             delivered_segments: u32_at(raw, layout::DELIVERED),
             updated: MonotonicNs(u64_at(raw, layout::UPDATED_NS)),
-            queued_bytes: (raw.len() == layout::SIZE).then(|| u32_at(raw, layout::QUEUED)),
+            queued_bytes: (raw.len() >= layout::SIZE_V2).then(|| u32_at(raw, layout::QUEUED)),
+            inode: match raw.len() {
+                layout::SIZE => match u64_at(raw, layout::SOCK_INO) {
+                    0 => SocketInode::NotYet,
+                    n => SocketInode::Is(n),
+                },
+                _ => SocketInode::Unrecorded,
+            },
         })
     }
 
@@ -134,6 +160,11 @@ impl SocketStats {
             layout::QUEUED,
             &self.queued_bytes.unwrap_or(0).to_ne_bytes(),
         );
+        let inode = match self.inode {
+            SocketInode::Is(n) => n,
+            SocketInode::NotYet | SocketInode::Unrecorded => 0,
+        };
+        put(layout::SOCK_INO, &inode.to_ne_bytes());
         raw
     }
 }
@@ -156,15 +187,28 @@ mod tests {
             delivered_segments: 9,
             updated: MonotonicNs(8),
             queued_bytes: Some(10),
+            inode: SocketInode::Is(11),
         };
         assert_eq!(SocketStats::from_raw(&s.to_raw()), Some(s));
-        // A datapath pinned before queued_bytes: the rest reads the same, the queue unknown.
+        // A datapath pinned before sock_ino: the rest reads the same, the inode unrecorded.
+        let v2 = &s.to_raw()[..layout::SIZE_V2];
+        let older = SocketStats {
+            inode: SocketInode::Unrecorded,
+            ..s
+        };
+        assert_eq!(SocketStats::from_raw(v2), Some(older));
+        // Before queued_bytes: the queue unknown too.
         let v1 = &s.to_raw()[..layout::SIZE_V1];
         let old = SocketStats {
             queued_bytes: None,
-            ..s
+            ..older
         };
         assert_eq!(SocketStats::from_raw(v1), Some(old));
+        let pending = SocketStats {
+            inode: SocketInode::NotYet,
+            ..s
+        };
+        assert_eq!(SocketStats::from_raw(&pending.to_raw()), Some(pending));
         assert_eq!(SocketStats::from_raw(&s.to_raw()[..60]), None);
         let f = SocketStats {
             pacing: Pacing::Fallback,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use mlcc_bpf::testbed::{Receiver, Sender, StreamSum, VethPair, unique_name};
 use mlcc_bpf::{
     CcName, Datapath, Expiry, Fallback, KernelDatapath, LoadOptions, MaxSockets, MonotonicNs,
-    Pacing, Rate, RateOrder, SocketKey, SocketStats,
+    Pacing, Rate, RateOrder, SocketInode, SocketKey, SocketStats,
 };
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -1559,6 +1559,29 @@ fn a_fill_flow_takes_what_a_planned_flow_leaves_and_the_whole_link_once_it_stops
     assert_eq!(sent_b, rx_b.finish().unwrap(), "payload differs end to end");
 }
 
+/// A connection over a shaped veth pair whose connecting end runs the loaded CC: the link
+/// (which must outlive the sockets), the connecting end and the accepted one.
+fn connected_on_cc(loaded: &mut Loaded) -> (VethPair, std::net::TcpStream, std::net::TcpStream) {
+    let cc = loaded.dp().cc_name().clone();
+    let link = VethPair::create(Some(LINK_BITS)).expect("veth pair");
+    let any = SocketAddr::new(link.receiver_addr.into(), 0);
+    let listener = link
+        .receiver
+        .enter(|| std::net::TcpListener::bind(any))
+        .expect("listen");
+    let to = listener.local_addr().unwrap();
+    let tx = link
+        .sender
+        .enter(|| {
+            let s = std::net::TcpStream::connect(to)?;
+            mlcc_bpf::set_congestion_control(&s, &cc)?;
+            Ok(s)
+        })
+        .expect("connect");
+    let (rx, _) = listener.accept().expect("accept");
+    (link, tx, rx)
+}
+
 /// What a socket holds for its process (written, not yet acknowledged) is in its stats: more
 /// than nothing while the peer does not read, nothing once the peer has read and acknowledged
 /// all of it. mlccd reads it as the backlog of a job it learned, which has no progress file to
@@ -1570,23 +1593,7 @@ fn stats_say_what_a_socket_holds_unacknowledged() {
         return;
     };
     let mut loaded = Loaded::new();
-    let cc = loaded.dp().cc_name().clone();
-    let link = VethPair::create(Some(LINK_BITS)).expect("veth pair");
-    let any = SocketAddr::new(link.receiver_addr.into(), 0);
-    let listener = link
-        .receiver
-        .enter(|| std::net::TcpListener::bind(any))
-        .expect("listen");
-    let to = listener.local_addr().unwrap();
-    let mut tx = link
-        .sender
-        .enter(|| {
-            let s = std::net::TcpStream::connect(to)?;
-            mlcc_bpf::set_congestion_control(&s, &cc)?;
-            Ok(s)
-        })
-        .expect("connect");
-    let (mut rx, _) = listener.accept().expect("accept");
+    let (_link, mut tx, mut rx) = connected_on_cc(&mut loaded);
     let key = SocketKey::of_stream(&tx).expect("key");
 
     // The peer does not read: the socket keeps what its window and buffers do not pass.
@@ -1635,6 +1642,51 @@ fn stats_say_what_a_socket_holds_unacknowledged() {
     assert_eq!(drained.queued_bytes, Some(0), "{drained:?}");
 }
 
+/// The inode `/proc/<pid>/fd/<fd>` names a socket by (`socket:[N]`).
+fn fd_inode(s: &impl std::os::fd::AsRawFd) -> u64 {
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", s.as_raw_fd())).expect("readlink");
+    let text = link.to_string_lossy();
+    text.strip_prefix("socket:[")
+        .and_then(|t| t.strip_suffix(']'))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("not a socket: {text}"))
+}
+
+/// A socket's stats name the file it is, on both ends of a connection once each has sent and
+/// heard an ACK: mlccd finds the process holding a scheduled socket by it, without walking the
+/// kernel's TCP table.
+#[test]
+fn stats_name_the_inode_of_each_socket() {
+    use std::io::{Read, Write};
+    let Some(_serial) = root("stats_name_the_inode_of_each_socket") else {
+        return;
+    };
+    let mut loaded = Loaded::new();
+    let (_link, mut tx, mut rx) = connected_on_cc(&mut loaded);
+    let cc = loaded.dp().cc_name().clone();
+    mlcc_bpf::set_congestion_control(&rx, &cc).expect("CC on the accepted socket");
+    let (tx_key, rx_key) = (
+        SocketKey::of_stream(&tx).expect("key"),
+        SocketKey::of_stream(&rx).expect("key"),
+    );
+    let mut buf = [0u8; 4096];
+    tx.write_all(&[1u8; 4096]).expect("write");
+    rx.read_exact(&mut buf).expect("read");
+    rx.write_all(&[2u8; 4096]).expect("write back");
+    tx.read_exact(&mut buf).expect("read back");
+    let end = Instant::now() + Duration::from_secs(2);
+    let want = [
+        (tx_key, SocketInode::Is(fd_inode(&tx))),
+        (rx_key, SocketInode::Is(fd_inode(&rx))),
+    ];
+    let mut got = want.map(|(k, _)| stats(loaded.dp(), &k).inode);
+    while got != want.map(|(_, i)| i) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(5));
+        got = want.map(|(k, _)| stats(loaded.dp(), &k).inode);
+    }
+    assert_eq!(got, want.map(|(_, i)| i), "connecting end, accepted end");
+}
+
 #[test]
 fn the_stats_map_is_read_whole_across_batches_and_again_with_the_same_buffers() {
     let Some(_serial) =
@@ -1661,6 +1713,7 @@ fn the_stats_map_is_read_whole_across_batches_and_again_with_the_same_buffers() 
                 delivered_segments: i,
                 updated: MonotonicNs::now(),
                 queued_bytes: Some(i),
+                inode: SocketInode::Is(u64::from(i) + 1),
             };
             (SocketKey::new(u64::from(i % 3) + 1, src, dst), stats)
         })

@@ -15,7 +15,7 @@ use std::time::Duration;
 use mlcc_bpf::Datapath as _;
 use serde::Serialize;
 
-pub use mlcc_bpf::DatapathError;
+pub use mlcc_bpf::{DatapathError, SocketInode};
 
 /// A map keyed by sockets, with a fast hasher seeded per process: mlccd looks sockets up several
 /// times per flow per slot.
@@ -89,6 +89,8 @@ pub struct SocketStats {
     /// Bytes the process wrote that the peer has not acknowledged (`write_seq - snd_una`), as
     /// of the last ACK or the last send after idle; `None` where the datapath does not say.
     pub queued_bytes: Option<u64>,
+    /// Which file the socket is, for finding the process that holds it.
+    pub inode: SocketInode,
 }
 
 /// One socket's order. `bytes_per_sec` is the rate it is paced at, or, with `fill`, the rate
@@ -159,6 +161,7 @@ fn from_bpf_stats(s: &mlcc_bpf::SocketStats) -> SocketStats {
         min_rtt: s.min_rtt,
         delivery_rate_bytes_per_sec: s.delivery_rate_bytes_per_sec,
         queued_bytes: s.queued_bytes.map(u64::from),
+        inode: s.inode,
     }
 }
 
@@ -250,6 +253,7 @@ fn stats_zero() -> mlcc_bpf::SocketStats {
         delivered_segments: 0,
         updated: mlcc_bpf::MonotonicNs(0),
         queued_bytes: None,
+        inode: mlcc_bpf::SocketInode::Unrecorded,
     }
 }
 
@@ -285,6 +289,7 @@ impl MemoryDatapath {
         st.queued_bytes = stats
             .queued_bytes
             .map(|q| u32::try_from(q).unwrap_or(u32::MAX));
+        st.inode = stats.inode;
         self.lock().dp.upsert_socket(to_bpf_key(&key), st);
     }
 

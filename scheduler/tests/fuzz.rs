@@ -389,6 +389,7 @@ fn run(f: &Fixture, op: &Op) {
                         min_rtt: None,
                         delivery_rate_bytes_per_sec: k.rate,
                         queued_bytes: k.queued,
+                        ..SocketStats::default()
                     };
                     (key, st)
                 })

@@ -43,8 +43,9 @@ _Static_assert(__builtin_offsetof(struct mlcc_sock_key, dst_port) == 42, "mlcc_s
 _Static_assert(sizeof(struct mlcc_rate) == 24, "mlcc_rate layout");
 _Static_assert(__builtin_offsetof(struct mlcc_rate, fill_dscp) == 16, "mlcc_rate.fill_dscp");
 _Static_assert(sizeof(struct mlcc_mark) == 16, "mlcc_mark layout");
-_Static_assert(sizeof(struct mlcc_sock_stats) == 72, "mlcc_sock_stats layout");
+_Static_assert(sizeof(struct mlcc_sock_stats) == 80, "mlcc_sock_stats layout");
 _Static_assert(__builtin_offsetof(struct mlcc_sock_stats, queued_bytes) == 64, "mlcc_sock_stats.queued_bytes");
+_Static_assert(__builtin_offsetof(struct mlcc_sock_stats, sock_ino) == 72, "mlcc_sock_stats.sock_ino");
 _Static_assert(sizeof(struct mlcc_config) == 36, "mlcc_config layout");
 _Static_assert(__builtin_offsetof(struct mlcc_config, fallback) == 32, "mlcc_config.fallback");
 
@@ -148,6 +149,20 @@ static __always_inline __u32 queued_bytes(const struct tcp_sock *tp)
 	return tp->write_seq - tp->snd_una;
 }
 
+/* The inode of the socket's file (what /proc/<pid>/fd links to), 0 while it has none. */
+static __always_inline __u64 sock_ino(const struct sock *sk)
+{
+	struct socket *so = sk->sk_socket;
+	struct file *f;
+
+	if (!so)
+		return 0;
+	f = so->file;
+	if (!f || !f->f_inode)
+		return 0;
+	return f->f_inode->i_ino;
+}
+
 static __always_inline void record_stats(struct sock *sk, const struct mlcc_sock_key *key,
 					 const struct rate_sample *rs, __u32 mode)
 {
@@ -172,6 +187,8 @@ static __always_inline void record_stats(struct sock *sk, const struct mlcc_sock
 	st->mode = mode;
 	st->delivered_segs = tp->delivered;
 	st->queued_bytes = queued_bytes(tp);
+	if (!st->sock_ino)
+		st->sock_ino = sock_ino(sk);
 	if (rs->interval_us > 0 && rs->delivered > 0)
 		st->delivery_rate_bytes_per_sec =
 			(__u64)rs->delivered * tp->mss_cache * USEC_PER_SEC / (__u64)rs->interval_us;

@@ -71,6 +71,12 @@ struct mlcc_sock_stats {
 	 */
 	__u32 queued_bytes;
 	__u32 reserved;
+	/*
+	 * The socket's inode number, as /proc/<pid>/fd names it (socket:[N]), from the first ACK
+	 * after a process holds it; 0 before (a connection not accepted yet) and on an orphan.
+	 * mlccd finds a process's scheduled sockets by it without walking the kernel's TCP table.
+	 */
+	__u64 sock_ino;
 };
 
 /* Settings the operator may change while sockets run; one entry at index 0. */

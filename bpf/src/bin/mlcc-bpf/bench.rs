@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use mlcc_bpf::testbed::{Receiver, Sender, VethPair, unique_name};
 use mlcc_bpf::{
     CcName, Datapath, Expiry, KernelDatapath, LoadOptions, MonotonicNs, Pacing, ProgRunStats, Rate,
-    RateOrder, SocketKey, SocketStats, enable_bpf_run_time_stats,
+    RateOrder, SocketInode, SocketKey, SocketStats, enable_bpf_run_time_stats,
 };
 use serde_json::json;
 
@@ -117,6 +117,7 @@ pub fn run(flows: u32, traffic: Duration) -> Result<(), BoxError> {
         delivered_segments: 0,
         updated: MonotonicNs::now(),
         queued_bytes: Some(0),
+        inode: SocketInode::NotYet,
     };
     let entries: Vec<(SocketKey, SocketStats)> = keys.iter().map(|&k| (k, fake)).collect();
     dp.insert_stats_for_bench(&entries)?;
