@@ -19,7 +19,7 @@ use mlcc_core::job::{Arch, Role};
 use mlcc_core::learn::identity::{Identity, Label};
 use mlcc_core::learn::{Learned, Learner, LearnerConfig, Reading};
 
-use crate::datapath::{SocketKey, SocketStats, canonical};
+use crate::datapath::{SocketInode, SocketKey, SocketStats, canonical};
 use crate::host::{HeardLabel, ProcessObs};
 use crate::progress::{ProgressHeader, ProgressSnapshot};
 use crate::sockets::{SocketSource, TcpConn};
@@ -208,14 +208,15 @@ impl LearnedProcesses {
             .chain(self.procs.values().flat_map(|t| t.conns.iter()))
             .map(|c| tuple(c.local, c.remote))
             .collect();
-        let unowned: HashSet<(SocketAddr, SocketAddr)> = stats
+        let unowned_stats = stats
             .iter()
-            .map(|(k, _)| (k.src, k.dst))
-            .filter(|t| mine(&t.0) && !owned.contains(t))
-            .collect();
+            .filter(|(k, _)| mine(&k.src) && !owned.contains(&(k.src, k.dst)));
+        let unowned: HashSet<(SocketAddr, SocketAddr)> =
+            unowned_stats.clone().map(|(k, _)| (k.src, k.dst)).collect();
         if unowned.is_empty() {
             return;
         }
+        let unowned_inodes = inodes_of(unowned_stats.map(|(_, s)| s));
         let Ok(pids) = sockets.pids() else {
             return;
         };
@@ -233,6 +234,15 @@ impl LearnedProcesses {
                 .get(&pid)
                 .is_some_and(|&at| scan - at < RECHECK_SCANS);
             if known_pids.contains(&pid) || self.procs.contains_key(&pid) || recent {
+                continue;
+            }
+            // A process holding none of the sockets sought is passed over on its fds alone:
+            // resolving them to connections walks its namespace's TCP table.
+            if let Some(sought) = &unowned_inodes
+                && let Some(Ok(held)) = sockets.socket_inodes(pid)
+                && held.is_disjoint(sought)
+            {
+                self.passed.insert(pid, scan);
                 continue;
             }
             let Ok(conns) = sockets.connections(pid) else {
@@ -360,6 +370,24 @@ fn log_change(pid: u32, was: bool, now: Option<&Learned>, slot_ms: f64) {
         }
         _ => {}
     }
+}
+
+/// The inodes of the sockets whose stats are `stats`, or `None` where the datapath does not
+/// record them. A socket whose inode is not known yet has had no ACK since a process held it
+/// (an accepted connection that only receives, or one closed and draining): it sends nothing a
+/// learner could read, so it is left out.
+fn inodes_of<'a>(stats: impl Iterator<Item = &'a SocketStats>) -> Option<HashSet<u64>> {
+    let mut inodes = HashSet::new();
+    for s in stats {
+        match s.inode {
+            SocketInode::Is(i) => {
+                inodes.insert(i);
+            }
+            SocketInode::NotYet => {}
+            SocketInode::Unrecorded => return None,
+        }
+    }
+    Some(inodes)
 }
 
 fn tuple(local: SocketAddr, remote: SocketAddr) -> (SocketAddr, SocketAddr) {
@@ -509,6 +537,76 @@ mod tests {
             l.procs.contains_key(&10),
             "found at the next scan, not {RECHECK_SCANS} later"
         );
+    }
+
+    /// Sockets with inodes: counts the processes whose connections were asked for.
+    #[derive(Default)]
+    struct InodeSockets {
+        procs: HashMap<u32, (HashSet<u64>, Vec<TcpConn>)>,
+        resolved: std::sync::Mutex<Vec<u32>>,
+    }
+
+    impl SocketSource for InodeSockets {
+        fn pids(&self) -> std::io::Result<Vec<u32>> {
+            Ok(self.procs.keys().copied().collect())
+        }
+
+        fn connections(&self, pid: u32) -> std::io::Result<Vec<TcpConn>> {
+            self.resolved.lock().unwrap().push(pid);
+            Ok(self
+                .procs
+                .get(&pid)
+                .map(|p| p.1.clone())
+                .unwrap_or_default())
+        }
+
+        fn socket_inodes(&self, pid: u32) -> Option<std::io::Result<HashSet<u64>>> {
+            Some(Ok(self
+                .procs
+                .get(&pid)
+                .map(|p| p.0.clone())
+                .unwrap_or_default()))
+        }
+    }
+
+    #[test]
+    fn a_process_holding_no_socket_sought_is_passed_over_on_its_inodes() {
+        let (job, elsewhere) = (
+            conn("10.0.0.1:4000", "10.0.0.2:5000"),
+            conn("10.0.0.9:4000", "10.0.0.2:5000"),
+        );
+        let sockets = InodeSockets {
+            procs: HashMap::from([
+                (10, (HashSet::from([101, 102]), vec![job])),
+                // Another namespace's process: none of this datapath's sockets.
+                (20, (HashSet::from([555]), vec![elsewhere])),
+            ]),
+            ..Default::default()
+        };
+        let with_inode = |c: &TcpConn, inode| {
+            let (k, s) = stats(c, 1);
+            (k, SocketStats { inode, ..s })
+        };
+        let recorded = [with_inode(&job, SocketInode::Is(101))];
+        let mut l = LearnedProcesses::new(LearnerConfig::default(), "h1", 30_000_000);
+        l.step(Slot(0), &[], Some(&recorded), &mine, &sockets, &[]);
+        assert!(l.procs.contains_key(&10));
+        assert_eq!(
+            *sockets.resolved.lock().unwrap(),
+            vec![10],
+            "only pid 10 resolved"
+        );
+        assert!(l.passed.contains_key(&20));
+
+        // A datapath that does not record inodes: every process is resolved, as before.
+        sockets.resolved.lock().unwrap().clear();
+        let unrecorded = [with_inode(&job, SocketInode::Unrecorded)];
+        let mut l = LearnedProcesses::new(LearnerConfig::default(), "h1", 30_000_000);
+        l.step(Slot(0), &[], Some(&unrecorded), &mine, &sockets, &[]);
+        assert!(l.procs.contains_key(&10));
+        let mut resolved = sockets.resolved.lock().unwrap().clone();
+        resolved.sort();
+        assert_eq!(resolved, vec![10, 20]);
     }
 
     #[test]

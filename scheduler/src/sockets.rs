@@ -53,6 +53,11 @@ pub trait SocketSource: Send {
     fn connections(&self, pid: u32) -> std::io::Result<Vec<TcpConn>>;
     /// The processes there are, to find those with no progress file.
     fn pids(&self) -> std::io::Result<Vec<u32>>;
+    /// The inodes of the sockets a process holds (what its fds link to), without resolving
+    /// them to connections; `None` where this source cannot tell.
+    fn socket_inodes(&self, _pid: u32) -> Option<std::io::Result<HashSet<u64>>> {
+        None
+    }
     /// A new slot begins: what was read in the last one may be stale. Processes not asked
     /// about in the slot that ended are forgotten. `datapath` says whether the datapath's own
     /// socket list moved since the last slot.
@@ -193,6 +198,24 @@ struct ProcEntry {
     looked_at: u64,
 }
 
+impl ProcEntry {
+    fn new(ns: NetNs, slot: u64) -> Self {
+        ProcEntry {
+            ns,
+            fds: HashMap::new(),
+            relink_at: 0,
+            fd_count: 0,
+            fd_dir: None,
+            inodes: HashMap::new(),
+            retry_at: 0,
+            misses: 0,
+            answer: None,
+            last_asked: slot,
+            looked_at: slot,
+        }
+    }
+}
+
 impl Default for ProcSockets {
     fn default() -> Self {
         Self::with_root("/proc")
@@ -269,6 +292,124 @@ impl ProcSockets {
             }
         }
         rows
+    }
+}
+
+impl ProcSockets {
+    /// Brings `pid`'s entry up to date with its fd table: its fd count, its fds listed where
+    /// the count moved (or no count is had), its namespace and every fd again at a relisting.
+    /// Returns whether the fds may have changed (listed or relinked).
+    fn look_at_fds(&self, c: &mut SocketCache, pid: u32) -> std::io::Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let proc = self.root.join(pid.to_string());
+        c.fd_looks += 1;
+        let slot = c.slot;
+        let relink = c.procs.get(&pid).is_none_or(|e| slot >= e.relink_at);
+        // The fd count, read before the listing: an fd opened after it changes the count seen
+        // next slot. The directory handle is reopened at each relisting (a reused pid).
+        let new_dir = (self.counts_fds && relink)
+            .then(|| std::fs::File::open(proc.join("fd")).ok())
+            .flatten();
+        let count = new_dir
+            .as_ref()
+            .or_else(|| c.procs.get(&pid).and_then(|e| e.fd_dir.as_ref()))
+            .and_then(|f| f.metadata().ok())
+            .map(|m| m.len())
+            .filter(|&n| n > 0);
+        // Same number of fds as when last listed: the same fds, but for a close and an open in
+        // one slot, which the full relisting every RETRY_SLOTS catches.
+        let unchanged =
+            !relink && count.is_some_and(|n| c.procs.get(&pid).is_some_and(|e| e.fd_count == n));
+        let fds = if unchanged {
+            None
+        } else {
+            c.fd_listings += 1;
+            Some(Self::fd_numbers(&proc)?)
+        };
+        let ns = match c.procs.get(&pid) {
+            Some(e) if !relink => e.ns,
+            _ => std::fs::metadata(proc.join("ns").join("net"))
+                .map_or(NetNs::OfPid(pid), |m| NetNs::Id(m.dev(), m.ino())),
+        };
+        let e = c
+            .procs
+            .entry(pid)
+            .or_insert_with(|| ProcEntry::new(ns, slot));
+        e.last_asked = slot;
+        e.looked_at = slot;
+        if e.ns != ns {
+            // Moved to another namespace (or a reused pid): nothing cached holds.
+            e.ns = ns;
+            e.inodes.clear();
+            e.answer = None;
+        }
+        if relink {
+            e.fds.clear();
+            e.relink_at = slot + self.relink_slots();
+            e.fd_dir = new_dir;
+        }
+        let changed = relink || fds.is_some();
+        if let Some(fds) = fds {
+            let open: HashSet<u64> = fds.iter().copied().collect();
+            e.fds.retain(|fd, _| open.contains(fd));
+            // With counts, a listing means the fd table changed: every fd is looked at again,
+            // since a number may now stand for another file (a closed socket's number reused,
+            // a new socket on a file's). Without counts the listing runs every slot and only
+            // new numbers are looked at; a reused one waits for the relisting.
+            if self.counts_fds {
+                e.fds.clear();
+            }
+            for fd in fds {
+                e.fds
+                    .entry(fd)
+                    .or_insert_with(|| Self::fd_socket(&proc, fd));
+            }
+            e.fd_count = count.unwrap_or(0);
+        }
+        Ok(changed)
+    }
+
+    /// `pid`'s connections from its socket inodes, looking the new ones (and, when due, the
+    /// unresolved ones) up in its namespace's TCP table, read at most once a slot.
+    fn resolve_inodes(&self, c: &mut SocketCache, pid: u32) -> Vec<TcpConn> {
+        let slot = c.slot;
+        let e = c.procs.get_mut(&pid).expect("looked at just now");
+        let inodes: HashSet<u64> = e.fds.values().flatten().copied().collect();
+        e.inodes.retain(|i, _| inodes.contains(i));
+        let unseen = inodes.iter().any(|i| !e.inodes.contains_key(i));
+        let retry = slot >= e.retry_at && e.inodes.values().any(Option::is_none);
+        if unseen || retry {
+            let ns = e.ns;
+            if !c.tables.contains_key(&ns) {
+                tracing::debug!(
+                    target: "mlcc_sockets",
+                    pid,
+                    unseen = inodes.iter().filter(|i| !e.inodes.contains_key(i)).count(),
+                    unresolved = e.inodes.values().filter(|r| r.is_none()).count(),
+                    "TCP table read"
+                );
+                c.table_reads += 1;
+                c.tables
+                    .insert(ns, Self::read_table(&self.root.join(pid.to_string())));
+            }
+            let table = &c.tables[&ns];
+            let mut resolved = false;
+            for i in &inodes {
+                let row = table.get(i).copied();
+                resolved |= row.is_some() && e.inodes.get(i) == Some(&None);
+                e.inodes.insert(*i, row);
+            }
+            e.misses = if unseen || resolved {
+                0
+            } else {
+                (e.misses + 1).min(RETRY_BACKOFF_MAX)
+            };
+            e.retry_at = slot + (RETRY_SLOTS << e.misses);
+        }
+        let rows: Vec<TcpRow> = e.inodes.values().flatten().copied().collect();
+        let answer = connections_of(&inodes, &rows);
+        e.answer = Some(answer.clone());
+        answer
     }
 }
 
@@ -355,127 +496,32 @@ impl SocketSource for ProcSockets {
     }
 
     fn connections(&self, pid: u32) -> std::io::Result<Vec<TcpConn>> {
-        use std::os::unix::fs::MetadataExt;
-        let proc = self.root.join(pid.to_string());
         let mut guard = self.cache();
         let c = &mut *guard;
         if let Some(a) = c.quiet_answer(pid) {
             return Ok(a);
         }
-        c.fd_looks += 1;
+        let changed = self.look_at_fds(c, pid)?;
         let slot = c.slot;
-        let relink = c.procs.get(&pid).is_none_or(|e| slot >= e.relink_at);
-        // The fd count, read before the listing: an fd opened after it changes the count seen
-        // next slot. The directory handle is reopened at each relisting (a reused pid).
-        let new_dir = (self.counts_fds && relink)
-            .then(|| std::fs::File::open(proc.join("fd")).ok())
-            .flatten();
-        let count = new_dir
-            .as_ref()
-            .or_else(|| c.procs.get(&pid).and_then(|e| e.fd_dir.as_ref()))
-            .and_then(|f| f.metadata().ok())
-            .map(|m| m.len())
-            .filter(|&n| n > 0);
-        // Same number of fds as when last listed: the same fds, but for a close and an open in
-        // one slot, which the full relisting every RETRY_SLOTS catches.
-        let unchanged =
-            !relink && count.is_some_and(|n| c.procs.get(&pid).is_some_and(|e| e.fd_count == n));
-        let fds = if unchanged {
-            None
-        } else {
-            c.fd_listings += 1;
-            Some(Self::fd_numbers(&proc)?)
-        };
-        let ns = match c.procs.get(&pid) {
-            Some(e) if !relink => e.ns,
-            _ => std::fs::metadata(proc.join("ns").join("net"))
-                .map_or(NetNs::OfPid(pid), |m| NetNs::Id(m.dev(), m.ino())),
-        };
-        let e = c.procs.entry(pid).or_insert_with(|| ProcEntry {
-            ns,
-            fds: HashMap::new(),
-            relink_at: 0,
-            fd_count: 0,
-            fd_dir: None,
-            inodes: HashMap::new(),
-            retry_at: 0,
-            misses: 0,
-            answer: None,
-            last_asked: slot,
-            looked_at: slot,
-        });
-        e.last_asked = slot;
-        e.looked_at = slot;
-        if e.ns != ns {
-            // Moved to another namespace (or a reused pid): nothing cached holds.
-            e.ns = ns;
-            e.inodes.clear();
-            e.answer = None;
-        }
-        // Same fds (no listing, no relisting) and no lookup due: last slot's answer holds.
-        if fds.is_none()
-            && !relink
-            && !(slot >= e.retry_at && e.inodes.values().any(Option::is_none))
+        let e = c.procs.get_mut(&pid).expect("looked at just now");
+        let lookup_due = slot >= e.retry_at && e.inodes.values().any(Option::is_none);
+        // Same fds and no lookup due: last slot's answer holds.
+        if !changed
+            && !lookup_due
             && let Some(a) = &e.answer
         {
             return Ok(a.clone());
         }
-        if relink {
-            e.fds.clear();
-            e.relink_at = slot + self.relink_slots();
-            e.fd_dir = new_dir;
-        }
-        if let Some(fds) = fds {
-            let open: HashSet<u64> = fds.iter().copied().collect();
-            e.fds.retain(|fd, _| open.contains(fd));
-            // With counts, a listing means the fd table changed: every fd is looked at again,
-            // since a number may now stand for another file (a closed socket's number reused,
-            // a new socket on a file's). Without counts the listing runs every slot and only
-            // new numbers are looked at; a reused one waits for the relisting.
-            if self.counts_fds {
-                e.fds.clear();
-            }
-            for fd in fds {
-                e.fds
-                    .entry(fd)
-                    .or_insert_with(|| Self::fd_socket(&proc, fd));
-            }
-            e.fd_count = count.unwrap_or(0);
-        }
-        let inodes: HashSet<u64> = e.fds.values().flatten().copied().collect();
-        e.inodes.retain(|i, _| inodes.contains(i));
-        let unseen = inodes.iter().any(|i| !e.inodes.contains_key(i));
-        let retry = slot >= e.retry_at && e.inodes.values().any(Option::is_none);
-        if unseen || retry {
-            if !c.tables.contains_key(&ns) {
-                tracing::debug!(
-                    target: "mlcc_sockets",
-                    pid,
-                    unseen = inodes.iter().filter(|i| !e.inodes.contains_key(i)).count(),
-                    unresolved = e.inodes.values().filter(|r| r.is_none()).count(),
-                    "TCP table read"
-                );
-                c.table_reads += 1;
-                c.tables.insert(ns, Self::read_table(&proc));
-            }
-            let table = &c.tables[&ns];
-            let mut resolved = false;
-            for i in &inodes {
-                let row = table.get(i).copied();
-                resolved |= row.is_some() && e.inodes.get(i) == Some(&None);
-                e.inodes.insert(*i, row);
-            }
-            e.misses = if unseen || resolved {
-                0
-            } else {
-                (e.misses + 1).min(RETRY_BACKOFF_MAX)
-            };
-            e.retry_at = slot + (RETRY_SLOTS << e.misses);
-        }
-        let rows: Vec<TcpRow> = e.inodes.values().flatten().copied().collect();
-        let answer = connections_of(&inodes, &rows);
-        e.answer = Some(answer.clone());
-        Ok(answer)
+        Ok(self.resolve_inodes(c, pid))
+    }
+
+    fn socket_inodes(&self, pid: u32) -> Option<std::io::Result<HashSet<u64>>> {
+        let mut guard = self.cache();
+        let c = &mut *guard;
+        Some(
+            self.look_at_fds(c, pid)
+                .map(|_| c.procs[&pid].fds.values().flatten().copied().collect()),
+        )
     }
 
     fn next_slot(&self, datapath: DatapathSockets) {
@@ -807,6 +853,30 @@ mod tests {
             slots <= RETRY_SLOTS << RETRY_BACKOFF_MAX,
             "not found in {slots} slots"
         );
+    }
+
+    #[test]
+    fn a_process_s_socket_inodes_are_had_without_reading_the_table() {
+        use std::os::fd::AsRawFd;
+        let _one_at_a_time = OWN_SOCKETS.lock().unwrap_or_else(|e| e.into_inner());
+        let src = ProcSockets::default();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let inode = |fd: i32| ProcSockets::fd_socket(std::path::Path::new("/proc/self"), fd as u64);
+        let held = src
+            .socket_inodes(std::process::id())
+            .expect("procfs tells")
+            .unwrap();
+        for fd in [l.as_raw_fd(), a.as_raw_fd()] {
+            let i = inode(fd).expect("a socket");
+            assert!(held.contains(&i), "inode {i} of fd {fd} not in {held:?}");
+        }
+        assert_eq!(src.table_reads(), 0);
+        // Resolving them to connections reads the table, once.
+        let conns = src.connections(std::process::id()).unwrap();
+        assert!(conns.iter().any(|c| c.local == a.local_addr().unwrap()));
+        assert_eq!(src.table_reads(), 1);
+        assert!(StaticSockets::default().socket_inodes(1).is_none());
     }
 
     #[test]
