@@ -29,6 +29,12 @@
 //! process per slot was still 6 % of mlccd's CPU at 32 trainers, so while the datapath's own
 //! socket list stays the same ([`DatapathSockets::Same`]: no socket on mlcc's CC opened or
 //! closed) a process's fds are looked at only every [`QUIET_CHECK_SLOTS`].
+//!
+//! The learner looks at every process on the machine, most of which hold none of the datapath's
+//! sockets (on the testbed, the other hosts' processes in their own namespaces, and every
+//! short-lived iperf3 client). [`SocketSource::socket_inodes`] gives a process's socket inodes
+//! from its fds alone, which the datapath's stats name for each socket, so such a process is
+//! passed over without a table read.
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
