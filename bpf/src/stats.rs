@@ -95,7 +95,7 @@ fn u32_at(raw: &[u8], at: usize) -> u32 {
 }
 
 impl SocketStats {
-    /// `None` when `raw` is not a stats value's size (this layout's or the one before it).
+    /// `None` when `raw` is not a stats value's size (this layout's or one of the two before).
     pub(crate) fn from_raw(raw: &[u8]) -> Option<Self> {
         if ![layout::SIZE, layout::SIZE_V2, layout::SIZE_V1].contains(&raw.len()) {
             return None;

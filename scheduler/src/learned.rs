@@ -49,6 +49,9 @@ pub struct LearnedProcesses {
     /// The sockets sought at the last scan: a socket not among them may belong to a process
     /// passed over before it connected, so every process is looked at again.
     sought: HashSet<(SocketAddr, SocketAddr)>,
+    /// Their inodes known at the last scan: one newly known (an accepted connection's, at its
+    /// first ACK after the accept) may belong to a process passed over on its inodes.
+    sought_inodes: HashSet<u64>,
 }
 
 struct Tracked {
@@ -100,6 +103,7 @@ impl LearnedProcesses {
             procs: BTreeMap::new(),
             passed: HashMap::new(),
             sought: HashSet::new(),
+            sought_inodes: HashSet::new(),
         }
     }
 
@@ -222,10 +226,14 @@ impl LearnedProcesses {
         };
         self.scans += 1;
         let scan = self.scans;
-        if !unowned.is_subset(&self.sought) {
+        let newly_known = unowned_inodes
+            .as_ref()
+            .is_some_and(|i| !i.is_subset(&self.sought_inodes));
+        if !unowned.is_subset(&self.sought) || newly_known {
             self.passed.clear();
         }
         self.sought = unowned.clone();
+        self.sought_inodes = unowned_inodes.clone().unwrap_or_default();
         let live: HashSet<u32> = pids.iter().copied().collect();
         self.passed.retain(|pid, _| live.contains(pid));
         for pid in pids {
@@ -597,6 +605,24 @@ mod tests {
             "only pid 10 resolved"
         );
         assert!(l.passed.contains_key(&20));
+
+        // An accepted connection's inode is known only from its first ACK after the accept:
+        // its process is passed over until then, and looked at again at the next scan.
+        let accepted = conn("10.0.0.1:5000", "10.0.0.2:4000");
+        let accepting = InodeSockets {
+            procs: HashMap::from([(30, (HashSet::from([301]), vec![accepted]))]),
+            ..Default::default()
+        };
+        let mut l = LearnedProcesses::new(LearnerConfig::default(), "h1", 30_000_000);
+        let pending = [with_inode(&accepted, SocketInode::NotYet)];
+        l.step(Slot(0), &[], Some(&pending), &mine, &accepting, &[]);
+        assert!(l.passed.contains_key(&30));
+        let known = [with_inode(&accepted, SocketInode::Is(301))];
+        l.step(Slot(SCAN_SLOTS), &[], Some(&known), &mine, &accepting, &[]);
+        assert!(
+            l.procs.contains_key(&30),
+            "found at the next scan, not {RECHECK_SCANS} later"
+        );
 
         // A datapath that does not record inodes: every process is resolved, as before.
         sockets.resolved.lock().unwrap().clear();
