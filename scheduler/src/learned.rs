@@ -46,12 +46,11 @@ pub struct LearnedProcesses {
     procs: BTreeMap<u32, Tracked>,
     /// Processes looked at that owned none of the sockets sought, and the scan they were.
     passed: HashMap<u32, u64>,
-    /// The sockets sought at the last scan: a socket not among them may belong to a process
-    /// passed over before it connected, so every process is looked at again.
-    sought: HashSet<(SocketAddr, SocketAddr)>,
-    /// Their inodes known at the last scan: one newly known (an accepted connection's, at its
-    /// first ACK after the accept) may belong to a process passed over on its inodes.
-    sought_inodes: HashSet<u64>,
+    /// The sockets sought at the last scan, with their inodes as then known: a socket not
+    /// among them may belong to a process passed over before it connected, and an inode newly
+    /// known (an accepted connection's, at its first ACK after the accept) to one passed over
+    /// on its inodes, so every process is looked at again.
+    sought: HashSet<((SocketAddr, SocketAddr), SocketInode)>,
 }
 
 struct Tracked {
@@ -103,7 +102,6 @@ impl LearnedProcesses {
             procs: BTreeMap::new(),
             passed: HashMap::new(),
             sought: HashSet::new(),
-            sought_inodes: HashSet::new(),
         }
     }
 
@@ -212,28 +210,25 @@ impl LearnedProcesses {
             .chain(self.procs.values().flat_map(|t| t.conns.iter()))
             .map(|c| tuple(c.local, c.remote))
             .collect();
-        let unowned_stats = stats
+        let sought: HashSet<((SocketAddr, SocketAddr), SocketInode)> = stats
             .iter()
-            .filter(|(k, _)| mine(&k.src) && !owned.contains(&(k.src, k.dst)));
-        let unowned: HashSet<(SocketAddr, SocketAddr)> =
-            unowned_stats.clone().map(|(k, _)| (k.src, k.dst)).collect();
-        if unowned.is_empty() {
+            .filter(|(k, _)| mine(&k.src) && !owned.contains(&(k.src, k.dst)))
+            .map(|(k, s)| ((k.src, k.dst), s.inode))
+            .collect();
+        if sought.is_empty() {
             return;
         }
-        let unowned_inodes = inodes_of(unowned_stats.map(|(_, s)| s));
+        let unowned: HashSet<(SocketAddr, SocketAddr)> = sought.iter().map(|(t, _)| *t).collect();
+        let unowned_inodes = inodes_of(sought.iter().map(|(_, i)| *i));
         let Ok(pids) = sockets.pids() else {
             return;
         };
         self.scans += 1;
         let scan = self.scans;
-        let newly_known = unowned_inodes
-            .as_ref()
-            .is_some_and(|i| !i.is_subset(&self.sought_inodes));
-        if !unowned.is_subset(&self.sought) || newly_known {
+        if !sought.is_subset(&self.sought) {
             self.passed.clear();
         }
-        self.sought = unowned.clone();
-        self.sought_inodes = unowned_inodes.clone().unwrap_or_default();
+        self.sought = sought;
         let live: HashSet<u32> = pids.iter().copied().collect();
         self.passed.retain(|pid, _| live.contains(pid));
         for pid in pids {
@@ -380,14 +375,14 @@ fn log_change(pid: u32, was: bool, now: Option<&Learned>, slot_ms: f64) {
     }
 }
 
-/// The inodes of the sockets whose stats are `stats`, or `None` where the datapath does not
-/// record them. A socket whose inode is not known yet has had no ACK since a process held it
-/// (an accepted connection that only receives, or one closed and draining): it sends nothing a
-/// learner could read, so it is left out.
-fn inodes_of<'a>(stats: impl Iterator<Item = &'a SocketStats>) -> Option<HashSet<u64>> {
+/// The inodes known of `sockets`, or `None` where the datapath does not record them. A socket
+/// whose inode is not known yet has had no ACK since a process held it (an accepted connection
+/// that only receives, or one closed and draining): it sends nothing a learner could read, so
+/// it is left out.
+fn inodes_of(sockets: impl Iterator<Item = SocketInode>) -> Option<HashSet<u64>> {
     let mut inodes = HashSet::new();
-    for s in stats {
-        match s.inode {
+    for i in sockets {
+        match i {
             SocketInode::Is(i) => {
                 inodes.insert(i);
             }
