@@ -1729,3 +1729,135 @@ fn the_stats_map_is_read_whole_across_batches_and_again_with_the_same_buffers() 
         assert!(got == want, "read {read}: an entry came back different");
     }
 }
+
+/// Connects a socket on `cc` from the link's sender to a listener on its receiver, with a
+/// thread that reads everything the socket sends.
+fn drained_on(link: &VethPair, cc: &CcName) -> std::net::TcpStream {
+    use std::io::Read;
+    let any = SocketAddr::new(link.receiver_addr.into(), 0);
+    let listener = link
+        .receiver
+        .enter(|| std::net::TcpListener::bind(any))
+        .expect("listen");
+    let to = listener.local_addr().unwrap();
+    let tx = link
+        .sender
+        .enter(|| {
+            let s = std::net::TcpStream::connect(to)?;
+            mlcc_bpf::set_congestion_control(&s, cc)?;
+            Ok(s)
+        })
+        .expect("connect");
+    let (mut rx, _) = listener.accept().expect("accept");
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 16];
+        while matches!(rx.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    tx
+}
+
+/// cwnd after a burst that grows it, and cwnd and ssthresh at the first send after `idle`.
+struct AcrossIdle {
+    before: u32,
+    after: u32,
+    ssthresh_after: u32,
+}
+
+/// Sends 8 MB (all acknowledged), waits `idle`, then writes one segment and reads tcp_info at
+/// once, before its ACK can move cwnd.
+fn cwnd_across_idle(tx: &mut std::net::TcpStream, idle: Duration) -> AcrossIdle {
+    use std::io::Write;
+    let chunk = vec![1u8; 1 << 20];
+    for _ in 0..8 {
+        tx.write_all(&chunk).expect("write");
+    }
+    let end = Instant::now() + Duration::from_secs(5);
+    while tcp_info(tx).tcpi_unacked > 0 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let before = tcp_info(tx).tcpi_snd_cwnd;
+    std::thread::sleep(idle);
+    tx.write_all(&chunk[..1000]).expect("write");
+    let info = tcp_info(tx);
+    AcrossIdle {
+        before,
+        after: info.tcpi_snd_cwnd,
+        ssthresh_after: info.tcpi_snd_ssthresh,
+    }
+}
+
+/// The kernel halves an unpaced CC's window for each RTO it sat idle (RFC 2861) but skips it
+/// for a CC with cong_control, as the datapath's is, so the datapath does it for its fallback:
+/// an unordered socket starts its next burst from what the kernel's Cubic would, not from its
+/// last burst's whole window. A short pause keeps the window, and the kernel's
+/// `net.ipv4.tcp_slow_start_after_idle = 0` turns the restart off as for every CC. Cubic on the
+/// same link is the control.
+#[test]
+fn an_unordered_socket_restarts_its_window_after_idle_as_the_kernel_cc_does() {
+    let Some(_serial) =
+        root("an_unordered_socket_restarts_its_window_after_idle_as_the_kernel_cc_does")
+    else {
+        return;
+    };
+    let mut loaded = Loaded::new();
+    let cc = loaded.dp().cc_name().clone();
+    let cubic = CcName::new("cubic").unwrap();
+    let link = VethPair::create(Some(LINK_BITS)).expect("veth pair");
+    // Past the kernel's RTO (its 200-ms floor and the RTT) at least twice: halved for each.
+    let long = Duration::from_millis(650);
+    let short = Duration::from_millis(60);
+
+    let control = cwnd_across_idle(&mut drained_on(&link, &cubic), long);
+    let ours = cwnd_across_idle(&mut drained_on(&link, &cc), long);
+    let brief = cwnd_across_idle(&mut drained_on(&link, &cc), short);
+    let path = "/proc/sys/net/ipv4/tcp_slow_start_after_idle";
+    link.sender
+        .enter(|| std::fs::write(path, "0"))
+        .expect("turn off slow start after idle in the sender's namespace");
+    let off = cwnd_across_idle(&mut drained_on(&link, &cc), long);
+    println!(
+        "cwnd before -> after idle (ssthresh after): cubic {} -> {} ({}), mlcc {} -> {} ({}), \
+         mlcc after {short:?} {} -> {}, mlcc with the sysctl off {} -> {}",
+        control.before,
+        control.after,
+        control.ssthresh_after,
+        ours.before,
+        ours.after,
+        ours.ssthresh_after,
+        brief.before,
+        brief.after,
+        off.before,
+        off.after
+    );
+    for (who, r) in [("cubic", &control), ("mlcc", &ours)] {
+        assert!(
+            r.before > 40,
+            "{who}: a burst of 8 MB left cwnd at {}",
+            r.before
+        );
+        assert!(
+            r.after <= (r.before / 4).max(10),
+            "{who}: cwnd {} -> {} after {long:?} idle, not a quarter or less (halved per RTO)",
+            r.before,
+            r.after
+        );
+        assert!(
+            r.ssthresh_after >= r.before * 3 / 4,
+            "{who}: ssthresh {} after the restart, below 3/4 of cwnd {}",
+            r.ssthresh_after,
+            r.before
+        );
+    }
+    assert!(
+        brief.after * 10 >= brief.before * 9,
+        "cwnd {} -> {} after a pause shorter than the RTO",
+        brief.before,
+        brief.after
+    );
+    assert!(
+        off.after * 10 >= off.before * 9,
+        "cwnd {} -> {} after idle with tcp_slow_start_after_idle = 0",
+        off.before,
+        off.after
+    );
+}
