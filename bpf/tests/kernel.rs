@@ -1564,6 +1564,12 @@ fn a_fill_flow_takes_what_a_planned_flow_leaves_and_the_whole_link_once_it_stops
 fn connected_on_cc(loaded: &mut Loaded) -> (VethPair, std::net::TcpStream, std::net::TcpStream) {
     let cc = loaded.dp().cc_name().clone();
     let link = VethPair::create(Some(LINK_BITS)).expect("veth pair");
+    let (tx, rx) = connected_on(&link, &cc);
+    (link, tx, rx)
+}
+
+/// A socket on `cc` from the link's sender, and its peer accepted on the receiver.
+fn connected_on(link: &VethPair, cc: &CcName) -> (std::net::TcpStream, std::net::TcpStream) {
     let any = SocketAddr::new(link.receiver_addr.into(), 0);
     let listener = link
         .receiver
@@ -1574,12 +1580,12 @@ fn connected_on_cc(loaded: &mut Loaded) -> (VethPair, std::net::TcpStream, std::
         .sender
         .enter(|| {
             let s = std::net::TcpStream::connect(to)?;
-            mlcc_bpf::set_congestion_control(&s, &cc)?;
+            mlcc_bpf::set_congestion_control(&s, cc)?;
             Ok(s)
         })
         .expect("connect");
     let (rx, _) = listener.accept().expect("accept");
-    (link, tx, rx)
+    (tx, rx)
 }
 
 /// What a socket holds for its process (written, not yet acknowledged) is in its stats: more
@@ -1730,25 +1736,10 @@ fn the_stats_map_is_read_whole_across_batches_and_again_with_the_same_buffers() 
     }
 }
 
-/// Connects a socket on `cc` from the link's sender to a listener on its receiver, with a
-/// thread that reads everything the socket sends.
+/// A socket on `cc` from the link's sender, with a thread that reads all it sends.
 fn drained_on(link: &VethPair, cc: &CcName) -> std::net::TcpStream {
     use std::io::Read;
-    let any = SocketAddr::new(link.receiver_addr.into(), 0);
-    let listener = link
-        .receiver
-        .enter(|| std::net::TcpListener::bind(any))
-        .expect("listen");
-    let to = listener.local_addr().unwrap();
-    let tx = link
-        .sender
-        .enter(|| {
-            let s = std::net::TcpStream::connect(to)?;
-            mlcc_bpf::set_congestion_control(&s, cc)?;
-            Ok(s)
-        })
-        .expect("connect");
-    let (mut rx, _) = listener.accept().expect("accept");
+    let (tx, mut rx) = connected_on(link, cc);
     std::thread::spawn(move || {
         let mut buf = vec![0u8; 1 << 16];
         while matches!(rx.read(&mut buf), Ok(n) if n > 0) {}
