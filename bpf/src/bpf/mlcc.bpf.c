@@ -285,6 +285,16 @@ static __always_inline struct mlcc_ca *ca_of(struct sock *sk)
 	return bpf_sk_storage_get(&mlcc_socks, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 }
 
+/* The socket's order, if it has one with a rate that has not lapsed. */
+static __always_inline struct mlcc_rate *live_order(const struct mlcc_sock_key *key)
+{
+	struct mlcc_rate *order = bpf_map_lookup_elem(&mlcc_rates, key);
+
+	if (order && order->bytes_per_sec > 0 && bpf_ktime_get_ns() < order->expires_ns)
+		return order;
+	return 0;
+}
+
 /* The fallback's ssthresh: Cubic's where it is the fallback and loaded, else Reno's. */
 static __always_inline __u32 base_ssthresh(struct sock *sk, const struct mlcc_config *cfg)
 {
@@ -469,8 +479,8 @@ void BPF_PROG(mlcc_cong_control, struct sock *sk, __u32 ack, int flag, const str
 			ca->prr_delivered += rs->acked_sacked;
 	}
 	sock_key(sk, &key);
-	order = bpf_map_lookup_elem(&mlcc_rates, &key);
-	if (order && cfg && order->bytes_per_sec > 0 && bpf_ktime_get_ns() < order->expires_ns) {
+	order = live_order(&key);
+	if (order && cfg) {
 		if (order->fill_dscp) {
 			fill(sk, ack, rs, flag, order->bytes_per_sec, cfg);
 			mode = MLCC_MODE_FILL;
@@ -612,9 +622,8 @@ static __always_inline int paced_by_order(struct sock *sk)
 	struct mlcc_rate *order;
 
 	sock_key(sk, &key);
-	order = bpf_map_lookup_elem(&mlcc_rates, &key);
-	return order && order->bytes_per_sec > 0 && !order->fill_dscp &&
-	       bpf_ktime_get_ns() < order->expires_ns;
+	order = live_order(&key);
+	return order && !order->fill_dscp;
 }
 
 /*
