@@ -591,18 +591,25 @@ static __always_inline __u32 current_ssthresh(struct sock *sk)
  * tcp_cwnd_restart, where the kernel would have called it for this socket (less snd_cwnd_used,
  * which BPF may not write and only tcp_cwnd_application_limited reads: not emulated).
  */
-static __always_inline void restart_after_idle(struct sock *sk)
+static __always_inline void restart_after_idle(struct sock *sk, const struct mlcc_sock_key *key)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	__u32 now = (__u32)bpf_jiffies64();
 	__s32 idle = (__s32)(now - tp->lsndtime);
-	__u32 rto = kernel_rto_jiffies(sk);
 	__u32 cwnd = tp->snd_cwnd;
 	__u32 restart = cwnd < TCP_INIT_CWND ? cwnd : TCP_INIT_CWND;
+	struct mlcc_rate *order;
+	__u32 rto;
 	int i;
 
-	if (!sk->__sk_common.skc_net.net->ipv4.sysctl_tcp_slow_start_after_idle ||
-	    tp->packets_out || !rto || idle <= (__s32)rto)
+	if (!sk->__sk_common.skc_net.net->ipv4.sysctl_tcp_slow_start_after_idle || tp->packets_out)
+		return;
+	rto = kernel_rto_jiffies(sk);
+	if (!rto || idle <= (__s32)rto)
+		return;
+	/* A paced order sets the window itself (a fill order runs the fallback above its floor). */
+	order = live_order(key);
+	if (order && !order->fill_dscp)
 		return;
 	tp->snd_ssthresh = current_ssthresh(sk);
 	for (i = 0; i < 32; i++) {
@@ -615,31 +622,16 @@ static __always_inline void restart_after_idle(struct sock *sk)
 	tp->snd_cwnd_stamp = now;
 }
 
-/* Whether the socket holds an order that paces it (not a fill order, not lapsed). */
-static __always_inline int paced_by_order(struct sock *sk)
-{
-	struct mlcc_sock_key key;
-	struct mlcc_rate *order;
-
-	sock_key(sk, &key);
-	order = live_order(&key);
-	return order && !order->fill_dscp;
-}
-
 /*
  * A socket that sends after idle has had no ACK since its queue emptied: its stats say it holds
  * nothing until the first ACK of what it sends now, unless updated here.
  */
-static __always_inline void note_tx_start(struct sock *sk)
+static __always_inline void note_tx_start(struct sock *sk, const struct mlcc_sock_key *key)
 {
-	struct tcp_sock *tp = tcp_sk(sk);
-	struct mlcc_sock_key key;
-	struct mlcc_sock_stats *st;
+	struct mlcc_sock_stats *st = bpf_map_lookup_elem(&mlcc_stats, key);
 
-	sock_key(sk, &key);
-	st = bpf_map_lookup_elem(&mlcc_stats, &key);
 	if (st)
-		st->queued_bytes = queued_bytes(tp);
+		st->queued_bytes = queued_bytes(tcp_sk(sk));
 }
 
 SEC("struct_ops")
@@ -648,9 +640,12 @@ void BPF_PROG(mlcc_cwnd_event, struct sock *sk, enum tcp_ca_event event)
 	struct mlcc_config *cfg = mlcc_cfg();
 
 	if (event == CA_EVENT_TX_START) {
-		note_tx_start(sk);
-		if (!bbr_config(cfg) && !paced_by_order(sk))
-			restart_after_idle(sk);
+		struct mlcc_sock_key key;
+
+		sock_key(sk, &key);
+		note_tx_start(sk, &key);
+		if (!bbr_config(cfg))
+			restart_after_idle(sk, &key);
 	}
 	if (bbr_config(cfg)) {
 		if (bpf_ksym_exists(bbr_cwnd_event))
