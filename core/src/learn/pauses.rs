@@ -47,6 +47,11 @@ const ALIKE: f64 = 3.0;
 /// chunks an iteration, and two of its iterations show whether every fourth pause is the
 /// compute's rather than a step's.
 const MIN_POINTS: usize = 8;
+/// Chunk points (beyond the first) enough for an iteration of one chunk (a parameter-server
+/// worker's, a DDP rank's), where none of their pauses stands out: a ring of up to four ranks
+/// moves at most six chunks an iteration, so six points show its compute at least once, and
+/// a ring's compute that stands out rules the one-chunk reading out.
+const MIN_POINTS_ONE_CHUNK: usize = 6;
 /// Pauses kept, and chunk points looked at.
 const MAX_PAUSES: usize = 128;
 const MAX_POINTS: u64 = 4096;
@@ -145,10 +150,13 @@ impl Pauses {
             return None;
         }
         let lattice = Lattice::new(self, self.chunk()?, now);
-        if lattice.points.len() <= MIN_POINTS {
+        if lattice.points.len() <= MIN_POINTS_ONE_CHUNK {
             return None;
         }
         let (k, r) = lattice.smallest(whole)?;
+        if lattice.points.len() <= MIN_POINTS && (k > 1 || lattice.one_stands_out()) {
+            return None;
+        }
         let (k, r) = match lattice.wider(k, r, whole) {
             Wider::No => (k, r),
             Wider::Yes(k, r) => (k, r),
@@ -336,6 +344,21 @@ impl Lattice {
         if not_yet { Wider::NotYet } else { Wider::No }
     }
 
+    /// Whether one point (but the first) paused at least `LONGER` times the others' median: a
+    /// ring's compute among its steps' waits.
+    fn one_stands_out(&self) -> bool {
+        let p = self.lengths(1, 0);
+        (0..p.len()).any(|i| {
+            let rest: Vec<u32> = p
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| j != i)
+                .map(|(_, &s)| s)
+                .collect();
+            f64::from(p[i]) >= LONGER * median(&rest).max(1.0)
+        })
+    }
+
     /// The iteration of `k` chunks from point `r`, if `whole` iterations lie behind.
     fn reading(&self, k: usize, r: usize, whole: usize) -> Option<ByTotals> {
         let bounds: Vec<(usize, u32)> = self.every(k, r).collect();
@@ -472,6 +495,48 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_ring_of_four_that_waits_at_every_step_is_not_read_at_its_chunk_from_few_points() {
+        // Six chunks an iteration, so six points show the compute once; it stands out, if
+        // only twice as long as a step's wait. Past eight points (`MIN_POINTS`) a compute
+        // less than three times a step's, seen once, is not ruled out yet: a known limit.
+        for (waits, chunks_seen) in [([2, 2, 2, 2, 2, 5], MIN_POINTS), ([3, 2, 3, 2, 3, 10], 60)] {
+            let x = ring(10, 5_000_000, &waits);
+            for end in 1..=x.len() {
+                let (p, now) = paused(&x[..end]);
+                if now > chunks_seen as u64 * 5_000_000 {
+                    break;
+                }
+                if let Some(b) = p.find(now, 4) {
+                    assert_eq!(b.bytes, 30_000_000, "waits {waits:?}, slot {end}: {b:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_iteration_of_one_chunk_is_read_after_six_points() {
+        // A parameter-server worker: one push and pull an iteration, a compute of 8–14 slots
+        // (contention stretches some). Read once its seventh iteration has ended, not its
+        // ninth.
+        let computes = [9, 12, 8, 14, 10, 9, 13, 11, 8, 12];
+        let mut x = vec![0; 3];
+        let mut read_after = None;
+        for (i, &c) in computes.iter().enumerate() {
+            x.extend([1_960_000; 2]);
+            x.extend(std::iter::repeat_n(0, c));
+            // The pause at the end of this iteration ends when the next one sends.
+            let mut next = x.clone();
+            next.push(1_960_000);
+            let (p, now) = paused(&next);
+            if let (None, Some(b)) = (read_after, p.find(now, 4)) {
+                read_after = Some(i + 1);
+                assert_eq!(b.bytes, 3_920_000, "{b:?}");
+            }
+        }
+        assert_eq!(read_after, Some(7));
     }
 
     #[test]
