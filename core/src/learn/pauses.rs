@@ -9,13 +9,15 @@
 //! - the chunk is the difference between consecutive pauses' totals that recurs most;
 //! - the chunk points run from the oldest pause in phase with the most others;
 //! - the iteration is the smallest multiple of the chunk at every one of whose points the
-//!   traffic paused, for alike lengths, while most points between did not pause and no finer
-//!   lattice through its points paused nearly everywhere too;
+//!   traffic paused, for alike lengths, while most points between did not pause (or paused
+//!   shorter than every one of its points) and no finer lattice through its points paused
+//!   nearly everywhere too;
 //! - or a multiple of that, where one point in m pauses far longer than the others every time
 //!   (a ring whose every step waits waits longest for the compute); until that is known, no
 //!   reading.
 //!
-//! Why each guard is there: docs/notes/2026-12-04-learning-by-byte-totals.md.
+//! Why each guard is there: docs/notes/2026-12-04-learning-by-byte-totals.md and
+//! docs/notes/2026-12-05-pauses-read-sooner.md.
 
 use std::collections::VecDeque;
 
@@ -291,9 +293,10 @@ impl Lattice {
 
     /// The smallest multiple of the chunk (and the point it starts at) at every point of which
     /// the traffic paused, over `whole` iterations at least.
-    /// Its pauses must be alike, and a lattice wider than the chunk is read only where most
-    /// points between its points did not pause at all (equal transfers at random times would
-    /// otherwise be read at any of their spacings) and no finer lattice through its points
+    /// Its pauses must be alike, and a lattice wider than the chunk is read only where the
+    /// points between its points did not pause, mostly, or stood apart from them
+    /// ([`Self::quiet_between`]; equal transfers at random times would otherwise be read at
+    /// any of their spacings) and no finer lattice through its points
     /// paused at each of its points too, but perhaps one (two iterations read as one where a
     /// boundary passed without its pause, or one stretched beyond alike).
     fn smallest(&self, whole: usize) -> Option<(usize, usize)> {
@@ -307,9 +310,22 @@ impl Lattice {
                     .any(|f| self.mostly_paused(f, r % f));
                 self.all_paused(k, r)
                     && alike(&at)
-                    && (k == 1 || median(&self.between(k, r)) == 0.0)
+                    && (k == 1 || self.quiet_between(k, r, &at))
                     && !finer_paused
             })
+    }
+
+    /// Whether the points between those of `(k, r)` did not pause, mostly, or each paused
+    /// shorter than every one of its points, and most of them less than half as long (a
+    /// ring's steps wait a few slots for a predecessor that other jobs hold back, its compute
+    /// far longer). Equal transfers at uneven times pause at random: the longest of those
+    /// between rarely falls short of every one on a lattice.
+    fn quiet_between(&self, k: usize, r: usize, at: &[u32]) -> bool {
+        let between = self.between(k, r);
+        let least = at.iter().copied().min().unwrap_or(0);
+        let longest = between.iter().copied().max().unwrap_or(0);
+        median(&between) == 0.0
+            || (f64::from(least) >= LONGER * median(&between) && least > longest)
     }
 
     /// Whether the iteration is a wider multiple of the chunk than `(k, r)`: one of its points
@@ -495,6 +511,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_ring_whose_steps_wait_a_little_is_read_at_its_iteration() {
+        // Each step waits for the predecessor, briefly; the compute far longer.
+        let (p, now) = paused(&ring(10, 7_320_000, &[2, 1, 3, 12]));
+        assert_eq!(p.find(now, 4).map(|b| b.bytes), Some(29_280_000));
+        // A step that waits as long as the compute once leaves it unread.
+        let mut x = ring(9, 7_320_000, &[2, 1, 3, 12]);
+        x.extend(ring(1, 7_320_000, &[12, 1, 3, 12]).split_off(3));
+        let (p, now) = paused(&x);
+        assert_eq!(p.find(now, 4), None);
     }
 
     #[test]
