@@ -322,10 +322,10 @@ impl Lattice {
     /// between rarely falls short of every one on a lattice.
     fn quiet_between(&self, k: usize, r: usize, at: &[u32]) -> bool {
         let between = self.between(k, r);
+        let typical = median(&between);
         let least = at.iter().copied().min().unwrap_or(0);
         let longest = between.iter().copied().max().unwrap_or(0);
-        median(&between) == 0.0
-            || (f64::from(least) >= LONGER * median(&between) && least > longest)
+        typical == 0.0 || (f64::from(least) >= LONGER * typical && least > longest)
     }
 
     /// Whether the iteration is a wider multiple of the chunk than `(k, r)`: one of its points
@@ -345,8 +345,7 @@ impl Lattice {
                 if at.is_empty() || rest.is_empty() {
                     continue;
                 }
-                let bar = LONGER * median(&rest).max(1.0);
-                let longer = at.iter().all(|&s| f64::from(s) >= bar)
+                let longer = stand_out(&at, &rest)
                     && alike(&at)
                     && alike(&rest)
                     && self.all_paused(m * k, r2);
@@ -365,13 +364,9 @@ impl Lattice {
     fn one_stands_out(&self) -> bool {
         let p = self.lengths(1, 0);
         (0..p.len()).any(|i| {
-            let rest: Vec<u32> = p
-                .iter()
-                .enumerate()
-                .filter(|&(j, _)| j != i)
-                .map(|(_, &s)| s)
-                .collect();
-            f64::from(p[i]) >= LONGER * median(&rest).max(1.0)
+            let mut rest = p.clone();
+            rest.remove(i);
+            stand_out(&p[i..=i], &rest)
         })
     }
 
@@ -440,6 +435,13 @@ impl ByTotals {
             .all(|b| pauses.at(b, tolerance).is_some());
         paused_at_each && f64::from(pauses.quiet_now()) <= 2.0 * self.period_slots.max(1.0)
     }
+}
+
+/// Whether every pause of `at` is at least `LONGER` times the median of `rest` (a slot at
+/// least): a ring's compute among its steps' waits.
+fn stand_out(at: &[u32], rest: &[u32]) -> bool {
+    let bar = LONGER * median(rest).max(1.0);
+    at.iter().all(|&s| f64::from(s) >= bar)
 }
 
 /// Whether pauses are alike: none more than `ALIKE` times their median.
