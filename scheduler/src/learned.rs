@@ -31,6 +31,13 @@ pub const SCAN_SLOTS: u64 = 32;
 // The socket source keeps what it resolved of a process between two scans.
 const _: () = assert!(crate::sockets::FORGET_SLOTS > 2 * SCAN_SLOTS);
 
+/// The fewest slots between two scans a new socket brings forward (≈120 ms): a process found
+/// before its first burst ends is learned from its first iteration, one sooner than a scan up
+/// to [`SCAN_SLOTS`] late finds it (a job's first bytes on the CC are its first iteration's;
+/// its learner starts from the bytes acked when it is found). A host opening many connections
+/// at once walks its processes a few times, not once a slot.
+pub const NEW_SOCKET_SCAN_SLOTS: u64 = 4;
+
 /// Scans between two looks at a process that owned none of the sockets sought (≈16 s): a
 /// host's other processes are not walked every second, while one that connects late is still
 /// found.
@@ -42,6 +49,10 @@ pub struct LearnedProcesses {
     host: String,
     tau_ns: u64,
     next_scan: u64,
+    /// The first slot a new socket may bring the next scan forward to.
+    soonest_scan: u64,
+    /// This host's datapath sockets at the last scan: one not among them is new.
+    scanned: HashSet<(SocketAddr, SocketAddr)>,
     scans: u64,
     procs: BTreeMap<u32, Tracked>,
     /// Processes looked at that owned none of the sockets sought, and the scan they were.
@@ -98,6 +109,8 @@ impl LearnedProcesses {
             host: host.to_string(),
             tau_ns: tau_ns.max(1),
             next_scan: 0,
+            soonest_scan: 0,
+            scanned: HashSet::new(),
             scans: 0,
             procs: BTreeMap::new(),
             passed: HashMap::new(),
@@ -124,13 +137,29 @@ impl LearnedProcesses {
         let known_pids: HashSet<u32> = known.iter().map(|p| p.header.pid).collect();
         self.procs.retain(|pid, _| !known_pids.contains(pid));
         self.refresh_connections(sockets);
-        if slot.0 >= self.next_scan {
+        if self.scan_due(slot, stats, mine) {
             self.next_scan = slot.0 + SCAN_SLOTS;
+            self.soonest_scan = slot.0 + NEW_SOCKET_SCAN_SLOTS;
+            self.scanned = local_tuples(stats, mine).collect();
             self.scan(known, &known_pids, stats, mine, sockets);
         }
         self.hear(heard);
         self.feed(slot, stats);
         self.observations()
+    }
+
+    /// Whether to look for new processes this slot: every [`SCAN_SLOTS`], and sooner (but
+    /// not before [`NEW_SOCKET_SCAN_SLOTS`] since the last look) once a socket appears that
+    /// the last look did not see.
+    fn scan_due(
+        &self,
+        slot: Slot,
+        stats: &[(SocketKey, SocketStats)],
+        mine: &dyn Fn(&SocketAddr) -> bool,
+    ) -> bool {
+        slot.0 >= self.next_scan
+            || (slot.0 >= self.soonest_scan
+                && local_tuples(stats, mine).any(|t| !self.scanned.contains(&t)))
     }
 
     /// Each learned or learning process, for operators.
@@ -379,6 +408,17 @@ fn log_change(pid: u32, was: bool, now: Option<&Learned>, slot_ms: f64) {
 /// whose inode is not known yet has had no ACK since a process held it (an accepted connection
 /// that only receives, or one closed and draining): it sends nothing a learner could read, so
 /// it is left out.
+/// The (local, remote) address pairs of this host's sockets among `stats`.
+fn local_tuples<'a>(
+    stats: &'a [(SocketKey, SocketStats)],
+    mine: &'a dyn Fn(&SocketAddr) -> bool,
+) -> impl Iterator<Item = (SocketAddr, SocketAddr)> + 'a {
+    stats
+        .iter()
+        .filter(|(k, _)| mine(&k.src))
+        .map(|(k, _)| (k.src, k.dst))
+}
+
 fn inodes_of(sockets: impl Iterator<Item = SocketInode>) -> Option<HashSet<u64>> {
     let mut inodes = HashSet::new();
     for i in sockets {
@@ -540,6 +580,42 @@ mod tests {
             l.procs.contains_key(&10),
             "found at the next scan, not {RECHECK_SCANS} later"
         );
+    }
+
+    #[test]
+    fn a_new_socket_brings_the_next_scan_forward_and_nothing_else_does() {
+        let sockets = StaticSockets::default();
+        let other = conn("10.0.0.1:4100", "10.0.0.3:5201");
+        let late = conn("10.0.0.1:4000", "10.0.0.2:5000");
+        sockets.set(10, vec![]);
+        let mut l = LearnedProcesses::new(LearnerConfig::default(), "h1", 30_000_000);
+        // A socket nobody here owns: looked for at slot 0, then only every SCAN_SLOTS.
+        for s in 0..SCAN_SLOTS {
+            l.step(
+                Slot(s),
+                &[],
+                Some(&[stats(&other, s)]),
+                &mine,
+                &sockets,
+                &[],
+            );
+        }
+        assert_eq!(l.scans, 1, "the same sockets brought no scan forward");
+        // Pid 10 connects at slot 40, mid-way to the next scan at 64, and sends at once.
+        sockets.set(10, vec![late]);
+        let first = 40;
+        let mut found = None;
+        for s in first..first + NEW_SOCKET_SCAN_SLOTS + 1 {
+            let st = [stats(&other, s), stats(&late, (s - first) * 1_000_000)];
+            l.step(Slot(s), &[], Some(&st), &mine, &sockets, &[]);
+            if found.is_none() && l.procs.contains_key(&10) {
+                found = Some(s);
+            }
+        }
+        assert_eq!(found, Some(first), "found in the slot its socket appeared");
+        assert_eq!(l.scans, 2, "one scan for the new socket");
+        // Found before it sent a byte: its learner has counted every one since.
+        assert_eq!(l.procs[&10].total, NEW_SOCKET_SCAN_SLOTS * 1_000_000);
     }
 
     /// Sockets with inodes: counts the processes whose connections were asked for.
