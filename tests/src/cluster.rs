@@ -1702,6 +1702,11 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
                         bytes_per_iteration: rep.bytes_sent as f64
                             / f64::from(rep.iterations.max(1)),
                         mean_iteration_s,
+                        iteration_ends_unix_s: if worker {
+                            rep.iteration_end_unix_s.clone()
+                        } else {
+                            Vec::new()
+                        },
                     });
                 }
                 if rep.iteration_s.len() != j.spec.iterations as usize {

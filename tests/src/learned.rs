@@ -17,6 +17,8 @@ pub struct FirstEstimate {
     pub iteration: u64,
     pub bytes_per_iteration: f64,
     pub period_ms: f64,
+    /// When mlccd logged it (Unix s), where the line says.
+    pub at_unix_s: Option<f64>,
 }
 
 /// What a member said of itself.
@@ -26,6 +28,38 @@ pub struct MemberTruth {
     pub bytes_per_iteration: f64,
     /// Its mean iteration time; none for a member that does not time iterations (a PS server).
     pub mean_iteration_s: Option<f64>,
+    /// Unix time (s) at the end of each of its iterations; empty where it does not time them.
+    pub iteration_ends_unix_s: Vec<f64>,
+}
+
+/// The Unix time (s) of a log line's leading timestamp, as `tracing` writes it in UTC
+/// (`2026-12-05T21:57:37.651873Z`); `None` for a line that starts otherwise.
+fn line_time(line: &str) -> Option<f64> {
+    let stamp = line.split_whitespace().next()?.strip_suffix('Z')?;
+    let (date, time) = stamp.split_once('T')?;
+    let num = |s: &str| s.parse::<i64>().ok();
+    let mut d = date.splitn(3, '-').map(num);
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let mut t = time.splitn(3, ':');
+    let (h, min) = (num(t.next()?)?, num(t.next()?)?);
+    let sec: f64 = t.next()?.parse().ok()?;
+    if !(1..=12).contains(&m) || !(1..=31).contains(&day) {
+        return None;
+    }
+    // Days from 1970-01-01 to the date (Howard Hinnant's days_from_civil).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some((days * 86_400 + h * 3_600 + min * 60) as f64 + sec)
+}
+
+/// The member's own iteration (counting from 1) that was under way at Unix time `at`, from the
+/// times its iterations ended.
+fn own_iteration(ends_unix_s: &[f64], at: f64) -> u64 {
+    1 + ends_unix_s.iter().filter(|&&e| e <= at).count() as u64
 }
 
 /// One job's learning in one run.
@@ -34,8 +68,14 @@ pub struct JobLearning {
     /// Members that sent bytes, and those of them the learner stood behind.
     pub members: usize,
     pub learned: usize,
-    /// The latest iteration in which a member was first learned.
+    /// The latest iteration in which a member was first learned, in the learner's count
+    /// (from the first iteration it saw of the process).
     pub learned_by_iteration: Option<u64>,
+    /// The same in the members' own counts, from their first iteration (members that time
+    /// their iterations, where mlccd's log line has a time): the figure the issue's "after at
+    /// most 3 iterations" asks for. The learner's count starts late by the iterations before it
+    /// found the process.
+    pub learned_by_own_iteration: Option<u64>,
     /// The largest |learned / true − 1| of bytes per iteration over the learned members.
     pub bytes_error_max: Option<f64>,
     /// The largest |learned period − the member's mean iteration time|, in slots.
@@ -55,6 +95,10 @@ impl JobLearning {
             };
             l.learned += 1;
             l.learned_by_iteration = Some(l.learned_by_iteration.unwrap_or(0).max(e.iteration));
+            if let Some(at) = e.at_unix_s.filter(|_| !m.iteration_ends_unix_s.is_empty()) {
+                let own = own_iteration(&m.iteration_ends_unix_s, at);
+                l.learned_by_own_iteration = Some(l.learned_by_own_iteration.unwrap_or(0).max(own));
+            }
             let bytes_error = (e.bytes_per_iteration / m.bytes_per_iteration - 1.0).abs();
             l.bytes_error_max = max(l.bytes_error_max, bytes_error);
             if let Some(t) = m.mean_iteration_s.filter(|_| tau_s > 0.0) {
@@ -92,6 +136,7 @@ pub fn first_estimates(log: &str) -> BTreeMap<u32, FirstEstimate> {
             iteration: iteration as u64,
             bytes_per_iteration: bytes,
             period_ms: period,
+            at_unix_s: line_time(line),
         });
     }
     out
@@ -123,10 +168,29 @@ mod tests {
             FirstEstimate {
                 iteration: 4,
                 bytes_per_iteration: 3920048.0,
-                period_ms: 460.0
+                period_ms: 460.0,
+                at_unix_s: Some(1_795_947_127.0),
             }
         );
         assert_eq!(first[&23080].iteration, 5);
+    }
+
+    #[test]
+    fn a_log_line_s_utc_time_is_read_and_anything_else_is_not() {
+        let at = line_time("2026-12-05T21:57:37.651873Z  INFO mlcc_scheduler::learned: x");
+        assert!((at.unwrap() - 1_796_507_857.651873).abs() < 1e-6, "{at:?}");
+        assert_eq!(line_time("2000-02-29T00:00:00Z x"), Some(951_782_400.0));
+        assert_eq!(line_time("1970-01-01T00:00:00Z"), Some(0.0));
+        for torn in [
+            "",
+            "INFO learned",
+            "2026-12-05T21:57:37 no zone",
+            "2026-13-05T21:57:37Z",
+            "2026-12-05T21:57Z",
+            "2026-12-xxT21:57:37Z",
+        ] {
+            assert_eq!(line_time(torn), None, "{torn:?}");
+        }
     }
 
     #[test]
@@ -138,6 +202,7 @@ mod tests {
                     iteration: 4,
                     bytes_per_iteration: 21.12e6,
                     period_ms: 1500.0,
+                    at_unix_s: Some(1006.0),
                 },
             ),
             (
@@ -146,13 +211,17 @@ mod tests {
                     iteration: 6,
                     bytes_per_iteration: 21.0e6,
                     period_ms: 1440.0,
+                    at_unix_s: Some(1009.5),
                 },
             ),
         ]);
+        // Iterations of 1.5 s from Unix time 1000: the first ends at 1001.5.
+        let ends: Vec<f64> = (1..=12).map(|i| 1000.0 + 1.5 * f64::from(i)).collect();
         let member = |pid, b, t| MemberTruth {
             pid,
             bytes_per_iteration: b,
             mean_iteration_s: t,
+            iteration_ends_unix_s: ends.clone(),
         };
         let members = [
             member(1, 21.12e6, Some(1.5)),
@@ -164,6 +233,9 @@ mod tests {
         let l = JobLearning::of(&members, &first, 0.03);
         assert_eq!((l.members, l.learned), (3, 2));
         assert_eq!(l.learned_by_iteration, Some(6));
+        // Member 1 at 1006 s was in its 4th iteration (1004.5–1006), member 2 at 1009.5 s in
+        // its 7th (1009–1010.5): the job was learned by its own 7th, not the learner's 6th.
+        assert_eq!(l.learned_by_own_iteration, Some(7));
         let bytes = l.bytes_error_max.unwrap();
         assert!((bytes - (1.0 - 21.0 / 21.12)).abs() < 1e-12, "{l:?}");
         let slots = l.period_error_slots_max.unwrap();

@@ -9,6 +9,7 @@ use plotters::prelude::*;
 use serde::Serialize;
 
 use crate::cluster::CcRun;
+use crate::learned::JobLearning;
 use crate::torch::IterationPhases;
 
 /// An iteration this many times its worker's median is a stall: in stalled runs of
@@ -365,6 +366,16 @@ fn phases_table(s: &Summary) -> String {
 
 /// Per repetition and job, how well the learner read the jobs of the runs without progress
 /// files (none where every run had them).
+/// "7 (6)": the iteration by which the job was learned in its members' own count, then in the
+/// learner's; the learner's alone where the members' is not known (a run from before it was).
+fn by_iteration(l: &JobLearning) -> String {
+    match (l.learned_by_own_iteration, l.learned_by_iteration) {
+        (Some(own), Some(count)) => format!("{own} ({count})"),
+        (None, Some(count)) => format!("({count})"),
+        _ => "–".into(),
+    }
+}
+
 fn learned_table(s: &Summary) -> String {
     let mut t = String::new();
     let mut repetition: BTreeMap<&str, usize> = BTreeMap::new();
@@ -376,8 +387,9 @@ fn learned_table(s: &Summary) -> String {
             if t.is_empty() {
                 t += "\nLearned without progress files (each member's first estimate against \
                       its own figures; the period against its mean iteration time):\n\n\
-                      | CC | rep | job | members learned | by iteration | bytes per iteration, \
-                      worst error | period, worst error (slots) |\n|---|---|---|---|---|---|---|\n";
+                      | CC | rep | job | members learned | by iteration: the members' own \
+                      (the learner's count) | bytes per iteration, worst error | period, worst \
+                      error (slots) |\n|---|---|---|---|---|---|---|\n";
             }
             let or_dash = |v: Option<String>| v.unwrap_or_else(|| "–".into());
             t += &format!(
@@ -386,7 +398,7 @@ fn learned_table(s: &Summary) -> String {
                 j.job,
                 l.learned,
                 l.members,
-                or_dash(l.learned_by_iteration.map(|i| i.to_string())),
+                by_iteration(l),
                 or_dash(l.bytes_error_max.map(|e| format!("{:.2} %", e * 100.0))),
                 or_dash(l.period_error_slots_max.map(|e| format!("{e:.1}"))),
             );
@@ -704,7 +716,6 @@ pub fn senders(run: &CcRun, host: &str, link_mbit: f64, path: &Path) -> Result<(
 mod tests {
     use super::*;
     use crate::cluster::JobResult;
-    use crate::learned::JobLearning;
 
     fn run(cc: &str, jcts: &[f64]) -> CcRun {
         CcRun {
@@ -895,6 +906,7 @@ mod tests {
                 members: 3,
                 learned: 2,
                 learned_by_iteration: Some(5),
+                learned_by_own_iteration: Some(6),
                 bytes_error_max: Some(0.004),
                 period_error_slots_max: Some(1.3),
             },
@@ -910,7 +922,7 @@ mod tests {
         let md = markdown(&s);
         assert!(md.contains("Learned without progress files"), "{md}");
         assert!(
-            md.contains("| mlcc/progress=off | 2 | j0 | 2/3 | 5 | 0.40 % | 1.3 |"),
+            md.contains("| mlcc/progress=off | 2 | j0 | 2/3 | 6 (5) | 0.40 % | 1.3 |"),
             "{md}"
         );
         assert!(

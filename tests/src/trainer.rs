@@ -46,6 +46,10 @@ pub struct TrainerReport {
     pub iterations: u32,
     /// Seconds per iteration (compute + communication).
     pub iteration_s: Vec<f64>,
+    /// Unix time (s) at the end of each iteration: which of its own iterations the member was
+    /// in when mlccd's learner first read it.
+    #[serde(default)]
+    pub iteration_end_unix_s: Vec<f64>,
     /// From start (before connecting) to the end of the last iteration.
     pub jct_s: f64,
     pub bytes_sent: u64,
@@ -64,6 +68,13 @@ pub struct TrainerReport {
     /// optimizer step ([`crate::torch::IterationPhases`]); none from this trainer.
     #[serde(default)]
     pub phases_s: Vec<[f64; 3]>,
+}
+
+/// The time now, in Unix seconds.
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// How often a member samples what its sending sockets had acknowledged.
@@ -90,10 +101,7 @@ impl AckSampler {
             let mut out = Vec::new();
             while !halt.load(Ordering::Relaxed) {
                 let acked: u64 = socks.iter().filter_map(bytes_acked).sum();
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0.0, |d| d.as_secs_f64());
-                out.push((now, acked));
+                out.push((unix_now(), acked));
                 std::thread::sleep(SAMPLE_EVERY);
             }
             out
@@ -199,6 +207,7 @@ pub fn run(cfg: TrainerConfig) -> Result<TrainerReport, TrainerError> {
         rank: ctx.cfg.rank,
         iterations: ctx.cfg.iterations,
         iteration_s: Vec::new(),
+        iteration_end_unix_s: Vec::new(),
         jct_s: 0.0,
         bytes_sent: 0,
         bytes_verified: 0,
@@ -305,6 +314,7 @@ fn ring(
                     rep.bytes_sent += chunk;
                 }
                 rep.iteration_s.push(t0.elapsed().as_secs_f64());
+                rep.iteration_end_unix_s.push(unix_now());
             }
             Ok::<(), TrainerError>(())
         };
@@ -412,6 +422,7 @@ fn ps_worker(
         rep.bytes_verified += got.iter().sum::<u64>();
         rep.bytes_sent += slice * got.len() as u64;
         rep.iteration_s.push(t0.elapsed().as_secs_f64());
+        rep.iteration_end_unix_s.push(unix_now());
     }
     let r = finish_all(&mut conns);
     rep.acked = sampler.finish();
@@ -464,6 +475,7 @@ fn ps_server(
         })?;
         rep.bytes_sent += slice * sent.len() as u64;
         rep.iteration_s.push(t0.elapsed().as_secs_f64());
+        rep.iteration_end_unix_s.push(unix_now());
     }
     let r = finish_all(&mut conns);
     rep.acked = sampler.finish();
