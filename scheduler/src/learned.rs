@@ -31,11 +31,11 @@ pub const SCAN_SLOTS: u64 = 32;
 // The socket source keeps what it resolved of a process between two scans.
 const _: () = assert!(crate::sockets::FORGET_SLOTS > 2 * SCAN_SLOTS);
 
-/// The fewest slots between two scans a new socket brings forward (≈120 ms): a process found
-/// before its first burst ends is learned from its first iteration, one sooner than a scan up
-/// to [`SCAN_SLOTS`] late finds it (a job's first bytes on the CC are its first iteration's;
-/// its learner starts from the bytes acked when it is found). A host opening many connections
-/// at once walks its processes a few times, not once a slot.
+/// The fewest slots between two scans a new socket brings forward (≈120 ms). A learner
+/// counts from the bytes acked when its process is found: found as it connects, a job shows
+/// its learner its first iteration whole, where a scan up to [`SCAN_SLOTS`] late found it
+/// mid-way through its first or second. A host opening many connections at once walks its
+/// processes a few times, not once a slot.
 pub const NEW_SOCKET_SCAN_SLOTS: u64 = 4;
 
 /// Scans between two looks at a process that owned none of the sockets sought (≈16 s): a
@@ -404,10 +404,6 @@ fn log_change(pid: u32, was: bool, now: Option<&Learned>, slot_ms: f64) {
     }
 }
 
-/// The inodes known of `sockets`, or `None` where the datapath does not record them. A socket
-/// whose inode is not known yet has had no ACK since a process held it (an accepted connection
-/// that only receives, or one closed and draining): it sends nothing a learner could read, so
-/// it is left out.
 /// The (local, remote) address pairs of this host's sockets among `stats`.
 fn local_tuples<'a>(
     stats: &'a [(SocketKey, SocketStats)],
@@ -419,6 +415,10 @@ fn local_tuples<'a>(
         .map(|(k, _)| (k.src, k.dst))
 }
 
+/// The inodes known of `sockets`, or `None` where the datapath does not record them. A socket
+/// whose inode is not known yet has had no ACK since a process held it (an accepted connection
+/// that only receives, or one closed and draining): it sends nothing a learner could read, so
+/// it is left out.
 fn inodes_of(sockets: impl Iterator<Item = SocketInode>) -> Option<HashSet<u64>> {
     let mut inodes = HashSet::new();
     for i in sockets {
@@ -590,7 +590,7 @@ mod tests {
         sockets.set(10, vec![]);
         let mut l = LearnedProcesses::new(LearnerConfig::default(), "h1", 30_000_000);
         // A socket nobody here owns: looked for at slot 0, then only every SCAN_SLOTS.
-        for s in 0..SCAN_SLOTS {
+        for s in 0..=SCAN_SLOTS {
             l.step(
                 Slot(s),
                 &[],
@@ -600,7 +600,7 @@ mod tests {
                 &[],
             );
         }
-        assert_eq!(l.scans, 1, "the same sockets brought no scan forward");
+        assert_eq!(l.scans, 2, "the same sockets brought no scan forward");
         // Pid 10 connects at slot 40, mid-way to the next scan at 64, and sends at once.
         sockets.set(10, vec![late]);
         let first = 40;
@@ -613,7 +613,7 @@ mod tests {
             }
         }
         assert_eq!(found, Some(first), "found in the slot its socket appeared");
-        assert_eq!(l.scans, 2, "one scan for the new socket");
+        assert_eq!(l.scans, 3, "one scan for the new socket");
         // Found before it sent a byte: its learner has counted every one since.
         assert_eq!(l.procs[&10].total, NEW_SOCKET_SCAN_SLOTS * 1_000_000);
     }
