@@ -364,8 +364,6 @@ fn phases_table(s: &Summary) -> String {
     t + "\n"
 }
 
-/// Per repetition and job, how well the learner read the jobs of the runs without progress
-/// files (none where every run had them).
 /// "7 (6)": the iteration by which the job was learned in its members' own count, then in the
 /// learner's; the learner's alone where the members' is not known (a run from before it was).
 fn by_iteration(l: &JobLearning) -> String {
@@ -376,6 +374,8 @@ fn by_iteration(l: &JobLearning) -> String {
     }
 }
 
+/// Per repetition and job, how well the learner read the jobs of the runs without progress
+/// files (none where every run had them).
 fn learned_table(s: &Summary) -> String {
     let mut t = String::new();
     let mut repetition: BTreeMap<&str, usize> = BTreeMap::new();
