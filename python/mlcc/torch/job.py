@@ -268,6 +268,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if sampler:
         sampler.start()
     times: List[float] = []
+    # When each iteration ended (Unix s): which of its own iterations a rank was in when
+    # mlccd's learner first read it.
+    ends: List[float] = []
     # Per iteration (s): forward, backward (with the all-reduces DDP overlaps with it: it
     # returns once every bucket is reduced), optimizer step. On a GPU these would be launch
     # times, so only the CPU's are kept.
@@ -287,12 +290,14 @@ def main(argv: Optional[List[str]] = None) -> int:
             torch.cuda.synchronize()
         t_end = time.time()
         times.append(t_end - t0)
+        ends.append(t_end)
         if device.type == "cpu":
             phases.append((t_forward - t0, t_backward - t_forward, t_end - t_backward))
     end = time.time()
     report = finish(a, dist, torch, model, state, sampler, times, start, end, t_first, w,
                     acked_before)
     report["phases_s"] = phases
+    report["iteration_end_unix_s"] = ends
     print(json.dumps(report), flush=True)
     # Kept alive past main(): freeing DDP, and with it Gloo's process group, after
     # destroy_process_group hung about one exit in ten with PyTorch 1.13 (Gloo's device thread
