@@ -19,7 +19,7 @@ use crate::learned::{self, JobLearning, MemberTruth};
 use crate::net::{self, NetPlan, PREFIX};
 use crate::scenario::{Fault, FaultKind, JobKind, JobSpec, Scenario};
 use crate::torch::{IterationPhases, TorchRun, TorchRuntime};
-use crate::trainer::TrainerReport;
+use crate::trainer::{TrainerReport, unix_now};
 
 /// Set by SIGINT/SIGTERM; every wait loop checks it.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -1158,12 +1158,6 @@ pub struct FaultEvent {
     pub restored_unix_s: Option<f64>,
 }
 
-fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
 /// Applies the scenario's faults as their times come; undoes each after its duration.
 struct Faults {
     events: Vec<FaultEvent>,
@@ -1667,10 +1661,7 @@ fn collect(c: &EmulatedCluster, start: Instant, mut j: RunningJob) -> JobResult 
         error: None,
         senders: Vec::new(),
     };
-    let start_unix = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-        - start.elapsed().as_secs_f64();
+    let start_unix = unix_now() - start.elapsed().as_secs_f64();
     let mut iters = Vec::new();
     let mut phases = Vec::new();
     for m in &j.members {

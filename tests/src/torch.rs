@@ -258,9 +258,7 @@ impl TorchRun {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
+        let now = crate::trainer::unix_now();
         let tmp = self.start_file.with_extension("tmp");
         fs::write(&tmp, format!("{now:.6}\n"))
             .and_then(|()| fs::rename(&tmp, &self.start_file))

@@ -322,10 +322,9 @@ impl Lattice {
     /// between rarely falls short of every one on a lattice.
     fn quiet_between(&self, k: usize, r: usize, at: &[u32]) -> bool {
         let between = self.between(k, r);
-        let typical = median(&between);
         let least = at.iter().copied().min().unwrap_or(0);
         let longest = between.iter().copied().max().unwrap_or(0);
-        typical == 0.0 || (f64::from(least) >= LONGER * typical && least > longest)
+        median(&between) == 0.0 || (stand_out(at, &between) && least > longest)
     }
 
     /// Whether the iteration is a wider multiple of the chunk than `(k, r)`: one of its points
