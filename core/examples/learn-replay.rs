@@ -3,9 +3,11 @@
 //! would be learned, and if it is not, what the learner reads of its traffic (the period and
 //! the iterations it finds, with their lengths and bytes), so an operator can see why.
 //!
-//!     cargo run --release -p mlcc-core --example learn-replay -- mlccd.log [PID]
+//!     cargo run --release -p mlcc-core --example learn-replay -- mlccd.log [PID] [--set NAME=VALUE]...
 //!
-//! With a PID, also prints that process's bytes per slot.
+//! With a PID, also prints that process's bytes per slot. `--set` replays with one of
+//! [`LearnerConfig`]'s fields changed (`--set min_iterations=2`), to see what a rule costs or
+//! buys on traffic that was really seen.
 
 use std::collections::BTreeMap;
 
@@ -58,24 +60,80 @@ struct Replay {
     series: Vec<(u64, u64)>,
 }
 
+/// `cfg` with the field `name=value` set.
+fn set(cfg: &mut LearnerConfig, kv: &str) -> Result<(), String> {
+    let (name, value) = kv
+        .split_once('=')
+        .ok_or_else(|| format!("--set {kv}: expected NAME=VALUE"))?;
+    let f: f64 = value
+        .parse()
+        .map_err(|_| format!("--set {kv}: {value} is not a number"))?;
+    let whole = || {
+        (f >= 0.0 && f.fract() == 0.0)
+            .then_some(f as usize)
+            .ok_or_else(|| format!("--set {kv}: {name} takes a whole number"))
+    };
+    match name {
+        "window_slots" => cfg.window_slots = whole()?,
+        "min_period_slots" => cfg.min_period_slots = whole()?,
+        "max_period_slots" => cfg.max_period_slots = whole()?,
+        "min_iterations" => cfg.min_iterations = whole()?,
+        "pause_iterations" => cfg.pause_iterations = whole()?,
+        "byte_tolerance" => cfg.byte_tolerance = f,
+        "period_tolerance" => cfg.period_tolerance = f,
+        "min_correlation" => cfg.min_correlation = f,
+        "strong_correlation" => cfg.strong_correlation = f,
+        "exact_byte_tolerance" => cfg.exact_byte_tolerance = f,
+        "exact_period_tolerance" => cfg.exact_period_tolerance = f,
+        "exact_correlation" => cfg.exact_correlation = f,
+        "active_share" => cfg.active_share = f,
+        _ => return Err(format!("--set {kv}: no learner setting {name}")),
+    }
+    Ok(())
+}
+
+/// The log, the PID to show, and the learner's settings, from the command line.
+fn parse_args(args: &[String]) -> Result<(String, Option<u32>, LearnerConfig), String> {
+    let usage = "usage: learn-replay MLCCD_LOG [PID] [--set NAME=VALUE]...";
+    let mut cfg = LearnerConfig::default();
+    let mut positional = Vec::new();
+    let mut it = args.iter().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--set" {
+            set(&mut cfg, it.next().ok_or(usage)?)?;
+        } else {
+            positional.push(a.clone());
+        }
+    }
+    let mut positional = positional.into_iter();
+    let path = positional.next().ok_or(usage)?;
+    let show = match positional.next() {
+        Some(p) => Some(
+            p.parse()
+                .map_err(|_| format!("{p} is not a PID\n{usage}"))?,
+        ),
+        None => None,
+    };
+    Ok((path, show, cfg))
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let Some(path) = args.get(1) else {
-        eprintln!("usage: learn-replay MLCCD_LOG [PID]");
+    let (path, show, cfg) = parse_args(&args).unwrap_or_else(|e| {
+        eprintln!("learn-replay: {e}");
         std::process::exit(2);
-    };
-    let text = match std::fs::read(path) {
+    });
+    let text = match std::fs::read(&path) {
         Ok(b) => String::from_utf8_lossy(&b).into_owned(),
         Err(e) => {
             eprintln!("learn-replay: {path}: {e}");
             std::process::exit(1);
         }
     };
-    let show: Option<u32> = args.get(2).and_then(|p| p.parse().ok());
     let mut procs: BTreeMap<u32, Replay> = BTreeMap::new();
     for (pid, slot, total) in text.lines().filter_map(parse) {
         let r = procs.entry(pid).or_insert_with(|| Replay {
-            learner: Learner::new(LearnerConfig::default()),
+            learner: Learner::new(cfg.clone()),
             first_slot: slot,
             learned_at: None,
             learned_slots: 0,
@@ -143,4 +201,39 @@ fn report(pid: u32, r: &Replay) {
         .map(|(l, b)| format!("{l:.0}:{:.3}MB", b / 1e6))
         .collect();
     println!("  last iterations (slots:bytes): {}", its.join(" "));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        std::iter::once("learn-replay")
+            .chain(a.iter().copied())
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn settings_change_the_learner_and_bad_ones_are_refused() {
+        let (path, show, cfg) =
+            parse_args(&args(&["--set", "min_iterations=2", "h1.log", "42"])).unwrap();
+        assert_eq!((path.as_str(), show), ("h1.log", Some(42)));
+        assert_eq!(cfg.min_iterations, 2);
+        let (_, show, cfg) =
+            parse_args(&args(&["h1.log", "--set", "exact_correlation=0.45"])).unwrap();
+        assert_eq!(show, None);
+        assert_eq!(cfg.exact_correlation, 0.45);
+        assert_eq!(cfg.min_iterations, LearnerConfig::default().min_iterations);
+        for bad in [
+            &["h1.log", "--set", "nope=1"][..],
+            &["h1.log", "--set", "min_iterations=2.5"],
+            &["h1.log", "--set", "byte_tolerance"],
+            &["h1.log", "--set"],
+            &["h1.log", "pid"],
+            &[],
+        ] {
+            assert!(parse_args(&args(bad)).is_err(), "{bad:?} accepted");
+        }
+    }
 }
