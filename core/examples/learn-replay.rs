@@ -67,18 +67,21 @@ fn set(cfg: &mut LearnerConfig, kv: &str) -> Result<(), String> {
         .ok_or_else(|| format!("--set {kv}: expected NAME=VALUE"))?;
     let f: f64 = value
         .parse()
-        .map_err(|_| format!("--set {kv}: {value} is not a number"))?;
-    let whole = || {
-        (f >= 0.0 && f.fract() == 0.0)
+        .ok()
+        .filter(|f: &f64| f.is_finite() && *f >= 0.0)
+        .ok_or_else(|| format!("--set {kv}: {value} is not a number from 0 up"))?;
+    // `least` 1 where the learner divides by the setting or needs one slot to look at.
+    let whole = |least: f64| {
+        (f >= least && f.fract() == 0.0)
             .then_some(f as usize)
-            .ok_or_else(|| format!("--set {kv}: {name} takes a whole number"))
+            .ok_or_else(|| format!("--set {kv}: {name} takes a whole number from {least} up"))
     };
     match name {
-        "window_slots" => cfg.window_slots = whole()?,
-        "min_period_slots" => cfg.min_period_slots = whole()?,
-        "max_period_slots" => cfg.max_period_slots = whole()?,
-        "min_iterations" => cfg.min_iterations = whole()?,
-        "pause_iterations" => cfg.pause_iterations = whole()?,
+        "window_slots" => cfg.window_slots = whole(1.0)?,
+        "min_period_slots" => cfg.min_period_slots = whole(1.0)?,
+        "max_period_slots" => cfg.max_period_slots = whole(1.0)?,
+        "min_iterations" => cfg.min_iterations = whole(1.0)?,
+        "pause_iterations" => cfg.pause_iterations = whole(0.0)?,
         "byte_tolerance" => cfg.byte_tolerance = f,
         "period_tolerance" => cfg.period_tolerance = f,
         "min_correlation" => cfg.min_correlation = f,
@@ -104,6 +107,9 @@ fn parse_args(args: &[String]) -> Result<(String, Option<u32>, LearnerConfig), S
         } else {
             positional.push(a.clone());
         }
+    }
+    if positional.len() > 2 {
+        return Err(usage.to_string());
     }
     let mut positional = positional.into_iter();
     let path = positional.next().ok_or(usage)?;
@@ -228,6 +234,10 @@ mod tests {
         for bad in [
             &["h1.log", "--set", "nope=1"][..],
             &["h1.log", "--set", "min_iterations=2.5"],
+            &["h1.log", "--set", "min_iterations=0"],
+            &["h1.log", "--set", "byte_tolerance=NaN"],
+            &["h1.log", "--set", "byte_tolerance=-1"],
+            &["h1.log", "1", "2"],
             &["h1.log", "--set", "byte_tolerance"],
             &["h1.log", "--set"],
             &["h1.log", "pid"],
