@@ -1832,9 +1832,12 @@ fn an_unordered_socket_restarts_its_window_after_idle_as_the_kernel_cc_does() {
             r.before,
             r.after
         );
+        // 3/4 of cwnd as the kernel reckons it (tcp_current_ssthresh): one below cwnd · 3 / 4
+        // for a cwnd of 4k + 3, as the kernel's Cubic once gave here (183 -> 136).
+        let held = (r.before >> 1) + (r.before >> 2);
         assert!(
-            r.ssthresh_after >= r.before * 3 / 4,
-            "{who}: ssthresh {} after the restart, below 3/4 of cwnd {}",
+            r.ssthresh_after >= held,
+            "{who}: ssthresh {} after the restart, below 3/4 of cwnd {} ({held})",
             r.ssthresh_after,
             r.before
         );
