@@ -108,17 +108,15 @@ fn parse_args(args: &[String]) -> Result<(String, Option<u32>, LearnerConfig), S
             positional.push(a.clone());
         }
     }
-    if positional.len() > 2 {
-        return Err(usage.to_string());
-    }
-    let mut positional = positional.into_iter();
-    let path = positional.next().ok_or(usage)?;
-    let show = match positional.next() {
-        Some(p) => Some(
-            p.parse()
-                .map_err(|_| format!("{p} is not a PID\n{usage}"))?,
-        ),
-        None => None,
+    let (path, show) = match positional.as_slice() {
+        [path] => (path.clone(), None),
+        [path, pid] => {
+            let pid = pid
+                .parse()
+                .map_err(|_| format!("{pid} is not a PID\n{usage}"))?;
+            (path.clone(), Some(pid))
+        }
+        _ => return Err(usage.to_string()),
     };
     Ok((path, show, cfg))
 }
