@@ -1,7 +1,8 @@
 //! Replays what mlccd's learner was fed, from an mlccd log written with
 //! `RUST_LOG=info,mlcc_learn=trace`, through core's [`Learner`]: for each process, when it
-//! would be learned, and if it is not, what the learner reads of its traffic (the period and
-//! the iterations it finds, with their lengths and bytes), so an operator can see why.
+//! would be learned, how often its estimate was withdrawn and why, and what the learner reads
+//! of its traffic at the end (the period and the iterations it finds, with their lengths and
+//! bytes), so an operator can see why a job is not scheduled.
 //!
 //!     cargo run --release -p mlcc-core --example learn-replay -- mlccd.log [PID] [--set NAME=VALUE]...
 //!
@@ -12,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use mlcc_core::Slot;
-use mlcc_core::learn::{Learner, LearnerConfig};
+use mlcc_core::learn::{Learner, LearnerConfig, Reading};
 
 /// `line` without its terminal colours (`ESC [ ... m`).
 fn plain(line: &str) -> String {
@@ -58,6 +59,30 @@ struct Replay {
     learned_slots: usize,
     bytes_range: Option<(f64, f64)>,
     series: Vec<(u64, u64)>,
+    /// The reading of the estimate last observed, and why each withdrawn one went.
+    reading: Option<Reading>,
+    withdrawals: BTreeMap<String, usize>,
+}
+
+impl Replay {
+    /// Counts a withdrawal when the estimate that stood is gone: a reading of the pauses that
+    /// stopped holding, or why the per-slot bytes give none.
+    fn note_withdrawal(&mut self) {
+        let now = self.learner.estimate().map(|e| e.reading);
+        if let (Some(was), None) = (self.reading, now) {
+            let why = self
+                .learner
+                .inspect()
+                .unlearned
+                .map_or("standing", |u| u.as_str());
+            let key = match was {
+                Reading::Pauses => format!("pauses stopped holding, per-slot bytes: {why}"),
+                Reading::Period => why.to_string(),
+            };
+            *self.withdrawals.entry(key).or_default() += 1;
+        }
+        self.reading = now;
+    }
 }
 
 /// `cfg` with the field `name=value` set.
@@ -143,8 +168,11 @@ fn main() {
             learned_slots: 0,
             bytes_range: None,
             series: Vec::new(),
+            reading: None,
+            withdrawals: BTreeMap::new(),
         });
         r.learner.observe(Slot(slot), total);
+        r.note_withdrawal();
         r.series.push((slot, total));
         if let Some(e) = r.learner.estimate() {
             let b = e.bytes_per_iteration;
@@ -190,6 +218,9 @@ fn report(pid: u32, r: &Replay) {
             }
         }
         None => println!("pid {pid}: not learned ({slots} slots, {total} B)"),
+    }
+    for (why, n) in &r.withdrawals {
+        println!("  withdrawn {n}x: {why}");
     }
     let i = r.learner.inspect();
     match i.period {

@@ -195,6 +195,36 @@ pub struct Inspection {
     pub period: Option<(usize, f64)>,
     /// (length in slots, bytes) of each whole iteration in the window, oldest first.
     pub iterations: Vec<(f64, f64)>,
+    /// Why the per-slot bytes give no estimate now (none while they give one).
+    pub unlearned: Option<Unlearned>,
+}
+
+/// Why the per-slot bytes give no estimate: the step of [`Learner::observe`] that found none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unlearned {
+    /// No period stands out, and no estimate stood to carry one.
+    NoPeriod,
+    /// The newest whole iterations do not agree on their bytes or lengths.
+    Disagreed,
+    /// They agree, but each is two of the job's (read before an estimate stands).
+    InPairs,
+    /// Nothing active for two periods.
+    Quiet,
+    /// The current iteration ran well past both its bytes and its length.
+    PastItsBytes,
+}
+
+impl Unlearned {
+    /// Its name, as operators see it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unlearned::NoPeriod => "no period",
+            Unlearned::Disagreed => "iterations disagree",
+            Unlearned::InPairs => "iterations in pairs",
+            Unlearned::Quiet => "quiet for two periods",
+            Unlearned::PastItsBytes => "iteration past its bytes",
+        }
+    }
 }
 
 /// One process's (or cgroup's) learner. Feed it every slot with [`Learner::observe`].
@@ -207,8 +237,8 @@ pub struct Learner {
     /// Iteration starts seen (slots), and how many iterations were begun before the oldest.
     onsets: VecDeque<Slot>,
     begun: u64,
-    /// The estimate the per-slot bytes gave, if one stands.
-    by_time: Option<Learned>,
+    /// The estimate the per-slot bytes gave, or why they gave none.
+    by_time: Result<Learned, Unlearned>,
     /// The pauses' totals, and the iteration they showed if one stands.
     pauses: Pauses,
     by_totals: Option<ByTotals>,
@@ -223,7 +253,7 @@ impl Learner {
             last: None,
             onsets: VecDeque::new(),
             begun: 0,
-            by_time: None,
+            by_time: Err(Unlearned::NoPeriod),
             pauses: Pauses::default(),
             by_totals: None,
             estimate: None,
@@ -270,6 +300,7 @@ impl Learner {
         Inspection {
             period: self.period(),
             iterations,
+            unlearned: self.by_time.as_ref().err().copied(),
         }
     }
 
@@ -285,34 +316,36 @@ impl Learner {
         Slot(now.0 - (self.bytes.len() - 1 - i) as u64)
     }
 
-    fn learn(&mut self, now: Slot) -> Option<Learned> {
+    fn learn(&mut self, now: Slot) -> Result<Learned, Unlearned> {
         // Once an estimate stands, contention may stretch iterations and blur the period: it
         // stands while the bytes agree.
         let standing = self
             .by_time
             .as_ref()
+            .ok()
             .map(|e| (e.period_slots, e.confidence));
         let (period, confidence) = match (self.period(), standing) {
             (Some(p), _) => p,
             (None, Some((len, c))) => (len.round() as usize, c),
-            (None, None) => return None,
+            (None, None) => return Err(Unlearned::NoPeriod),
         };
         let threshold = self.threshold();
-        let per_iteration = self.by_time.as_ref().map(|e| e.bytes_per_iteration);
+        let per_iteration = self.by_time.as_ref().ok().map(|e| e.bytes_per_iteration);
         self.track_onsets(now, period, threshold, per_iteration);
         let iterations = self.whole_iterations(now);
-        let agreed = self.agreed(&iterations, period, confidence, standing.map(|s| s.0))?;
+        let agreed = self
+            .agreed(&iterations, period, confidence, standing.map(|s| s.0))
+            .ok_or(Unlearned::Disagreed)?;
         if standing.is_none() && self.pairs(now, agreed.len(), threshold) {
-            return None;
+            return Err(Unlearned::InPairs);
         }
-        let &start = self.onsets.back()?;
-        let since = now.since(start)? as usize;
+        // Agreeing iterations end at an onset, and onsets are never after `now`.
+        let start = *self.onsets.back().ok_or(Unlearned::Disagreed)?;
+        let since = now.since(start).ok_or(Unlearned::Disagreed)? as usize;
         let sent: f64 = self.bytes.iter().rev().take(since + 1).sum();
         let (mean_len, mean_bytes) = means(&agreed);
-        if self.stalled(since, sent, mean_bytes, mean_len, threshold) {
-            return None;
-        }
-        Some(Learned {
+        self.stalled(since, sent, mean_bytes, mean_len, threshold)?;
+        Ok(Learned {
             iteration: self.begun + self.onsets.len() as u64,
             iteration_start: start,
             sent_this_iteration: sent,
@@ -334,8 +367,8 @@ impl Learner {
             }
             self.by_totals = None;
         }
-        if self.by_time.is_some() {
-            return self.by_time.clone();
+        if let Ok(e) = &self.by_time {
+            return Some(e.clone());
         }
         if pause_ended && self.cfg.pause_iterations > 0 {
             self.by_totals = self.pauses.find(total, self.cfg.pause_iterations);
@@ -628,17 +661,29 @@ impl Learner {
         self.bytes.iter().copied().fold(0.0, f64::max)
     }
 
-    /// The traffic stopped (nothing active for two periods) or the current iteration ran well
-    /// past both its bytes and its length: no longer the job learned.
-    fn stalled(&self, since: usize, sent: f64, bytes: f64, len: f64, threshold: f64) -> bool {
+    /// Whether the traffic stopped (nothing active for two periods) or the current iteration
+    /// ran well past both its bytes and its length: no longer the job learned.
+    fn stalled(
+        &self,
+        since: usize,
+        sent: f64,
+        bytes: f64,
+        len: f64,
+        threshold: f64,
+    ) -> Result<(), Unlearned> {
         let quiet = self
             .bytes
             .iter()
             .rev()
             .take_while(|&&b| b < threshold)
             .count();
-        quiet as f64 > 2.0 * len
-            || (since as f64 > 1.5 * len && sent > (1.0 + 2.0 * self.cfg.byte_tolerance) * bytes)
+        if quiet as f64 > 2.0 * len {
+            return Err(Unlearned::Quiet);
+        }
+        if since as f64 > 1.5 * len && sent > (1.0 + 2.0 * self.cfg.byte_tolerance) * bytes {
+            return Err(Unlearned::PastItsBytes);
+        }
+        Ok(())
     }
 }
 
@@ -774,7 +819,8 @@ mod tests {
             l.inspect(),
             Inspection {
                 period: None,
-                iterations: vec![]
+                iterations: vec![],
+                unlearned: Some(Unlearned::NoPeriod),
             }
         );
         // 8 slots of 1 MB, 6 quiet: 14-slot iterations of 8 MB.
@@ -795,6 +841,13 @@ mod tests {
                 .all(|&(len, b)| len == 14.0 && b == 8.0 * MB),
             "{i:?}"
         );
+        assert_eq!(i.unlearned, None, "learned");
+        // Quiet for good: withdrawn, and said why.
+        let total = 80 * MB as u64;
+        for t in 0..40 {
+            l.observe(Slot(1000 + x.len() as u64 + t), total);
+        }
+        assert_eq!(l.inspect().unlearned, Some(Unlearned::Quiet));
     }
 
     #[test]
