@@ -107,6 +107,7 @@ fn set(cfg: &mut LearnerConfig, kv: &str) -> Result<(), String> {
         "max_period_slots" => cfg.max_period_slots = whole(1.0)?,
         "min_iterations" => cfg.min_iterations = whole(1.0)?,
         "pause_iterations" => cfg.pause_iterations = whole(0.0)?,
+        "resume_iterations" => cfg.resume_iterations = whole(0.0)?,
         "byte_tolerance" => cfg.byte_tolerance = f,
         "period_tolerance" => cfg.period_tolerance = f,
         "min_correlation" => cfg.min_correlation = f,
@@ -260,6 +261,8 @@ mod tests {
         assert_eq!(show, None);
         assert_eq!(cfg.exact_correlation, 0.45);
         assert_eq!(cfg.min_iterations, LearnerConfig::default().min_iterations);
+        let (_, _, cfg) = parse_args(&args(&["h1.log", "--set", "resume_iterations=0"])).unwrap();
+        assert_eq!(cfg.resume_iterations, 0);
         for bad in [
             &["h1.log", "--set", "nope=1"][..],
             &["h1.log", "--set", "min_iterations=2.5"],

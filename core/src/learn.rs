@@ -22,7 +22,9 @@
 //! Where no period stands out (contention stretches some iterations twice as long as others),
 //! the byte totals at which the traffic pauses may still show the iteration (`pauses.rs`): once
 //! `pause_iterations` whole ones agree there, that reading stands in, and it stands while the
-//! traffic pauses at each boundary it reaches.
+//! traffic pauses at each boundary it reaches. An estimate withdrawn stands again, as such a
+//! reading, once the traffic pauses at the ends of `resume_iterations` whole iterations of its
+//! bytes.
 
 use std::collections::VecDeque;
 
@@ -89,6 +91,16 @@ pub struct LearnerConfig {
     /// stand for an estimate where the per-slot bytes show no period (see `pauses.rs`); 0
     /// reads iterations from the per-slot bytes only.
     pub pause_iterations: usize,
+    /// Whole iterations of a withdrawn estimate's bytes the traffic must pause at the ends of
+    /// (pauses that many times its bytes apart, to 0.2 % of them) for it to stand again, as a
+    /// reading of the pauses; 0 never brings one back. Looked for over `window_slots` after
+    /// the withdrawal, for an estimate of the per-slot bytes or a pauses' reading of one
+    /// chunk (a ring's reading of several may be a multiple or a part of its iteration).
+    /// Withdrawn once (an iteration run into the next with no quiet slot between), a job
+    /// under contention may show no period for the rest of its run, its iterations stretched
+    /// unevenly and paused mid-way by the jobs given turns before it, while it still pauses
+    /// for its compute every so many bytes, to the byte.
+    pub resume_iterations: usize,
 }
 
 impl Default for LearnerConfig {
@@ -107,6 +119,7 @@ impl Default for LearnerConfig {
             exact_correlation: 0.6,
             active_share: 0.1,
             pause_iterations: 4,
+            resume_iterations: 2,
         }
     }
 }
@@ -239,6 +252,8 @@ pub struct Learner {
     begun: u64,
     /// The estimate the per-slot bytes gave, or why they gave none.
     by_time: Result<Learned, Unlearned>,
+    /// The last estimate they withdrew, and when: what a job that comes back moves.
+    withdrawn: Option<(Slot, Learned)>,
     /// The pauses' totals, and the iteration they showed if one stands.
     pauses: Pauses,
     by_totals: Option<ByTotals>,
@@ -254,6 +269,7 @@ impl Learner {
             onsets: VecDeque::new(),
             begun: 0,
             by_time: Err(Unlearned::NoPeriod),
+            withdrawn: None,
             pauses: Pauses::default(),
             by_totals: None,
             estimate: None,
@@ -280,7 +296,9 @@ impl Learner {
         let pause_ended = self.pauses.observe(slot, prev_total, moved, skipped);
         self.last = Some((slot, total));
         self.forget_old_onsets(slot);
-        self.by_time = self.learn(slot);
+        let by_time = self.learn(slot);
+        self.remember_withdrawn(slot, &by_time);
+        self.by_time = by_time;
         self.estimate = self.choose(slot, total, pause_ended);
     }
 
@@ -357,6 +375,23 @@ impl Learner {
         })
     }
 
+    /// Keeps the estimate the per-slot bytes withdraw (`by_time` their reading now), until
+    /// one stands again.
+    fn remember_withdrawn(&mut self, now: Slot, by_time: &Result<Learned, Unlearned>) {
+        match (&self.by_time, by_time) {
+            (_, Ok(_)) => self.withdrawn = None,
+            (Ok(was), Err(_)) => self.withdrawn = Some((now, was.clone())),
+            (Err(_), Err(_)) => {}
+        }
+    }
+
+    /// The estimate withdrawn within the window before `now`, while it may come back.
+    fn withdrawn(&self, now: Slot) -> Option<&Learned> {
+        let (at, e) = self.withdrawn.as_ref()?;
+        let recent = now.since(*at)? < self.cfg.window_slots as u64;
+        (recent && self.cfg.resume_iterations > 0).then_some(e)
+    }
+
     /// The estimate to stand by: the pauses' reading while it holds (once one stands, so the
     /// iteration count does not jump between two readings), else the per-slot bytes' estimate,
     /// else a reading of the pauses where they show one.
@@ -366,12 +401,24 @@ impl Learner {
                 return Some(self.read_totals(&b, now, total));
             }
             self.by_totals = None;
+            // A ring's reading (several chunks an iteration) may be a multiple of its
+            // iteration, or a part: only one of a single chunk is looked for again.
+            if self.by_time.is_err() && b.chunk == b.bytes {
+                self.withdrawn = Some((now, self.read_totals(&b, now, total)));
+            }
         }
         if let Ok(e) = &self.by_time {
             return Some(e.clone());
         }
         if pause_ended && self.cfg.pause_iterations > 0 {
             self.by_totals = self.pauses.find(total, self.cfg.pause_iterations);
+        }
+        if pause_ended && self.by_totals.is_none() {
+            self.by_totals = self.withdrawn(now).and_then(|e| {
+                let bytes = e.bytes_per_iteration.round() as u64;
+                self.pauses
+                    .resume(bytes, self.cfg.resume_iterations, e.confidence)
+            });
         }
         self.by_totals.map(|b| self.read_totals(&b, now, total))
     }
@@ -1016,6 +1063,77 @@ mod tests {
             (e.bytes_per_iteration / (40.0 * MB) - 1.0).abs() <= 0.05,
             "{e:?}"
         );
+    }
+
+    /// A job learned, then shared with jobs given turns before it: one iteration runs into the
+    /// next with no quiet slot (the estimate is withdrawn), and the rest are stretched unevenly,
+    /// paused mid-way at random, so no period stands out, while each moves the same bytes.
+    fn learned_then_stretched(seed: u64) -> (Vec<f64>, usize, f64) {
+        let per = 20.0 * MB;
+        let mut n = Noise(seed | 1);
+        let mut x = Vec::new();
+        for _ in 0..8 {
+            x.extend([per / 8.0; 8]);
+            x.extend([0.0; 4]);
+        }
+        let merged = x.len();
+        x.extend([per / 8.0; 16]);
+        x.extend([0.0; 4]);
+        for _ in 0..14 {
+            let active = n.in_range(6.0, 30.0) as usize;
+            let mut left = per;
+            for i in 0..active {
+                if n.next() < 0.15 {
+                    x.extend(std::iter::repeat_n(0.0, n.in_range(1.0, 4.0) as usize));
+                }
+                let b = if i + 1 == active {
+                    left
+                } else {
+                    per / active as f64
+                };
+                x.push(b);
+                left -= b;
+            }
+            x.extend([0.0; 4]);
+        }
+        (x, merged, per)
+    }
+
+    #[test]
+    fn a_withdrawn_estimate_comes_back_when_its_bytes_recur_though_no_period_stands_out() {
+        for seed in 1..=5 {
+            let (x, merged, per) = learned_then_stretched(seed);
+            let mut l = Learner::new(LearnerConfig::default());
+            let seen = feed(&mut l, &x);
+            assert!(seen[merged - 1].is_some(), "seed {seed}: learned first");
+            let gone = (merged..x.len())
+                .find(|&i| seen[i].is_none())
+                .unwrap_or_else(|| panic!("seed {seed}: the merged iterations withdrew nothing"));
+            // Back within three iterations of the stretched ones (at most 42 slots each).
+            let back = (gone..x.len())
+                .find(|&i| seen[i].is_some())
+                .unwrap_or_else(|| panic!("seed {seed}: never back"));
+            assert!(
+                back - gone <= 3 * 42,
+                "seed {seed}: back after {} slots",
+                back - gone
+            );
+            for e in seen[back..].iter().flatten() {
+                assert!((e.bytes_per_iteration / per - 1.0).abs() < 0.002, "{e:?}");
+            }
+            let resumed = slots_learned(&seen[gone..]);
+            // Without the rule, the same traffic is hardly learned again.
+            let cfg = LearnerConfig {
+                resume_iterations: 0,
+                ..LearnerConfig::default()
+            };
+            let seen = feed(&mut Learner::new(cfg), &x);
+            assert!(
+                slots_learned(&seen[gone..]) < resumed / 2,
+                "seed {seed}: {} slots learned without resuming, {resumed} with",
+                slots_learned(&seen[gone..])
+            );
+        }
     }
 
     #[test]

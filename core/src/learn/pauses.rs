@@ -167,6 +167,30 @@ impl Pauses {
         lattice.reading(k, r, whole)
     }
 
+    /// An iteration of `bytes` known before (an estimate withdrawn lately), if the pause just
+    /// ended lies `bytes` after another, and that one after another, `whole` iterations
+    /// back in all (to the exact tolerance): the job moving in its iterations again, however
+    /// many pauses other jobs' turns put between. `clarity` is the withdrawn estimate's.
+    pub fn resume(&self, bytes: u64, whole: usize, clarity: f64) -> Option<ByTotals> {
+        let last = self.done.back()?;
+        if whole == 0 || bytes < MIN_CHUNK {
+            return None;
+        }
+        let tolerance = (ON_LATTICE * bytes as f64) as u64;
+        let first_total = last.total.checked_sub(whole as u64 * bytes)?;
+        let first = self.at(first_total, tolerance)?;
+        let between =
+            (1..whole as u64).all(|j| self.at(first_total + j * bytes, tolerance).is_some());
+        let span = last.resumed.since(first.resumed)? as f64;
+        (between && span > 0.0).then(|| ByTotals {
+            bytes,
+            chunk: bytes,
+            first: first.total,
+            period_slots: span / whole as f64,
+            clarity,
+        })
+    }
+
     /// The difference between consecutive pauses' totals that recurs most (at least
     /// `MIN_RECURRENCES` times; the smallest of equals): a stall inside a chunk pauses at a
     /// total no other pause shares, and two such may differ alike once by chance.
@@ -641,6 +665,43 @@ mod tests {
         x.extend([7_320_000 / 2; 16]);
         let (p, now) = paused(&x);
         assert!(!b.holds(&p, now));
+    }
+
+    #[test]
+    fn a_withdrawn_iteration_is_resumed_where_the_pauses_lie_its_bytes_apart() {
+        // 20-MB iterations over uneven stretches, paused mid-way at other totals each time
+        // (other jobs' turns), the compute's pause ending each.
+        let per = 20 * MB;
+        let mut x = vec![0; 3];
+        for (i, &(a, b)) in [(3usize, 5usize), (6, 2), (1, 9), (4, 4)]
+            .iter()
+            .enumerate()
+        {
+            let slots = (a + b) as u64;
+            x.extend(std::iter::repeat_n(per / slots, a));
+            x.extend(std::iter::repeat_n(0, 1 + i % 3));
+            x.extend(std::iter::repeat_n(per / slots, b));
+            x.extend(std::iter::repeat_n(0, 4));
+        }
+        // The fifth iteration begins: the fourth's pause has ended.
+        x.push(per / 8);
+        let (p, now) = paused(&x);
+        assert!(
+            p.resume(per, 4, 0.9).is_some(),
+            "from the first pause, at 0"
+        );
+        assert_eq!(p.resume(per, 5, 0.9), None, "not that many seen");
+        let b = p.resume(per, 2, 0.9).expect("back");
+        assert_eq!(
+            (b.bytes, b.chunk, b.first, b.clarity),
+            (per, per, 2 * per, 0.9)
+        );
+        assert!(b.holds(&p, now));
+        let place = b.place(&p, now);
+        assert_eq!((place.iteration, place.sent), (3, per / 8), "{b:?}");
+        // Not at other bytes, nor from no iterations.
+        assert_eq!(p.resume(per / 2 + MB, 2, 0.9), None);
+        assert_eq!(p.resume(per, 0, 0.9), None);
     }
 
     #[test]
