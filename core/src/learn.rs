@@ -252,7 +252,8 @@ pub struct Learner {
     begun: u64,
     /// The estimate the per-slot bytes gave, or why they gave none.
     by_time: Result<Learned, Unlearned>,
-    /// The last estimate they withdrew, and when: what a job that comes back moves.
+    /// The last estimate withdrawn (the per-slot bytes', or a pauses' reading of one chunk),
+    /// and when: what its job moves per iteration if it comes back.
     withdrawn: Option<(Slot, Learned)>,
     /// The pauses' totals, and the iteration they showed if one stands.
     pauses: Pauses,
@@ -375,8 +376,8 @@ impl Learner {
         })
     }
 
-    /// Keeps the estimate the per-slot bytes withdraw (`by_time` their reading now), until
-    /// one stands again.
+    /// Keeps the estimate the per-slot bytes withdraw (`by_time`: their reading now) until
+    /// one of theirs stands again.
     fn remember_withdrawn(&mut self, now: Slot, by_time: &Result<Learned, Unlearned>) {
         match (&self.by_time, by_time) {
             (_, Ok(_)) => self.withdrawn = None,
@@ -394,7 +395,8 @@ impl Learner {
 
     /// The estimate to stand by: the pauses' reading while it holds (once one stands, so the
     /// iteration count does not jump between two readings), else the per-slot bytes' estimate,
-    /// else a reading of the pauses where they show one.
+    /// else a reading of the pauses where they show one, or show a withdrawn estimate's
+    /// iterations again.
     fn choose(&mut self, now: Slot, total: u64, pause_ended: bool) -> Option<Learned> {
         if let Some(b) = self.by_totals {
             if b.holds(&self.pauses, total) {
