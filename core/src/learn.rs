@@ -228,14 +228,14 @@ pub enum Unlearned {
 }
 
 impl Unlearned {
-    /// Its name, as operators see it.
+    /// Its name, as operators see it (`mlccctl jobs`: `learning:<name>`).
     pub fn as_str(self) -> &'static str {
         match self {
-            Unlearned::NoPeriod => "no period",
-            Unlearned::Disagreed => "iterations disagree",
-            Unlearned::InPairs => "iterations in pairs",
-            Unlearned::Quiet => "quiet for two periods",
-            Unlearned::PastItsBytes => "iteration past its bytes",
+            Unlearned::NoPeriod => "no-period",
+            Unlearned::Disagreed => "iterations-disagree",
+            Unlearned::InPairs => "iterations-in-pairs",
+            Unlearned::Quiet => "quiet",
+            Unlearned::PastItsBytes => "past-its-bytes",
         }
     }
 }
@@ -308,6 +308,12 @@ impl Learner {
         self.estimate.as_ref()
     }
 
+    /// Why the bytes per slot give no estimate now (none while they give one), without the
+    /// work [`Learner::inspect`] does.
+    pub fn unlearned(&self) -> Option<Unlearned> {
+        self.by_time.as_ref().err().copied()
+    }
+
     /// What the learner reads of the traffic now, for an operator asking why a process is
     /// (not) learned: the period the window shows and its correlation, and the whole
     /// iterations found, oldest first (length in slots, bytes).
@@ -319,7 +325,7 @@ impl Learner {
         Inspection {
             period: self.period(),
             iterations,
-            unlearned: self.by_time.as_ref().err().copied(),
+            unlearned: self.unlearned(),
         }
     }
 

@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use mlcc_core::Slot;
 use mlcc_core::job::{Arch, Role};
 use mlcc_core::learn::identity::{Identity, Label};
-use mlcc_core::learn::{Learned, Learner, LearnerConfig, Reading};
+use mlcc_core::learn::{Learned, Learner, LearnerConfig, Reading, Unlearned};
 
 use crate::datapath::{SocketInode, SocketKey, SocketStats, canonical};
 use crate::host::{HeardLabel, ProcessObs};
@@ -88,15 +88,18 @@ pub struct LearnedStatus {
     pub iteration: Option<u64>,
     /// Which reading of its traffic stands: `period` or `pauses` ([`Reading`]).
     pub reading: Option<Reading>,
+    /// Below the bar, why the bytes per slot give no estimate ([`Unlearned::as_str`]).
+    pub unlearned: Option<&'static str>,
 }
 
 impl LearnedStatus {
     /// Where its job's figures come from, as `mlccctl jobs` shows it: the reading that stands
     /// and its confidence, or `learning` below the bar, where the process is the kernel CC's
-    /// (said rather than hidden).
+    /// (said rather than hidden), with why (`learning:no-period`).
     pub fn source(&self) -> String {
-        match (self.reading, self.confidence) {
-            (Some(r), Some(c)) => format!("learned:{}:{c:.2}", r.as_str()),
+        match (self.reading, self.confidence, self.unlearned) {
+            (Some(r), Some(c), _) => format!("learned:{}:{c:.2}", r.as_str()),
+            (_, _, Some(why)) => format!("learning:{why}"),
             _ => "learning".into(),
         }
     }
@@ -177,6 +180,10 @@ impl LearnedProcesses {
                     bytes_per_iteration: e.map(|e| e.bytes_per_iteration),
                     iteration: e.map(|e| t.identity.iteration(e.iteration)),
                     reading: e.map(|e| e.reading),
+                    unlearned: match e {
+                        Some(_) => None,
+                        None => t.learner.unlearned().map(Unlearned::as_str),
+                    },
                 }
             })
             .collect()
@@ -548,7 +555,8 @@ mod tests {
             by_pid[&10].source().starts_with("learned:period:"),
             "{status:?}"
         );
-        assert_eq!(by_pid[&20].source(), "learning");
+        // Bulk moves no iterations: no period, said so.
+        assert_eq!(by_pid[&20].source(), "learning:no-period");
         assert!((by_pid[&10].period_ms.unwrap() - 360.0).abs() < 30.0);
         assert_eq!((by_pid[&20].confidence, by_pid[&20].reading), (None, None));
         assert!(!by_pid.contains_key(&30), "{status:?}");
