@@ -70,11 +70,7 @@ impl Replay {
     fn note_withdrawal(&mut self) {
         let now = self.learner.estimate().map(|e| e.reading);
         if let (Some(was), None) = (self.reading, now) {
-            let why = self
-                .learner
-                .inspect()
-                .unlearned
-                .map_or("standing", |u| u.as_str());
+            let why = self.learner.unlearned().map_or("standing", |u| u.as_str());
             let key = match was {
                 Reading::Pauses => format!("pauses stopped holding, per-slot bytes: {why}"),
                 Reading::Period => why.to_string(),

@@ -240,6 +240,15 @@ impl Unlearned {
     }
 }
 
+/// What the learner keeps of a withdrawn estimate: when it went, its bytes per iteration and
+/// its confidence (the confidence it comes back with).
+#[derive(Clone, Copy, Debug)]
+struct Withdrawn {
+    at: Slot,
+    bytes: f64,
+    confidence: f64,
+}
+
 /// One process's (or cgroup's) learner. Feed it every slot with [`Learner::observe`].
 #[derive(Clone, Debug)]
 pub struct Learner {
@@ -252,9 +261,9 @@ pub struct Learner {
     begun: u64,
     /// The estimate the per-slot bytes gave, or why they gave none.
     by_time: Result<Learned, Unlearned>,
-    /// The last estimate withdrawn (the per-slot bytes', or a pauses' reading of one chunk),
-    /// and when: what its job moves per iteration if it comes back.
-    withdrawn: Option<(Slot, Learned)>,
+    /// The last estimate withdrawn (the per-slot bytes', or a pauses' reading of one chunk):
+    /// what its job moves per iteration if it comes back.
+    withdrawn: Option<Withdrawn>,
     /// The pauses' totals, and the iteration they showed if one stands.
     pauses: Pauses,
     by_totals: Option<ByTotals>,
@@ -387,16 +396,23 @@ impl Learner {
     fn remember_withdrawn(&mut self, now: Slot, by_time: &Result<Learned, Unlearned>) {
         match (&self.by_time, by_time) {
             (_, Ok(_)) => self.withdrawn = None,
-            (Ok(was), Err(_)) => self.withdrawn = Some((now, was.clone())),
+            (Ok(was), Err(_)) => {
+                self.withdrawn = Some(Withdrawn {
+                    at: now,
+                    bytes: was.bytes_per_iteration,
+                    confidence: was.confidence,
+                })
+            }
             (Err(_), Err(_)) => {}
         }
     }
 
     /// The estimate withdrawn within the window before `now`, while it may come back.
-    fn withdrawn(&self, now: Slot) -> Option<&Learned> {
-        let (at, e) = self.withdrawn.as_ref()?;
-        let recent = now.since(*at)? < self.cfg.window_slots as u64;
-        (recent && self.cfg.resume_iterations > 0).then_some(e)
+    fn withdrawn(&self, now: Slot) -> Option<Withdrawn> {
+        self.withdrawn.filter(|w| {
+            now.since(w.at)
+                .is_some_and(|d| d < self.cfg.window_slots as u64)
+        })
     }
 
     /// The estimate to stand by: the pauses' reading while it holds (once one stands, so the
@@ -412,7 +428,11 @@ impl Learner {
             // A ring's reading (several chunks an iteration) may be a multiple of its
             // iteration, or a part: only one of a single chunk is looked for again.
             if self.by_time.is_err() && b.chunk == b.bytes {
-                self.withdrawn = Some((now, self.read_totals(&b, now, total)));
+                self.withdrawn = Some(Withdrawn {
+                    at: now,
+                    bytes: b.bytes as f64,
+                    confidence: b.clarity,
+                });
             }
         }
         if let Ok(e) = &self.by_time {
@@ -422,10 +442,10 @@ impl Learner {
             self.by_totals = self.pauses.find(total, self.cfg.pause_iterations);
         }
         if pause_ended && self.by_totals.is_none() {
-            self.by_totals = self.withdrawn(now).and_then(|e| {
-                let bytes = e.bytes_per_iteration.round() as u64;
+            self.by_totals = self.withdrawn(now).and_then(|w| {
+                let bytes = w.bytes.round() as u64;
                 self.pauses
-                    .resume(bytes, self.cfg.resume_iterations, e.confidence)
+                    .resume(bytes, self.cfg.resume_iterations, w.confidence)
             });
         }
         self.by_totals.map(|b| self.read_totals(&b, now, total))
