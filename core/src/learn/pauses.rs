@@ -318,6 +318,12 @@ impl Lattice {
     /// computes, and a short compute ends first. (An iteration of one chunk whose boundary
     /// passes without a pause is two read as one: see `holds`.)
     fn all_paused(&self, k: usize, r: usize) -> bool {
+        self.all_paused_but(k, r, 0)
+    }
+
+    /// [`Self::all_paused`], letting `missed` points pass at least: a wider lattice through a
+    /// finer one's points may miss the finer one's misses, however few its own points.
+    fn all_paused_but(&self, k: usize, r: usize, missed_finer: usize) -> bool {
         let (paused, missed) = self.paused(k, r);
         let least = paused.iter().copied().min().unwrap_or(0);
         let hidden = if k == 1 {
@@ -325,7 +331,7 @@ impl Lattice {
         } else {
             (paused.len() + missed) / HIDDEN_EVERY
         };
-        missed <= hidden
+        missed <= hidden.max(missed_finer)
             && least >= MIN_BOUNDARY_SLOTS
             && f64::from(least) >= BOUNDARY_SHARE * median(&paused)
     }
@@ -385,13 +391,17 @@ impl Lattice {
 
     /// Whether the iteration is a wider multiple of the chunk than `(k, r)`: one of its points
     /// in m pausing far longer than the others, each time but perhaps the first seen (a ring
-    /// that waits at each of its steps waits longest for the compute). Known once it has done
-    /// so over `whole` iterations; until then, not yet known.
+    /// that waits at each of its steps waits longest for the compute), where it paused (it may
+    /// miss what `(k, r)` missed: a compute hidden), and no lattice between pauses about as
+    /// long off its points. Known once it has done so over `whole` iterations; until then, not
+    /// yet known.
     fn wider(&self, k: usize, r: usize, whole: usize) -> Wider {
         let mut not_yet = false;
+        let missed = self.paused(k, r).1;
         for m in 2..=MAX_CHUNKS / k {
             for r2 in (0..m).map(|t| r + t * k) {
-                let at = self.lengths(m * k, r2);
+                // A boundary whose compute was hidden is not one of the lattice's pauses.
+                let (at, _) = self.paused(m * k, r2);
                 let rest: Vec<u32> = self
                     .every(k, r)
                     .filter(|&(j, _)| j % (m * k) != r2 % (m * k))
@@ -400,10 +410,14 @@ impl Lattice {
                 if at.is_empty() || rest.is_empty() {
                     continue;
                 }
+                let finer_alike = (2..m)
+                    .filter(|d| m % d == 0)
+                    .any(|d| self.finer_alike(d * k, m * k, r2, &at));
                 let longer = stand_out(&at, &rest)
                     && alike(&at)
                     && alike(&rest)
-                    && self.all_paused(m * k, r2);
+                    && self.all_paused_but(m * k, r2, missed)
+                    && !finer_alike;
                 match at.len() {
                     n if longer && n > whole => return Wider::Yes(m * k, r2),
                     2.. if longer => not_yet = true,
@@ -595,9 +609,19 @@ mod tests {
     /// paced below what it writes, still drains the last chunk when the compute ends, and
     /// sends on.
     fn ring_hiding_its_compute(iterations: usize, steps: [usize; 3], hidden: &[usize]) -> Vec<u64> {
+        ring_hiding_its_compute_for(iterations, steps, 10, hidden)
+    }
+
+    /// The same with a compute of `slots`.
+    fn ring_hiding_its_compute_for(
+        iterations: usize,
+        steps: [usize; 3],
+        slots: usize,
+        hidden: &[usize],
+    ) -> Vec<u64> {
         let mut x = vec![0; 3];
         for i in 0..iterations {
-            let compute = if hidden.contains(&i) { 0 } else { 10 };
+            let compute = if hidden.contains(&i) { 0 } else { slots };
             let [a, b, c] = steps;
             x.extend(ring(1, 7_320_000, &[a, b, c, compute]).split_off(3));
         }
@@ -617,6 +641,13 @@ mod tests {
             &ring_hiding_its_compute(12, [1, 0, 0], &[5, 9]),
             "one step waiting",
         );
+        // Nor at half, where the middle step always waits a while.
+        never_misread(
+            &ring_hiding_its_compute(24, [1, 3, 1], &[5, 15]),
+            "middle step waiting",
+        );
+        let x = ring_hiding_its_compute_for(24, [1, 3, 1], 8, &[5, 15]);
+        never_misread(&x, "middle step waiting, a shorter compute");
         // Twice in twenty-odd iterations is read, at its iteration.
         let (p, now) = paused(&ring_hiding_its_compute(24, [1, 0, 1], &[5, 15]));
         assert_eq!(p.find(now, 4).map(|b| b.bytes), Some(29_280_000));
