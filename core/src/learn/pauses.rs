@@ -321,7 +321,7 @@ impl Lattice {
         self.all_paused_but(k, r, 0)
     }
 
-    /// [`Self::all_paused`], letting `missed` points pass at least: a wider lattice through a
+    /// [`Self::all_paused`], letting `missed_finer` points pass at least: a wider lattice through a
     /// finer one's points may miss the finer one's misses, however few its own points.
     fn all_paused_but(&self, k: usize, r: usize, missed_finer: usize) -> bool {
         let (paused, missed) = self.paused(k, r);
