@@ -304,41 +304,29 @@ impl Lattice {
 
     /// The pauses at the points of `every(k, r)` that paused (at least `MIN_BOUNDARY_SLOTS`),
     /// and how many points did not.
-    fn paused(&self, k: usize, r: usize) -> (Vec<u32>, usize) {
-        let p = self.lengths(k, r);
-        let n = p.len();
-        let paused: Vec<u32> = p.into_iter().filter(|&s| s >= MIN_BOUNDARY_SLOTS).collect();
-        let missed = n - paused.len();
-        (paused, missed)
+    fn paused(&self, k: usize, r: usize) -> Paused {
+        let mut missed = 0;
+        let lengths = self
+            .every(k, r)
+            .map(|(_, s)| s)
+            .filter(|&s| {
+                missed += usize::from(s < MIN_BOUNDARY_SLOTS);
+                s >= MIN_BOUNDARY_SLOTS
+            })
+            .collect();
+        Paused { lengths, missed }
     }
 
-    /// Whether every point `r + j·k` paused for a while (at least two slots and a share of
-    /// their median), but one in `HIDDEN_EVERY` of a lattice wider than the chunk: a ring
-    /// rank paced below what it writes still drains its iteration's last chunk while it
-    /// computes, and a short compute ends first. (An iteration of one chunk whose boundary
-    /// passes without a pause is two read as one: see `holds`.)
-    fn all_paused(&self, k: usize, r: usize) -> bool {
-        self.all_paused_but(k, r, 0)
-    }
-
-    /// [`Self::all_paused`], letting `missed_finer` points pass at least: a wider lattice through a
-    /// finer one's points may miss the finer one's misses, however few its own points.
-    fn all_paused_but(&self, k: usize, r: usize, missed_finer: usize) -> bool {
-        let (paused, missed) = self.paused(k, r);
-        let least = paused.iter().copied().min().unwrap_or(0);
-        let hidden = if k == 1 {
-            0
-        } else {
-            (paused.len() + missed) / HIDDEN_EVERY
-        };
-        missed <= hidden.max(missed_finer)
-            && least >= MIN_BOUNDARY_SLOTS
-            && f64::from(least) >= BOUNDARY_SHARE * median(&paused)
+    /// How many points `r + j·k` did not pause (under `MIN_BOUNDARY_SLOTS`).
+    fn missed(&self, k: usize, r: usize) -> usize {
+        self.every(k, r)
+            .filter(|&(_, s)| s < MIN_BOUNDARY_SLOTS)
+            .count()
     }
 
     /// Whether all points `r + j·k` but one paused (a boundary may pass with a slot's trickle).
     fn mostly_paused(&self, k: usize, r: usize) -> bool {
-        self.paused(k, r).1 <= 1
+        self.missed(k, r) <= 1
     }
 
     /// The smallest multiple of the chunk (and the point it starts at) at every point of which
@@ -354,14 +342,16 @@ impl Lattice {
             .flat_map(|k| (0..k).map(move |r| (k, r)))
             .filter(|&(k, r)| self.every(k, r).count() > whole)
             .find(|&(k, r)| {
-                let (at, _) = self.paused(k, r);
-                let finer_paused = (1..k)
-                    .filter(|f| k % f == 0)
-                    .any(|f| self.mostly_paused(f, r % f) || self.finer_alike(f, k, r, &at));
-                self.all_paused(k, r)
-                    && alike(&at)
-                    && (k == 1 || self.quiet_between(k, r, &at))
-                    && !finer_paused
+                let at = self.paused(k, r);
+                let finer_paused = || {
+                    (1..k).filter(|f| k % f == 0).any(|f| {
+                        self.mostly_paused(f, r % f) || self.finer_alike(f, k, r, &at.lengths)
+                    })
+                };
+                at.all_but_hidden(k, 0)
+                    && alike(&at.lengths)
+                    && (k == 1 || self.quiet_between(k, r, &at.lengths))
+                    && !finer_paused()
             })
     }
 
@@ -397,28 +387,30 @@ impl Lattice {
     /// yet known.
     fn wider(&self, k: usize, r: usize, whole: usize) -> Wider {
         let mut not_yet = false;
-        let missed = self.paused(k, r).1;
+        let missed = self.missed(k, r);
         for m in 2..=MAX_CHUNKS / k {
             for r2 in (0..m).map(|t| r + t * k) {
                 // A boundary whose compute was hidden is not one of the lattice's pauses.
-                let (at, _) = self.paused(m * k, r2);
+                let at = self.paused(m * k, r2);
                 let rest: Vec<u32> = self
                     .every(k, r)
                     .filter(|&(j, _)| j % (m * k) != r2 % (m * k))
                     .map(|(_, s)| s)
                     .collect();
-                if at.is_empty() || rest.is_empty() {
+                if at.lengths.is_empty() || rest.is_empty() {
                     continue;
                 }
-                let finer_alike = (2..m)
-                    .filter(|d| m % d == 0)
-                    .any(|d| self.finer_alike(d * k, m * k, r2, &at));
-                let longer = stand_out(&at, &rest)
-                    && alike(&at)
+                let finer_alike = || {
+                    (2..m)
+                        .filter(|d| m % d == 0)
+                        .any(|d| self.finer_alike(d * k, m * k, r2, &at.lengths))
+                };
+                let longer = stand_out(&at.lengths, &rest)
+                    && alike(&at.lengths)
                     && alike(&rest)
-                    && self.all_paused_but(m * k, r2, missed)
-                    && !finer_alike;
-                match at.len() {
+                    && at.all_but_hidden(m * k, missed)
+                    && !finer_alike();
+                match at.lengths.len() {
                     n if longer && n > whole => return Wider::Yes(m * k, r2),
                     2.. if longer => not_yet = true,
                     _ => {}
@@ -465,6 +457,32 @@ impl Lattice {
     }
 }
 
+/// The pauses at a lattice's points that paused, and how many of its points did not.
+struct Paused {
+    lengths: Vec<u32>,
+    missed: usize,
+}
+
+impl Paused {
+    /// Whether every point paused for a while (at least two slots and a share of their
+    /// median), but one in `HIDDEN_EVERY` of a lattice of `k` chunks, `k` > 1, or as many as a
+    /// finer lattice through them missed (`missed_finer`): a ring rank paced below what it
+    /// writes still drains its iteration's last chunk while it computes, and a short compute
+    /// ends first. (An iteration of one chunk whose boundary passes without a pause is two
+    /// read as one: see `ByTotals::holds`.)
+    fn all_but_hidden(&self, k: usize, missed_finer: usize) -> bool {
+        let least = self.lengths.iter().copied().min().unwrap_or(0);
+        let hidden = if k == 1 {
+            0
+        } else {
+            (self.lengths.len() + self.missed) / HIDDEN_EVERY
+        };
+        self.missed <= hidden.max(missed_finer)
+            && least >= MIN_BOUNDARY_SLOTS
+            && f64::from(least) >= BOUNDARY_SHARE * median(&self.lengths)
+    }
+}
+
 impl ByTotals {
     /// How near a pause's total must lie to a boundary to be its pause.
     fn tolerance(&self) -> u64 {
@@ -493,7 +511,7 @@ impl ByTotals {
     /// Whether the traffic still moves in these iterations at total `now`: it paused at
     /// every boundary it passed since `first` (the ones the pauses kept still remember), but
     /// perhaps one of the last few where the iteration is wider than the chunk (a ring's
-    /// compute hidden while its last chunk drains: `Lattice::all_paused`), and it has not been
+    /// compute hidden while its last chunk drains: `Paused::all_but_hidden`), and it has not been
     /// quiet for more than two iterations' time.
     pub fn holds(&self, pauses: &Pauses, now: u64) -> bool {
         let tolerance = self.tolerance();
