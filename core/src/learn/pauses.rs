@@ -294,11 +294,12 @@ impl Lattice {
         self.every(k, r).map(|(_, s)| s).collect()
     }
 
-    /// The pauses at the points (but the first) off the lattice `(k, r)`.
-    fn between(&self, k: usize, r: usize) -> Vec<u32> {
-        (1..self.points.len())
-            .filter(|&j| j % k != r % k)
-            .map(|j| self.points[j].0)
+    /// The pauses at the points of `every(f, rf)` off the lattice `(k, r)`; `(1, 0)` for
+    /// every point between those of `(k, r)`.
+    fn off(&self, (f, rf): (usize, usize), (k, r): (usize, usize)) -> Vec<u32> {
+        self.every(f, rf)
+            .filter(|&(j, _)| j % k != r % k)
+            .map(|(_, s)| s)
             .collect()
     }
 
@@ -359,12 +360,11 @@ impl Lattice {
     /// and ours not twice as long (their medians): two iterations read as one where a ring's
     /// compute, hidden now and then, was hidden at every other boundary only.
     fn finer_alike(&self, f: usize, k: usize, r: usize, at: &[u32]) -> bool {
-        let off: Vec<u32> = self
-            .every(f, r % f)
-            .filter(|&(j, _)| j % k != r % k)
-            .map(|(_, s)| s)
-            .collect();
-        f > 1 && median(&off) > 0.0 && LONGER * median(&off) > median(at)
+        if f == 1 {
+            return false;
+        }
+        let off = median(&self.off((f, r % f), (k, r)));
+        off > 0.0 && LONGER * off > median(at)
     }
 
     /// Whether the points between those of `(k, r)` did not pause, mostly, or each paused
@@ -373,7 +373,7 @@ impl Lattice {
     /// far longer). Equal transfers at uneven times pause at random: the longest of those
     /// between rarely falls short of every one on a lattice.
     fn quiet_between(&self, k: usize, r: usize, at: &[u32]) -> bool {
-        let between = self.between(k, r);
+        let between = self.off((1, 0), (k, r));
         let least = at.iter().copied().min().unwrap_or(0);
         let longest = between.iter().copied().max().unwrap_or(0);
         median(&between) == 0.0 || (stand_out(at, &between) && least > longest)
@@ -392,11 +392,7 @@ impl Lattice {
             for r2 in (0..m).map(|t| r + t * k) {
                 // A boundary whose compute was hidden is not one of the lattice's pauses.
                 let at = self.paused(m * k, r2);
-                let rest: Vec<u32> = self
-                    .every(k, r)
-                    .filter(|&(j, _)| j % (m * k) != r2 % (m * k))
-                    .map(|(_, s)| s)
-                    .collect();
+                let rest = self.off((k, r), (m * k, r2));
                 if at.lengths.is_empty() || rest.is_empty() {
                     continue;
                 }
@@ -441,7 +437,7 @@ impl Lattice {
         let (first, last) = (bounds[0].0, bounds[bounds.len() - 1].0);
         let span = resumed(last)?.since(resumed(first)?)? as f64;
         let at: Vec<u32> = bounds.iter().map(|b| b.1).collect();
-        let between = self.between(k, r);
+        let between = self.off((1, 0), (k, r));
         let clarity = if between.is_empty() {
             1.0
         } else {
