@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use mlcc_core::Slot;
-use mlcc_core::learn::{Learner, LearnerConfig, Reading};
+use mlcc_core::learn::{Learned, Learner, LearnerConfig, Reading};
 
 /// `line` without its terminal colours (`ESC [ ... m`).
 fn plain(line: &str) -> String {
@@ -53,8 +53,9 @@ fn parse(line: &str) -> Option<(u32, u64, u64)> {
 struct Replay {
     learner: Learner,
     first_slot: u64,
-    /// Slots after the first, iteration, and observations before, when first learned.
-    learned_at: Option<(u64, u64, usize)>,
+    /// When first learned: slots after the first, iteration, observations before, and the
+    /// estimate then.
+    learned_at: Option<(u64, u64, usize, Learned)>,
     /// Observations with an estimate standing, and the least and most bytes per iteration it said.
     learned_slots: usize,
     bytes_range: Option<(f64, f64)>,
@@ -175,7 +176,7 @@ fn main() {
             let b = e.bytes_per_iteration;
             let seen = r.series.len() - 1;
             r.learned_at
-                .get_or_insert((slot - r.first_slot, e.iteration, seen));
+                .get_or_insert_with(|| (slot - r.first_slot, e.iteration, seen, e.clone()));
             r.learned_slots += 1;
             r.bytes_range = Some(
                 r.bytes_range
@@ -199,10 +200,12 @@ fn main() {
 fn report(pid: u32, r: &Replay) {
     let slots = r.series.len();
     let total = r.series.last().map_or(0, |s| s.1);
-    match r.learned_at {
-        Some((after, it, seen)) => {
+    match &r.learned_at {
+        Some((after, it, seen, first)) => {
             println!(
-                "pid {pid}: learned after {after} slots, at iteration {it} ({slots} slots, {total} B)"
+                "pid {pid}: learned after {after} slots, at iteration {it} ({slots} slots, {total} B), first at {:.3} MB read by the {}",
+                first.bytes_per_iteration / 1e6,
+                first.reading.as_str()
             );
             if let Some((lo, hi)) = r.bytes_range {
                 println!(
