@@ -56,6 +56,20 @@ fn line_time(line: &str) -> Option<f64> {
     Some((days * 86_400 + h * 3_600 + min * 60) as f64 + sec)
 }
 
+/// Iterations of a member's the period is also compared with: the last before it was learned,
+/// as many as the learner needs to agree (`LearnerConfig::min_iterations`).
+const RECENT_ITERATIONS: usize = 3;
+
+/// The mean length (s) of the member's last `RECENT_ITERATIONS` iterations that ended by Unix
+/// time `at` (fewer where fewer had; its first has no start): what the learner read, where the
+/// mean over the run also holds iterations sped up or slowed down by other jobs later.
+fn recent_iteration_s(ends_unix_s: &[f64], at: f64) -> Option<f64> {
+    let ended: Vec<f64> = ends_unix_s.iter().copied().filter(|&e| e <= at).collect();
+    let from = ended.len().saturating_sub(RECENT_ITERATIONS + 1);
+    let whole = ended.len().checked_sub(from + 1).filter(|&n| n > 0)?;
+    Some((ended[ended.len() - 1] - ended[from]) / whole as f64)
+}
+
 /// The member's own iteration (counting from 1) that was under way at Unix time `at`, from the
 /// times its iterations ended.
 fn own_iteration(ends_unix_s: &[f64], at: f64) -> u64 {
@@ -80,6 +94,9 @@ pub struct JobLearning {
     pub bytes_error_max: Option<f64>,
     /// The largest |learned period − the member's mean iteration time|, in slots.
     pub period_error_slots_max: Option<f64>,
+    /// The largest |learned period − the mean of the member's last iterations before it was
+    /// learned| (`RECENT_ITERATIONS`), in slots.
+    pub period_error_recent_slots_max: Option<f64>,
 }
 
 impl JobLearning {
@@ -98,6 +115,11 @@ impl JobLearning {
             if let Some(at) = e.at_unix_s.filter(|_| !m.iteration_ends_unix_s.is_empty()) {
                 let own = own_iteration(&m.iteration_ends_unix_s, at);
                 l.learned_by_own_iteration = Some(l.learned_by_own_iteration.unwrap_or(0).max(own));
+                let recent = recent_iteration_s(&m.iteration_ends_unix_s, at);
+                if let Some(t) = recent.filter(|_| tau_s > 0.0) {
+                    let slots = (e.period_ms / 1e3 - t).abs() / tau_s;
+                    l.period_error_recent_slots_max = max(l.period_error_recent_slots_max, slots);
+                }
             }
             let bytes_error = (e.bytes_per_iteration / m.bytes_per_iteration - 1.0).abs();
             l.bytes_error_max = max(l.bytes_error_max, bytes_error);
@@ -176,6 +198,54 @@ mod tests {
     }
 
     #[test]
+    fn the_period_is_also_held_against_the_iterations_just_before_it_was_learned() {
+        // Iterations of 1 s, then of 2 s once another job came: ends at 1..=4, then 6, 8, 10.
+        let ends = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0];
+        assert_eq!(recent_iteration_s(&ends, 0.5), None);
+        assert_eq!(
+            recent_iteration_s(&ends, 1.5),
+            None,
+            "no iteration whole yet"
+        );
+        assert_eq!(recent_iteration_s(&ends, 2.5), Some(1.0));
+        assert_eq!(recent_iteration_s(&ends, 4.5), Some(1.0));
+        assert_eq!(recent_iteration_s(&ends, 6.0), Some(4.0 / 3.0));
+        assert_eq!(recent_iteration_s(&ends, 11.0), Some(2.0));
+        let member = MemberTruth {
+            pid: 1,
+            bytes_per_iteration: 1e6,
+            mean_iteration_s: Some(9.0 / 7.0),
+            iteration_ends_unix_s: ends.to_vec(),
+        };
+        let learned_at = |at| {
+            let e = FirstEstimate {
+                iteration: 3,
+                bytes_per_iteration: 1e6,
+                period_ms: 2000.0,
+                at_unix_s: Some(at),
+            };
+            JobLearning::of(
+                std::slice::from_ref(&member),
+                &BTreeMap::from([(1, e)]),
+                0.5,
+            )
+        };
+        let l = learned_at(10.5);
+        assert!(
+            (l.period_error_recent_slots_max.unwrap()).abs() < 1e-9,
+            "{l:?}"
+        );
+        assert!(l.period_error_slots_max.unwrap() > 1.0, "{l:?}");
+        let l = learned_at(4.5);
+        assert!(
+            (l.period_error_recent_slots_max.unwrap() - 2.0).abs() < 1e-9,
+            "{l:?}"
+        );
+        let l = learned_at(1.5);
+        assert_eq!(l.period_error_recent_slots_max, None, "{l:?}");
+    }
+
+    #[test]
     fn a_log_line_s_utc_time_is_read_and_anything_else_is_not() {
         let at = line_time("2026-12-05T21:57:37.651873Z  INFO mlcc_scheduler::learned: x");
         assert!((at.unwrap() - 1_796_507_857.651873).abs() < 1e-6, "{at:?}");
@@ -240,6 +310,9 @@ mod tests {
         assert!((bytes - (1.0 - 21.0 / 21.12)).abs() < 1e-12, "{l:?}");
         let slots = l.period_error_slots_max.unwrap();
         assert!((slots - 2.0).abs() < 1e-9, "{l:?}");
+        // Against the iterations before: 1.5 s each, the same here.
+        let recent = l.period_error_recent_slots_max.unwrap();
+        assert!((recent - 2.0).abs() < 1e-9, "{l:?}");
         assert_eq!(
             JobLearning::of(&members, &BTreeMap::new(), 0.03),
             JobLearning {

@@ -386,14 +386,16 @@ fn learned_table(s: &Summary) -> String {
             let Some(l) = &j.learned else { continue };
             if t.is_empty() {
                 t += "\nLearned without progress files (each member's first estimate against \
-                      its own figures; the period against its mean iteration time):\n\n\
+                      its own figures; the period against its mean iteration time over the run, \
+                      and against its last three iterations before it was learned):\n\n\
                       | CC | rep | job | members learned | by iteration: the members' own \
                       (the learner's count) | bytes per iteration, worst error | period, worst \
-                      error (slots) |\n|---|---|---|---|---|---|---|\n";
+                      error (slots) | period against the iterations before, worst error \
+                      (slots) |\n|---|---|---|---|---|---|---|---|\n";
             }
             let or_dash = |v: Option<String>| v.unwrap_or_else(|| "–".into());
             t += &format!(
-                "| {} | {rep} | {} | {}/{} | {} | {} | {} |\n",
+                "| {} | {rep} | {} | {}/{} | {} | {} | {} | {} |\n",
                 run.cc,
                 j.job,
                 l.learned,
@@ -401,6 +403,7 @@ fn learned_table(s: &Summary) -> String {
                 by_iteration(l),
                 or_dash(l.bytes_error_max.map(|e| format!("{:.2} %", e * 100.0))),
                 or_dash(l.period_error_slots_max.map(|e| format!("{e:.1}"))),
+                or_dash(l.period_error_recent_slots_max.map(|e| format!("{e:.1}"))),
             );
         }
     }
@@ -909,6 +912,7 @@ mod tests {
                 learned_by_own_iteration: Some(6),
                 bytes_error_max: Some(0.004),
                 period_error_slots_max: Some(1.3),
+                period_error_recent_slots_max: Some(0.4),
             },
             JobLearning {
                 members: 2,
@@ -922,11 +926,11 @@ mod tests {
         let md = markdown(&s);
         assert!(md.contains("Learned without progress files"), "{md}");
         assert!(
-            md.contains("| mlcc/progress=off | 2 | j0 | 2/3 | 6 (5) | 0.40 % | 1.3 |"),
+            md.contains("| mlcc/progress=off | 2 | j0 | 2/3 | 6 (5) | 0.40 % | 1.3 | 0.4 |"),
             "{md}"
         );
         assert!(
-            md.contains("| mlcc/progress=off | 2 | j1 | 0/2 | – | – | – |"),
+            md.contains("| mlcc/progress=off | 2 | j1 | 0/2 | – | – | – | – |"),
             "{md}"
         );
     }
