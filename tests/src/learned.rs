@@ -56,8 +56,8 @@ fn line_time(line: &str) -> Option<f64> {
     Some((days * 86_400 + h * 3_600 + min * 60) as f64 + sec)
 }
 
-/// Iterations of a member's the period is also compared with: the last before it was learned,
-/// as many as the learner needs to agree (`LearnerConfig::min_iterations`).
+/// How many of a member's iterations the period is also compared with: the last before it was
+/// learned, as many as the learner needs to agree on (`LearnerConfig::min_iterations`).
 const RECENT_ITERATIONS: usize = 3;
 
 /// The mean length (s) of the member's last `RECENT_ITERATIONS` iterations that ended by Unix
@@ -231,10 +231,7 @@ mod tests {
             )
         };
         let l = learned_at(10.5);
-        assert!(
-            (l.period_error_recent_slots_max.unwrap()).abs() < 1e-9,
-            "{l:?}"
-        );
+        assert!(l.period_error_recent_slots_max.unwrap() < 1e-9, "{l:?}");
         assert!(l.period_error_slots_max.unwrap() > 1.0, "{l:?}");
         let l = learned_at(4.5);
         assert!(
