@@ -53,9 +53,9 @@ fn parse(line: &str) -> Option<(u32, u64, u64)> {
 struct Replay {
     learner: Learner,
     first_slot: u64,
-    /// When first learned: slots after the first, iteration, observations before, and the
-    /// estimate then.
-    learned_at: Option<(u64, u64, usize, Learned)>,
+    /// When first learned: slots after the first, observations before, and the estimate then
+    /// (its iteration the one learned in).
+    learned_at: Option<(u64, usize, Learned)>,
     /// Observations with an estimate standing, and the least and most bytes per iteration it said.
     learned_slots: usize,
     bytes_range: Option<(f64, f64)>,
@@ -176,7 +176,7 @@ fn main() {
             let b = e.bytes_per_iteration;
             let seen = r.series.len() - 1;
             r.learned_at
-                .get_or_insert_with(|| (slot - r.first_slot, e.iteration, seen, e.clone()));
+                .get_or_insert_with(|| (slot - r.first_slot, seen, e.clone()));
             r.learned_slots += 1;
             r.bytes_range = Some(
                 r.bytes_range
@@ -201,9 +201,10 @@ fn report(pid: u32, r: &Replay) {
     let slots = r.series.len();
     let total = r.series.last().map_or(0, |s| s.1);
     match &r.learned_at {
-        Some((after, it, seen, first)) => {
+        Some((after, seen, first)) => {
             println!(
-                "pid {pid}: learned after {after} slots, at iteration {it} ({slots} slots, {total} B), first at {:.3} MB read by the {}",
+                "pid {pid}: learned after {after} slots, at iteration {} ({slots} slots, {total} B), first at {:.3} MB read by the {}",
+                first.iteration,
                 first.bytes_per_iteration / 1e6,
                 first.reading.as_str()
             );

@@ -623,10 +623,10 @@ mod tests {
         let (p, now) = paused(&x);
         assert_eq!(p.find(now, 4).map(|b| b.bytes), Some(29_280_000));
         // One in every other iteration leaves it unread: the compute no longer stands apart.
-        let mut x = Vec::new();
+        let mut x = vec![0; 3];
         for i in 0..10 {
             let first = if i % 2 == 1 { 12 } else { 2 };
-            x.extend(ring(1, 7_320_000, &[first, 1, 3, 12]).split_off(if i == 0 { 0 } else { 3 }));
+            x.extend(ring(1, 7_320_000, &[first, 1, 3, 12]).split_off(3));
         }
         let (p, now) = paused(&x);
         assert_eq!(p.find(now, 4), None);
