@@ -6,7 +6,9 @@
 //!
 //!     cargo run --release -p mlcc-core --example learn-replay -- mlccd.log [PID] [--set NAME=VALUE]...
 //!
-//! With a PID, also prints that process's bytes per slot. `--set` replays with one of
+//! Where the log holds what peers' reports said (`peers=[...]`, the bytes per iteration of
+//! the learned processes at the other ends of a process's connections), the replay hears them
+//! as mlccd did. With a PID, also prints that process's bytes per slot. `--set` replays with one of
 //! [`LearnerConfig`]'s fields changed (`--set min_iterations=2`), to see what a rule costs or
 //! buys on traffic that was really seen.
 
@@ -29,8 +31,23 @@ fn plain(line: &str) -> String {
     out
 }
 
-/// `pid`, `slot` and `total` of one trace line, wherever they sit in it (human or JSON logs).
-fn parse(line: &str) -> Option<(u32, u64, u64)> {
+/// One trace line: a process's total at a slot, or the bytes per iteration its peers said.
+#[derive(Debug, PartialEq)]
+enum Traced {
+    Total {
+        pid: u32,
+        slot: u64,
+        total: u64,
+    },
+    Peers {
+        pid: u32,
+        slot: u64,
+        bytes: Vec<u64>,
+    },
+}
+
+/// The fields of one trace line, wherever they sit in it (human or JSON logs).
+fn parse(line: &str) -> Option<Traced> {
     if !line.contains("mlcc_learn") {
         return None;
     }
@@ -43,11 +60,24 @@ fn parse(line: &str) -> Option<(u32, u64, u64)> {
             .collect();
         digits.parse().ok()
     };
-    Some((
-        u32::try_from(field("pid")?).ok()?,
-        field("slot")?,
-        field("total")?,
-    ))
+    let pid = u32::try_from(field("pid")?).ok()?;
+    if let Some(at) = line.find("peers=[") {
+        let list = &line[at + "peers=[".len()..];
+        let bytes = list[..list.find(']')?]
+            .split(',')
+            .filter_map(|b| b.trim().parse().ok())
+            .collect();
+        return Some(Traced::Peers {
+            pid,
+            slot: field("slot")?,
+            bytes,
+        });
+    }
+    Some(Traced::Total {
+        pid,
+        slot: field("slot")?,
+        total: field("total")?,
+    })
 }
 
 struct Replay {
@@ -73,7 +103,9 @@ impl Replay {
         if let (Some(was), None) = (self.reading, now) {
             let why = self.learner.unlearned().map_or("standing", |u| u.as_str());
             let key = match was {
-                Reading::Pauses => format!("pauses stopped holding, per-slot bytes: {why}"),
+                Reading::Pauses | Reading::Peer => {
+                    format!("pauses stopped holding, per-slot bytes: {why}")
+                }
                 Reading::Period => why.to_string(),
             };
             *self.withdrawals.entry(key).or_default() += 1;
@@ -105,6 +137,7 @@ fn set(cfg: &mut LearnerConfig, kv: &str) -> Result<(), String> {
         "min_iterations" => cfg.min_iterations = whole(1.0)?,
         "pause_iterations" => cfg.pause_iterations = whole(0.0)?,
         "resume_iterations" => cfg.resume_iterations = whole(0.0)?,
+        "peer_iterations" => cfg.peer_iterations = whole(0.0)?,
         "byte_tolerance" => cfg.byte_tolerance = f,
         "period_tolerance" => cfg.period_tolerance = f,
         "min_correlation" => cfg.min_correlation = f,
@@ -158,7 +191,10 @@ fn main() {
         }
     };
     let mut procs: BTreeMap<u32, Replay> = BTreeMap::new();
-    for (pid, slot, total) in text.lines().filter_map(parse) {
+    for line in text.lines().filter_map(parse) {
+        let (pid, slot) = match &line {
+            Traced::Peers { pid, slot, .. } | Traced::Total { pid, slot, .. } => (*pid, *slot),
+        };
         let r = procs.entry(pid).or_insert_with(|| Replay {
             learner: Learner::new(cfg.clone()),
             first_slot: slot,
@@ -169,6 +205,13 @@ fn main() {
             reading: None,
             withdrawals: BTreeMap::new(),
         });
+        let total = match line {
+            Traced::Peers { bytes, .. } => {
+                r.learner.hear(Slot(slot), bytes);
+                continue;
+            }
+            Traced::Total { total, .. } => total,
+        };
         r.learner.observe(Slot(slot), total);
         r.note_withdrawal();
         r.series.push((slot, total));
@@ -277,5 +320,40 @@ mod tests {
         ] {
             assert!(parse_args(&args(bad)).is_err(), "{bad:?} accepted");
         }
+    }
+
+    /// Both kinds of trace line mlccd writes, with colours and in JSON.
+    #[test]
+    fn trace_lines_are_read_as_totals_and_peers_bytes() {
+        let total =
+            "\u{1b}[2m2026-12-06T15:11:49Z\u{1b}[0m TRACE mlcc_learn: pid=5494 slot=17 total=4096";
+        assert_eq!(
+            parse(total),
+            Some(Traced::Total {
+                pid: 5494,
+                slot: 17,
+                total: 4096
+            })
+        );
+        let peers =
+            "2026-12-06T15:11:49Z TRACE mlcc_learn: pid=5494 slot=18 peers=[29282492, 29282557]";
+        assert_eq!(
+            parse(peers),
+            Some(Traced::Peers {
+                pid: 5494,
+                slot: 18,
+                bytes: vec![29282492, 29282557]
+            })
+        );
+        let json = r#"{"target":"mlcc_learn","fields":{"pid":7,"slot":3,"peers":"[]"}}"#;
+        assert_eq!(
+            parse(json),
+            Some(Traced::Peers {
+                pid: 7,
+                slot: 3,
+                bytes: Vec::new()
+            })
+        );
+        assert_eq!(parse("INFO mlcc_scheduler: pid=1 slot=2 total=3"), None);
     }
 }

@@ -24,7 +24,8 @@
 //! `pause_iterations` whole ones agree there, that reading stands in, and it stands while the
 //! traffic pauses at each boundary it reaches. An estimate withdrawn stands again, as such a
 //! reading, once the traffic pauses at the ends of `resume_iterations` whole iterations of its
-//! bytes.
+//! bytes; so does the estimate of a learned peer (its reports carry its bytes per iteration)
+//! once they show over `peer_iterations`.
 
 use std::collections::VecDeque;
 
@@ -49,6 +50,10 @@ const CHATTER_MARGIN: f64 = 2.0;
 /// How near half an iteration's bytes a quiet stretch must fall for the iteration to be read as
 /// two ([`Learner::pairs`]): a slot's lead-in either side of it moves the split by a few per cent.
 const HALF_TOLERANCE: f64 = 0.05;
+
+/// Slots a peer's bytes per iteration are tried for after its last report said them: a few
+/// exchanges may be missed, while a peer whose estimate was withdrawn stops reporting.
+const PEER_FRESH_SLOTS: u64 = 8;
 
 /// What the learner needs to call traffic periodic.
 #[derive(Clone, Debug, PartialEq)]
@@ -101,6 +106,13 @@ pub struct LearnerConfig {
     /// unevenly and paused mid-way by the jobs given turns before it, while it still pauses
     /// for its compute every so many bytes, to the byte.
     pub resume_iterations: usize,
+    /// Whole iterations of the bytes a learned peer's iterations move (as its reports carry
+    /// them, [`Learner::hear`]) the traffic must pause at the ends of (to 0.2 % of them, the
+    /// pauses there standing out of those between: `pauses.rs`) for that to stand as this
+    /// process's estimate, before its own traffic shows one; 0 never takes a peer's bytes. A ring's
+    /// ranks move the same bytes, and its last rank is otherwise learned iterations after
+    /// its first, each from its own traffic.
+    pub peer_iterations: usize,
 }
 
 impl Default for LearnerConfig {
@@ -120,6 +132,7 @@ impl Default for LearnerConfig {
             active_share: 0.1,
             pause_iterations: 4,
             resume_iterations: 2,
+            peer_iterations: 2,
         }
     }
 }
@@ -155,6 +168,9 @@ pub enum Reading {
     /// From the byte totals at which the traffic paused ([`pauses`]): iterations of equal
     /// bytes whose lengths vary.
     Pauses,
+    /// From the byte totals at which the traffic paused, at the bytes per iteration a
+    /// learned peer's reports carried ([`Learner::hear`]).
+    Peer,
 }
 
 impl Reading {
@@ -163,6 +179,7 @@ impl Reading {
         match self {
             Reading::Period => "period",
             Reading::Pauses => "pauses",
+            Reading::Peer => "peer",
         }
     }
 }
@@ -264,9 +281,12 @@ pub struct Learner {
     /// The last estimate withdrawn (the per-slot bytes', or a pauses' reading of one chunk):
     /// what its job moves per iteration if it comes back.
     withdrawn: Option<Withdrawn>,
-    /// The pauses' totals, and the iteration they showed if one stands.
+    /// The pauses' totals, and the iteration they showed if one stands (by themselves, or at
+    /// a peer's bytes).
     pauses: Pauses,
-    by_totals: Option<ByTotals>,
+    by_totals: Option<(ByTotals, Reading)>,
+    /// The bytes per iteration learned peers' reports carried, and the slot each was last heard.
+    peers: Vec<(u64, Slot)>,
     estimate: Option<Learned>,
 }
 
@@ -282,6 +302,7 @@ impl Learner {
             withdrawn: None,
             pauses: Pauses::default(),
             by_totals: None,
+            peers: Vec::new(),
             estimate: None,
         }
     }
@@ -310,6 +331,22 @@ impl Learner {
         self.remember_withdrawn(slot, &by_time);
         self.by_time = by_time;
         self.estimate = self.choose(slot, total, pause_ended);
+    }
+
+    /// The bytes per iteration of the learned processes at the other ends of this one's
+    /// connections, as their reports heard in slot `slot` carried them
+    /// ([`identity::Identity::take_peer_bytes`]): tried against this process's pauses, the
+    /// most first, while no estimate stands and for `PEER_FRESH_SLOTS` after last heard.
+    pub fn hear(&mut self, slot: Slot, peers: impl IntoIterator<Item = u64>) {
+        for b in peers {
+            match self.peers.iter_mut().find(|p| p.0 == b) {
+                Some(p) => p.1 = slot,
+                None => self.peers.push((b, slot)),
+            }
+        }
+        self.peers
+            .retain(|p| slot.since(p.1).is_some_and(|age| age <= PEER_FRESH_SLOTS));
+        self.peers.sort_unstable_by_key(|p| std::cmp::Reverse(p.0));
     }
 
     /// The estimate, if the traffic has been periodic long enough.
@@ -418,11 +455,11 @@ impl Learner {
     /// The estimate to stand by: the pauses' reading while it holds (once one stands, so the
     /// iteration count does not jump between two readings), else the per-slot bytes' estimate,
     /// else a reading of the pauses where they show one, or show a withdrawn estimate's
-    /// iterations again.
+    /// iterations again, or a peer's.
     fn choose(&mut self, now: Slot, total: u64, pause_ended: bool) -> Option<Learned> {
-        if let Some(b) = self.by_totals {
+        if let Some((b, reading)) = self.by_totals {
             if b.holds(&self.pauses, total) {
-                return Some(self.read_totals(&b, now, total));
+                return Some(self.read_totals(&b, reading, now, total));
             }
             self.by_totals = None;
             // A ring's reading (several chunks an iteration) may be a multiple of its
@@ -438,21 +475,42 @@ impl Learner {
         if let Ok(e) = &self.by_time {
             return Some(e.clone());
         }
-        if pause_ended && self.cfg.pause_iterations > 0 {
-            self.by_totals = self.pauses.find(total, self.cfg.pause_iterations);
+        if pause_ended {
+            self.by_totals = self.read_pauses(now, total);
         }
-        if pause_ended && self.by_totals.is_none() {
-            self.by_totals = self.withdrawn(now).and_then(|w| {
-                let bytes = w.bytes.round() as u64;
-                self.pauses
-                    .resume(bytes, self.cfg.resume_iterations, w.confidence)
-            });
-        }
-        self.by_totals.map(|b| self.read_totals(&b, now, total))
+        self.by_totals
+            .map(|(b, reading)| self.read_totals(&b, reading, now, total))
+    }
+
+    /// A reading of the pauses, where a pause just ended: the iteration they show by
+    /// themselves, or a withdrawn estimate's iterations again, or a peer's.
+    fn read_pauses(&self, now: Slot, total: u64) -> Option<(ByTotals, Reading)> {
+        let own = (self.cfg.pause_iterations > 0)
+            .then(|| self.pauses.find(total, self.cfg.pause_iterations))
+            .flatten();
+        let resumed = || {
+            self.withdrawn(now).and_then(|w| {
+                self.pauses.resume(
+                    w.bytes.round() as u64,
+                    self.cfg.resume_iterations,
+                    w.confidence,
+                )
+            })
+        };
+        let fresh = |heard: Slot| now.since(heard).is_some_and(|age| age <= PEER_FRESH_SLOTS);
+        let peer = || {
+            self.peers
+                .iter()
+                .filter(|p| fresh(p.1))
+                .find_map(|&(b, _)| self.pauses.fit(b, self.cfg.peer_iterations))
+        };
+        own.or_else(resumed)
+            .map(|b| (b, Reading::Pauses))
+            .or_else(|| peer().map(|b| (b, Reading::Peer)))
     }
 
     /// What a reading of the pauses says at total `total`, as a progress file would.
-    fn read_totals(&self, b: &ByTotals, now: Slot, total: u64) -> Learned {
+    fn read_totals(&self, b: &ByTotals, reading: Reading, now: Slot, total: u64) -> Learned {
         let place = b.place(&self.pauses, total);
         Learned {
             iteration: place.iteration,
@@ -462,7 +520,7 @@ impl Learner {
             last_iteration_bytes: b.bytes as f64,
             period_slots: b.period_slots,
             confidence: b.clarity,
-            reading: Reading::Pauses,
+            reading,
         }
     }
 
@@ -832,10 +890,20 @@ mod tests {
     }
 
     fn feed(l: &mut Learner, per_slot: &[f64]) -> Vec<Option<Learned>> {
+        feed_hearing(l, per_slot, |_| Vec::new())
+    }
+
+    /// `feed`, the learner hearing `peers(i)` before slot `i`.
+    fn feed_hearing(
+        l: &mut Learner,
+        per_slot: &[f64],
+        peers: impl Fn(usize) -> Vec<u64>,
+    ) -> Vec<Option<Learned>> {
         let mut total = 0.0;
         let mut seen = Vec::new();
         for (i, b) in per_slot.iter().enumerate() {
             total += b;
+            l.hear(Slot(1000 + i as u64), peers(i));
             l.observe(Slot(1000 + i as u64), total as u64);
             seen.push(l.estimate().cloned());
         }
@@ -1162,6 +1230,144 @@ mod tests {
                 slots_learned(&seen[gone..])
             );
         }
+    }
+
+    /// A ring rank under contention from its start: each iteration moves `per` bytes over
+    /// 6 to 30 slots, paused mid-way now and then for 1 to 2 slots (other jobs' turns), then
+    /// computes for 4: no period stands out for many iterations.
+    fn stretched_rank(seed: u64, iterations: usize, per: f64) -> Vec<f64> {
+        let mut n = Noise(seed | 1);
+        let mut x = Vec::new();
+        for _ in 0..iterations {
+            let active = n.in_range(6.0, 30.0) as usize;
+            for _ in 0..active {
+                if n.next() < 0.15 {
+                    x.extend(std::iter::repeat_n(0.0, n.in_range(1.0, 3.0) as usize));
+                }
+                x.push(per / active as f64);
+            }
+            x.extend([0.0; 4]);
+        }
+        x
+    }
+
+    /// The slot of the first estimate, and the estimate.
+    fn first_learned(seen: &[Option<Learned>]) -> Option<(usize, &Learned)> {
+        seen.iter()
+            .enumerate()
+            .find_map(|(i, e)| e.as_ref().map(|e| (i, e)))
+    }
+
+    #[test]
+    fn a_rank_is_learned_at_its_peers_bytes_once_its_own_pauses_show_two_iterations_of_them() {
+        let per = 20.0 * MB;
+        for seed in 1..=10 {
+            let x = stretched_rank(seed, 14, per);
+            let own = feed(&mut Learner::new(LearnerConfig::default()), &x);
+            let mut l = Learner::new(LearnerConfig::default());
+            let heard = feed_hearing(&mut l, &x, |_| vec![per as u64]);
+            let (at, e) = first_learned(&heard).expect("learned");
+            // Two whole iterations of at most 30 + 4 + 30 slots of pauses mid-way, and a slot
+            // into the third.
+            assert!(at <= 2 * 64 + 1, "seed {seed}: learned at slot {at}");
+            assert_eq!((e.reading, e.bytes_per_iteration), (Reading::Peer, per));
+            assert!(
+                first_learned(&own).is_none_or(|(o, _)| o > at),
+                "seed {seed}: learned as soon without the peer's bytes"
+            );
+            assert!(
+                heard[at..]
+                    .iter()
+                    .flatten()
+                    .all(|e| e.bytes_per_iteration == per),
+                "seed {seed}: its estimate moved off the peer's bytes"
+            );
+        }
+    }
+
+    /// A peer's bytes that are not this process's iterations: half of them (its pauses fall
+    /// on every other point only), one and a half, or twice (a parameter server moving half
+    /// a worker's bytes: its compute pauses between the points as long as on them).
+    #[test]
+    fn a_peers_bytes_its_own_pauses_do_not_show_are_not_taken() {
+        let per = 20.0 * MB;
+        for seed in 1..=10 {
+            let x = stretched_rank(seed, 14, per);
+            for wrong in [0.5, 1.5, 2.0] {
+                let mut l = Learner::new(LearnerConfig::default());
+                let seen = feed_hearing(&mut l, &x, |_| vec![(wrong * per) as u64]);
+                assert!(
+                    seen.iter().flatten().all(|e| e.reading != Reading::Peer),
+                    "seed {seed}: learned at {wrong} times its bytes"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn aperiodic_traffic_never_crosses_the_bar_whatever_its_peers_say() {
+        for seed in 1..=100 {
+            let x = random_flows(seed);
+            for peer in [1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0] {
+                let mut l = Learner::new(LearnerConfig::default());
+                let seen = feed_hearing(&mut l, &x, |_| vec![(peer * MB) as u64]);
+                assert_eq!(
+                    slots_learned(&seen),
+                    0,
+                    "seed {seed}: learned at a peer's {peer} MB"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn no_peers_bytes_are_taken_with_the_rule_off() {
+        let per = 20.0 * MB;
+        let cfg = LearnerConfig {
+            peer_iterations: 0,
+            ..LearnerConfig::default()
+        };
+        let x = stretched_rank(1, 14, per);
+        let seen = feed_hearing(&mut Learner::new(cfg), &x, |_| vec![per as u64]);
+        assert!(seen.iter().flatten().all(|e| e.reading != Reading::Peer));
+    }
+
+    /// A peer heard no more (its estimate withdrawn, its reports stopped) is not taken once
+    /// its last report is `PEER_FRESH_SLOTS` old; one heard now and then still is.
+    #[test]
+    fn a_peers_bytes_are_tried_while_it_reports_them() {
+        let per = 20.0 * MB;
+        let x = stretched_rank(1, 14, per);
+        let with = feed_hearing(&mut Learner::new(LearnerConfig::default()), &x, |_| {
+            vec![per as u64]
+        });
+        let (at, _) = first_learned(&with).expect("learned while heard");
+        let stopped = at - PEER_FRESH_SLOTS as usize - 1;
+        let heard_until = |i: usize| {
+            if i < stopped {
+                vec![per as u64]
+            } else {
+                Vec::new()
+            }
+        };
+        let seen = feed_hearing(&mut Learner::new(LearnerConfig::default()), &x, heard_until);
+        assert!(seen.iter().flatten().all(|e| e.reading != Reading::Peer));
+        let every_fourth = |i: usize| {
+            if i.is_multiple_of(4) {
+                vec![per as u64]
+            } else {
+                Vec::new()
+            }
+        };
+        let seen = feed_hearing(
+            &mut Learner::new(LearnerConfig::default()),
+            &x,
+            every_fourth,
+        );
+        assert_eq!(
+            first_learned(&seen).map(|(i, e)| (i, e.reading)),
+            Some((at, Reading::Peer))
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 
 use mlcc_core::Slot;
 use mlcc_core::job::{Arch, Role};
-use mlcc_core::learn::identity::{Identity, Label};
+use mlcc_core::learn::identity::{Identity, Label, Report};
 use mlcc_core::learn::{Learned, Learner, LearnerConfig, Reading, Unlearned};
 
 use crate::datapath::{SocketInode, SocketKey, SocketStats, canonical};
@@ -225,7 +225,12 @@ impl LearnedProcesses {
         for h in heard {
             if let Some(t) = owner.get(&h.conn).and_then(|pid| self.procs.get_mut(pid)) {
                 let mine = t.learner.estimate().map(|e| e.iteration);
-                t.identity.hear(h.conn, h.label.clone(), h.iteration, mine);
+                let report = Report {
+                    label: h.label.clone(),
+                    iteration: h.iteration,
+                    bytes_per_iteration: h.bytes_per_iteration,
+                };
+                t.identity.hear(h.conn, report, mine);
             }
         }
     }
@@ -339,6 +344,11 @@ impl LearnedProcesses {
             }
             t.acked = seen;
             let was = t.learner.estimate().is_some();
+            let peers = t.identity.take_peer_bytes();
+            if !peers.is_empty() && !was {
+                tracing::trace!(target: "mlcc_learn", pid, slot = slot.0, ?peers);
+            }
+            t.learner.hear(slot, peers);
             // The learner's whole input, for replaying a run offline when a job is not learned.
             tracing::trace!(target: "mlcc_learn", pid, slot = slot.0, total = t.total);
             t.learner.observe(slot, t.total);
@@ -763,6 +773,7 @@ mod tests {
             conn,
             label,
             iteration: 5,
+            bytes_per_iteration: 0,
         };
         let heard = [
             heard(tup(&c), Label::own("h2", 77)),
@@ -781,6 +792,7 @@ mod tests {
             conn: tup(&other),
             label: Label::own("h7", 1),
             iteration: 5,
+            bytes_per_iteration: 0,
         }];
         l.step(Slot(1), &[], Some(&st), &mine, &sockets, &greater);
         assert_eq!(l.status()[0].job_id, "learned-h2-77");
@@ -815,6 +827,7 @@ mod tests {
                     conn: tuple(job.local, job.remote),
                     label: Label::own("h1", 4),
                     iteration: it + 3,
+                    bytes_per_iteration: 0,
                 })
                 .into_iter()
                 .collect();
@@ -832,5 +845,52 @@ mod tests {
         let own = l.procs[&10].learner.estimate().unwrap().iteration;
         assert_eq!(p.snapshot.iteration, own + 3);
         assert_eq!(l.status()[0].iteration, Some(own + 3));
+    }
+
+    /// A process whose own traffic shows no period yet is learned at the bytes its learned
+    /// peer's reports carry once its own pauses fall that many bytes apart twice; the same
+    /// traffic heard with no bytes is not.
+    #[test]
+    fn a_process_takes_its_peers_bytes_where_its_own_pauses_show_them() {
+        let job = conn("10.0.0.1:4000", "10.0.0.2:5000");
+        // Iterations of 20 MB over 6, 9, 14, 7 slots (pauses mid-way of one slot), then 4 of
+        // compute: too few and too uneven for a period.
+        let lengths = [6u64, 9, 14, 7];
+        let run = |bytes_heard: u64| {
+            let sockets = StaticSockets::default();
+            sockets.set(10, vec![job]);
+            let mut l = LearnedProcesses::new(LearnerConfig::default(), "h5", 30_000_000);
+            let heard = [HeardLabel {
+                conn: tuple(job.local, job.remote),
+                label: Label::own("h1", 4),
+                iteration: 9,
+                bytes_per_iteration: bytes_heard,
+            }];
+            let (mut total, mut slot) = (0u64, 0u64);
+            let step = |l: &mut LearnedProcesses, total: u64, slot: &mut u64| {
+                let st = [stats(&job, total)];
+                l.step(Slot(*slot), &[], Some(&st), &mine, &sockets, &heard);
+                *slot += 1;
+            };
+            for len in lengths {
+                for i in 0..len {
+                    if i == len / 3 {
+                        step(&mut l, total, &mut slot);
+                    }
+                    total += 20_000_000 / len;
+                    step(&mut l, total, &mut slot);
+                }
+                for _ in 0..4 {
+                    step(&mut l, total, &mut slot);
+                }
+            }
+            step(&mut l, total + 1_000_000, &mut slot);
+            l.status().remove(0)
+        };
+        let with = run(20_000_000 / 6 * 6);
+        assert_eq!(with.reading, Some(Reading::Peer), "{with:?}");
+        assert_eq!(with.bytes_per_iteration, Some((20_000_000 / 6 * 6) as f64));
+        assert_eq!(with.source().split(':').nth(1), Some("peer"));
+        assert_eq!(run(0).reading, None);
     }
 }

@@ -220,6 +220,7 @@ struct FlowIn {
     rate: f64,
     slot: u64,
     next_rate: f64,
+    learned_bytes: u64,
     /// (local, remote): any strings, well-formed addresses or not.
     #[generator(produce::<Vec<(String, String)>>().with().len(0usize..3))]
     sockets: Vec<(String, String)>,
@@ -243,6 +244,7 @@ impl FlowIn {
                     remote: remote.clone(),
                 })
                 .collect(),
+            learned_bytes_per_iteration: self.learned_bytes,
         }
     }
 }

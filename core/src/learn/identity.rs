@@ -76,9 +76,20 @@ pub struct Identity<C> {
     heard: Map<C, Heard>,
 }
 
+/// What a report of a learned flow says of its sender: the job it goes by, its iteration as
+/// the job counts it, and the bytes its iterations move (0: not said).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    pub label: Label,
+    pub iteration: u64,
+    pub bytes_per_iteration: u64,
+}
+
 #[derive(Clone, Debug)]
 struct Heard {
     label: Label,
+    /// The bytes per iteration the last report said, until taken.
+    bytes_per_iteration: Option<u64>,
     /// Their count minus ours, per report, newest last.
     diffs: VecDeque<i64>,
 }
@@ -105,25 +116,38 @@ impl<C: Clone + Eq + Hash> Identity<C> {
         }
     }
 
-    /// A report over `conn` of a learned flow of job `label`, whose sender counted
-    /// `their_iteration`; `mine` is this process's own count now, if it has one.
-    pub fn hear(&mut self, conn: C, label: Label, their_iteration: u64, mine: Option<u64>) {
+    /// A report over `conn` of a learned flow; `mine` is this process's own count now, if it
+    /// has one.
+    pub fn hear(&mut self, conn: C, report: Report, mine: Option<u64>) {
         let h = self.heard.entry(conn).or_insert_with(|| Heard {
-            label: label.clone(),
+            label: report.label.clone(),
+            bytes_per_iteration: None,
             diffs: VecDeque::new(),
         });
-        if h.label != label {
-            *h = Heard {
-                label,
-                diffs: VecDeque::new(),
-            };
+        if h.label != report.label {
+            h.label = report.label;
+            h.diffs.clear();
         }
+        h.bytes_per_iteration = Some(report.bytes_per_iteration).filter(|&b| b > 0);
         if let Some(mine) = mine {
-            h.diffs.push_back(their_iteration as i64 - mine as i64);
+            h.diffs.push_back(report.iteration as i64 - mine as i64);
             if h.diffs.len() > OFFSET_VOTES {
                 h.diffs.pop_front();
             }
         }
+    }
+
+    /// The bytes per iteration heard since the last call, each once, least first: a peer that
+    /// stops reporting (its estimate withdrawn) is not heard again, where its label stays.
+    pub fn take_peer_bytes(&mut self) -> Vec<u64> {
+        let mut b: Vec<u64> = self
+            .heard
+            .values_mut()
+            .filter_map(|h| h.bytes_per_iteration.take())
+            .collect();
+        b.sort_unstable();
+        b.dedup();
+        b
     }
 
     /// Forgets what was heard over the connections `open` says are closed.
@@ -154,6 +178,14 @@ impl<C: Clone + Eq + Hash> Identity<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn report(label: Label, iteration: u64) -> Report {
+        Report {
+            label,
+            iteration,
+            bytes_per_iteration: 0,
+        }
+    }
 
     #[test]
     fn a_label_names_its_job_and_is_read_back_from_it() {
@@ -215,16 +247,16 @@ mod tests {
         // The upstream counts 3 ahead; one report from across an iteration boundary (4 ahead)
         // does not move the offset.
         for (theirs, mine) in [(10, 7), (11, 7), (10, 7), (11, 8), (12, 9)] {
-            id.hear(1, Label::own("h1", 9), theirs, Some(mine));
+            id.hear(1, report(Label::own("h1", 9), theirs), Some(mine));
         }
         assert_eq!(id.label(), &Label::own("h1", 9));
         assert_eq!(id.iteration(9), 12);
         // A greater label over another connection says nothing about the count.
-        id.hear(2, Label::own("h7", 1), 100, Some(9));
+        id.hear(2, report(Label::own("h7", 1), 100), Some(9));
         assert_eq!(id.iteration(9), 12);
         // Heard before it had a count of its own: the label, but no offset yet.
         let mut fresh: Identity<u8> = Identity::new(Label::own("h5", 2));
-        fresh.hear(1, Label::own("h1", 9), 10, None);
+        fresh.hear(1, report(Label::own("h1", 9), 10), None);
         assert_eq!(fresh.label(), &Label::own("h1", 9));
         assert_eq!(fresh.iteration(4), 4);
         // The connection closes: its own label and count again.
@@ -252,7 +284,7 @@ mod tests {
             for i in 1..5 {
                 let mine = round + 20 - starts[i];
                 let (l, it) = reported[i - 1].clone();
-                ids[i].hear(0, l, it, Some(mine));
+                ids[i].hear(0, report(l, it), Some(mine));
             }
         }
         for (i, id) in ids.iter().enumerate() {

@@ -197,6 +197,85 @@ impl Pauses {
         })
     }
 
+    /// An iteration of `bytes` heard from elsewhere (the bytes a learned peer's iterations move),
+    /// if the traffic paused `whole` + 1 times `bytes` apart, to the exact tolerance, the last
+    /// time within the last iteration; where several pauses of the last iteration start such a
+    /// lattice (a DDP rank pauses between its buckets at the same totals every iteration), the
+    /// one that paused longest at its least (the compute's). Its pauses must be alike, each
+    /// under `LONGER` times the shortest (a ring's step waiting briefly among them puts the
+    /// lattice at a part of the iteration), and stand apart from those between them
+    /// ([`apart`]), and no lattice up to `MAX_CHUNKS` times finer may have paused at every
+    /// point (either way the compute's pauses fall between: `bytes` a multiple of the
+    /// iteration, as a parameter server's may be of a worker's). `clarity` says how far its
+    /// pauses stand out of those between.
+    pub fn fit(&self, bytes: u64, whole: usize) -> Option<ByTotals> {
+        let last = self.done.back()?;
+        if whole == 0 || bytes < MIN_CHUNK {
+            return None;
+        }
+        let tolerance = (ON_LATTICE * bytes as f64) as u64;
+        let lattice_to = |end: u64| -> Option<Vec<&Pause>> {
+            (0..=whole as u64)
+                .rev()
+                .map(|j| self.at(end.checked_sub(j * bytes)?, tolerance))
+                .collect()
+        };
+        // The oldest pause kept may have begun before the learner looked: its length says
+        // nothing.
+        let oldest = self.done.front().map(|p| p.total);
+        let lengths = |points: &[&Pause]| -> Vec<u32> {
+            points
+                .iter()
+                .filter(|p| Some(p.total) != oldest)
+                .map(|p| p.slots)
+                .collect()
+        };
+        let floor = last.total.saturating_sub(bytes);
+        let points = self
+            .done
+            .iter()
+            .rev()
+            .take_while(|p| p.total > floor)
+            .filter_map(|p| lattice_to(p.total))
+            .max_by_key(|points| lengths(points).into_iter().min())?;
+        let (first, end) = (points[0], points[whole]);
+        let at = lengths(&points);
+        let between: Vec<u32> = self
+            .done
+            .iter()
+            .filter(|p| p.total > first.total + tolerance && p.total + tolerance < end.total)
+            .filter(|p| points.iter().all(|q| q.total.abs_diff(p.total) > tolerance))
+            .map(|p| p.slots)
+            .collect();
+        if !apart(&at, &between)
+            || !near_alike(&at)
+            || self.finer_paused(first.total, bytes, whole, tolerance)
+        {
+            return None;
+        }
+        let clarity = (1.0 - median(&between) / median(&at)).clamp(0.0, 1.0);
+        let span = end.resumed.since(first.resumed)? as f64;
+        (span > 0.0).then(|| ByTotals {
+            bytes,
+            chunk: bytes,
+            first: first.total,
+            period_slots: span / whole as f64,
+            clarity,
+        })
+    }
+
+    /// Whether the traffic paused at every point of a lattice `d` times finer than `bytes`
+    /// between `first` and `whole` iterations on, for some `d`: `bytes` is then a multiple
+    /// of the iteration.
+    fn finer_paused(&self, first: u64, bytes: u64, whole: usize, tolerance: u64) -> bool {
+        (2..=MAX_CHUNKS as u64).any(|d| {
+            let step = bytes / d;
+            (1..whole as u64 * d)
+                .filter(|j| j % d != 0)
+                .all(|j| self.at(first + j * step, tolerance).is_some())
+        })
+    }
+
     /// The difference between consecutive pauses' totals that recurs most (at least
     /// `MIN_RECURRENCES` times; the smallest of equals): a stall inside a chunk pauses at a
     /// total no other pause shares, and two such may differ alike once by chance.
@@ -378,10 +457,7 @@ impl Lattice {
     /// pause as long as those on a lattice.
     fn quiet_between(&self, k: usize, r: usize, at: &[u32]) -> bool {
         let between = self.off((1, 0), (k, r));
-        let typical = median(at);
-        let long = between.iter().filter(|&&s| f64::from(s) >= typical).count();
-        median(&between) == 0.0
-            || (stand_out(at, &between) && long * HELD_BACK_EVERY <= between.len())
+        median(&between) == 0.0 || apart(at, &between)
     }
 
     /// Whether the iteration is a wider multiple of the chunk than `(k, r)`: one of its points
@@ -534,6 +610,23 @@ impl ByTotals {
 fn stand_out(at: &[u32], rest: &[u32]) -> bool {
     let bar = LONGER * median(rest).max(1.0);
     at.iter().all(|&s| f64::from(s) >= bar)
+}
+
+/// Whether the pauses `at` a lattice's points stand out of those `between` them, and at most
+/// one in `HELD_BACK_EVERY` between pauses as long as theirs (their median): a ring's step
+/// waits for its predecessor now and then as long as its compute.
+fn apart(at: &[u32], between: &[u32]) -> bool {
+    let typical = median(at);
+    let long = between.iter().filter(|&&s| f64::from(s) >= typical).count();
+    stand_out(at, between) && long * HELD_BACK_EVERY <= between.len()
+}
+
+/// Whether an iteration's boundaries paused alike, each less than `LONGER` times the shortest:
+/// they are its compute's, where a ring's step among them (a lattice at a part of the
+/// iteration) waits briefly.
+fn near_alike(at: &[u32]) -> bool {
+    let least = at.iter().copied().min().unwrap_or(0);
+    at.iter().all(|&s| f64::from(s) < LONGER * f64::from(least))
 }
 
 /// Whether pauses are alike: none more than `ALIKE` times their median.

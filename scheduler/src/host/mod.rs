@@ -412,6 +412,7 @@ impl HostScheduler {
                     slot: f.decided_in.0,
                     next_rate_bytes_per_sec: d.next_rate(),
                     sockets: peers::learned_sockets(f.source, &f.sockets),
+                    learned_bytes_per_iteration: peers::learned_bytes(f.source, f.job_bytes),
                 })
             })
             .collect()

@@ -120,6 +120,16 @@ pub(super) fn from_sender<'a>(
     })
 }
 
+/// The bytes per iteration a report of a flow from `source` carries: its process's, as learned
+/// (`job_bytes`), where it is learned; 0 otherwise.
+pub(super) fn learned_bytes(source: Source, job_bytes: u64) -> u64 {
+    if source == Source::Learned {
+        job_bytes
+    } else {
+        0
+    }
+}
+
 /// A connection as this host sees it: (local, remote), canonical.
 pub type Tuple = (SocketAddr, SocketAddr);
 
@@ -145,6 +155,8 @@ pub struct HeardLabel {
     pub conn: Tuple,
     pub label: Label,
     pub iteration: u64,
+    /// The bytes the sender's iterations move, as learned (0: not said).
+    pub bytes_per_iteration: u64,
 }
 
 /// The label a peer's report of a learned job's flow carries, once per connection it names
@@ -163,6 +175,7 @@ pub(super) fn heard_labels(fp: &pb::FlowProgress, job: &str) -> impl Iterator<It
             conn: (canonical(local), canonical(remote)),
             label: label.clone()?,
             iteration: fp.iteration,
+            bytes_per_iteration: fp.learned_bytes_per_iteration,
         })
     })
 }
@@ -237,6 +250,8 @@ mod tests {
         assert!(learned_sockets(Source::Progress, &[key]).is_empty());
         let mut fp = report("learned-h1-7/h1>h2/ring", 1);
         fp.iteration = 12;
+        fp.learned_bytes_per_iteration = learned_bytes(Source::Learned, 29_000_000);
+        assert_eq!(learned_bytes(Source::Progress, 29_000_000), 0);
         fp.sockets = learned_sockets(Source::Learned, &[key]);
         fp.sockets.push(pb::SocketPair {
             local: "not an address".into(),
@@ -252,6 +267,7 @@ mod tests {
                 conn: (a("10.0.0.2:5000"), a("10.0.0.1:4000")),
                 label: Label::own("h1", 7),
                 iteration: 12,
+                bytes_per_iteration: 29_000_000,
             }]
         );
         assert!(book.take_heard().is_empty(), "taken once");

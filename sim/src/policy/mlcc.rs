@@ -13,7 +13,7 @@ use mlcc_core::flow::FlowRole;
 use mlcc_core::hash::Map;
 use mlcc_core::host::{Enforce, PolicyConfig};
 use mlcc_core::job;
-use mlcc_core::learn::identity::{Identity, Label};
+use mlcc_core::learn::identity::{Identity, Label, Report};
 use mlcc_core::learn::{Learned as LearnedEstimate, Learner, LearnerConfig};
 use mlcc_core::topology::{LinkId, NodeId, Topology};
 use mlcc_harness::control_plane::{Active, ControlPlane, Order, Recorded, Training};
@@ -96,30 +96,35 @@ impl Learning {
         }
         self.hear(jobs);
         for p in self.procs.values_mut() {
+            let peers = p.identity.take_peer_bytes();
+            p.learner.hear(Slot(slot), peers);
             p.learner.observe(Slot(slot), p.total as u64);
         }
     }
 
-    /// What last slot's reports carried: the label and iteration count of each learned
-    /// (scheduled) flow's sender, heard by the process at its receiving end.
+    /// What last slot's reports carried: the label, iteration count and bytes per iteration of
+    /// each learned (scheduled) flow's sender, heard by the process at its receiving end.
     fn hear(&mut self, jobs: &[Job]) {
         let mut heard = Vec::new();
         for (&(ji, src), p) in &self.procs {
             let Some(e) = p.learner.estimate() else {
                 continue;
             };
-            let label = p.identity.label();
-            let iteration = p.identity.iteration(e.iteration);
+            let report = Report {
+                label: p.identity.label().clone(),
+                iteration: p.identity.iteration(e.iteration),
+                bytes_per_iteration: e.bytes_per_iteration as u64,
+            };
             for (fi, f) in jobs[ji as usize].flows.iter().enumerate() {
                 if f.src == src {
-                    heard.push(((ji, f.dst), fi as u32, label.clone(), iteration));
+                    heard.push(((ji, f.dst), fi as u32, report.clone()));
                 }
             }
         }
-        for (to, fi, label, iteration) in heard {
+        for (to, fi, report) in heard {
             if let Some(p) = self.procs.get_mut(&to) {
                 let mine = p.learner.estimate().map(|e| e.iteration);
-                p.identity.hear(fi, label, iteration, mine);
+                p.identity.hear(fi, report, mine);
             }
         }
         for p in self.procs.values_mut() {

@@ -237,6 +237,7 @@ fn progress(id: &str, finish: u64, iteration: u64, slot: u64, next_rate: f64) ->
         slot,
         next_rate_bytes_per_sec: next_rate,
         sockets: Vec::new(),
+        learned_bytes_per_iteration: 0,
     }
 }
 
