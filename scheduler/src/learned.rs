@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 
 use mlcc_core::Slot;
 use mlcc_core::job::{Arch, Role};
-use mlcc_core::learn::identity::{Identity, Label, Report};
+use mlcc_core::learn::identity::{Identity, Label};
 use mlcc_core::learn::{Learned, Learner, LearnerConfig, Reading, Unlearned};
 
 use crate::datapath::{SocketInode, SocketKey, SocketStats, canonical};
@@ -225,12 +225,7 @@ impl LearnedProcesses {
         for h in heard {
             if let Some(t) = owner.get(&h.conn).and_then(|pid| self.procs.get_mut(pid)) {
                 let mine = t.learner.estimate().map(|e| e.iteration);
-                let report = Report {
-                    label: h.label.clone(),
-                    iteration: h.iteration,
-                    bytes_per_iteration: h.bytes_per_iteration,
-                };
-                t.identity.hear(h.conn, report, mine);
+                t.identity.hear(h.conn, h.report.clone(), mine);
             }
         }
     }
@@ -345,7 +340,7 @@ impl LearnedProcesses {
             t.acked = seen;
             let was = t.learner.estimate().is_some();
             let peers = t.identity.take_peer_bytes();
-            if !peers.is_empty() && !was {
+            if !peers.is_empty() {
                 tracing::trace!(target: "mlcc_learn", pid, slot = slot.0, ?peers);
             }
             t.learner.hear(slot, peers);
@@ -458,6 +453,15 @@ fn tuple(local: SocketAddr, remote: SocketAddr) -> (SocketAddr, SocketAddr) {
 mod tests {
     use super::*;
     use crate::sockets::StaticSockets;
+    use mlcc_core::learn::identity::Report;
+
+    fn report(label: Label, iteration: u64, bytes_per_iteration: u64) -> Report {
+        Report {
+            label,
+            iteration,
+            bytes_per_iteration,
+        }
+    }
 
     fn addr(s: &str) -> SocketAddr {
         s.parse().unwrap()
@@ -771,9 +775,7 @@ mod tests {
         let tup = |c: &TcpConn| tuple(c.local, c.remote);
         let heard = |conn, label| HeardLabel {
             conn,
-            label,
-            iteration: 5,
-            bytes_per_iteration: 0,
+            report: report(label, 5, 0),
         };
         let heard = [
             heard(tup(&c), Label::own("h2", 77)),
@@ -790,9 +792,7 @@ mod tests {
         // A greater label changes nothing; what was heard stays while its connection does.
         let greater = [HeardLabel {
             conn: tup(&other),
-            label: Label::own("h7", 1),
-            iteration: 5,
-            bytes_per_iteration: 0,
+            report: report(Label::own("h7", 1), 5, 0),
         }];
         l.step(Slot(1), &[], Some(&st), &mine, &sockets, &greater);
         assert_eq!(l.status()[0].job_id, "learned-h2-77");
@@ -825,9 +825,7 @@ mod tests {
             let heard: Vec<HeardLabel> = count
                 .map(|it| HeardLabel {
                     conn: tuple(job.local, job.remote),
-                    label: Label::own("h1", 4),
-                    iteration: it + 3,
-                    bytes_per_iteration: 0,
+                    report: report(Label::own("h1", 4), it + 3, 0),
                 })
                 .into_iter()
                 .collect();
@@ -862,9 +860,7 @@ mod tests {
             let mut l = LearnedProcesses::new(LearnerConfig::default(), "h5", 30_000_000);
             let heard = [HeardLabel {
                 conn: tuple(job.local, job.remote),
-                label: Label::own("h1", 4),
-                iteration: 9,
-                bytes_per_iteration: bytes_heard,
+                report: report(Label::own("h1", 4), 9, bytes_heard),
             }];
             let (mut total, mut slot) = (0u64, 0u64);
             let step = |l: &mut LearnedProcesses, total: u64, slot: &mut u64| {

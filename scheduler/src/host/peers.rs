@@ -8,7 +8,7 @@ use mlcc_core::dependency;
 use mlcc_core::flow::FlowParts;
 use mlcc_core::hash::Map;
 use mlcc_core::host::PeerProgress;
-use mlcc_core::learn::identity::Label;
+use mlcc_core::learn::identity::{Label, Report};
 use mlcc_core::{FlowId, Slot};
 use mlcc_proto::v1 as pb;
 
@@ -148,15 +148,12 @@ pub(super) fn learned_sockets(source: Source, sockets: &[SocketKey]) -> Vec<pb::
         .collect()
 }
 
-/// A learned job's label as a peer's report carried it: over which connection (as this host
-/// sees it), and the iteration the sender counted.
+/// What a peer's report of a learned job's flow carried (the label, the iteration the sender
+/// counted, its bytes per iteration), and over which connection, as this host sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HeardLabel {
     pub conn: Tuple,
-    pub label: Label,
-    pub iteration: u64,
-    /// The bytes the sender's iterations move, as learned (0: not said).
-    pub bytes_per_iteration: u64,
+    pub report: Report,
 }
 
 /// The label a peer's report of a learned job's flow carries, once per connection it names
@@ -173,9 +170,11 @@ pub(super) fn heard_labels(fp: &pb::FlowProgress, job: &str) -> impl Iterator<It
         let (local, remote) = (p.remote.parse().ok()?, p.local.parse().ok()?);
         Some(HeardLabel {
             conn: (canonical(local), canonical(remote)),
-            label: label.clone()?,
-            iteration: fp.iteration,
-            bytes_per_iteration: fp.learned_bytes_per_iteration,
+            report: Report {
+                label: label.clone()?,
+                iteration: fp.iteration,
+                bytes_per_iteration: fp.learned_bytes_per_iteration,
+            },
         })
     })
 }
@@ -265,9 +264,11 @@ mod tests {
             heard,
             [HeardLabel {
                 conn: (a("10.0.0.2:5000"), a("10.0.0.1:4000")),
-                label: Label::own("h1", 7),
-                iteration: 12,
-                bytes_per_iteration: 29_000_000,
+                report: Report {
+                    label: Label::own("h1", 7),
+                    iteration: 12,
+                    bytes_per_iteration: 29_000_000,
+                },
             }]
         );
         assert!(book.take_heard().is_empty(), "taken once");
