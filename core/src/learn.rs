@@ -55,6 +55,11 @@ const HALF_TOLERANCE: f64 = 0.05;
 /// exchanges may be missed, while a peer whose estimate was withdrawn stops reporting.
 const PEER_FRESH_SLOTS: u64 = 8;
 
+/// Whether a peer's bytes heard in slot `heard` are still tried in slot `now`.
+fn fresh(heard: Slot, now: Slot) -> bool {
+    now.since(heard).is_some_and(|age| age <= PEER_FRESH_SLOTS)
+}
+
 /// What the learner needs to call traffic periodic.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LearnerConfig {
@@ -338,14 +343,20 @@ impl Learner {
     /// ([`identity::Identity::take_peer_bytes`]): tried against this process's pauses, the
     /// most first, while no estimate stands and for `PEER_FRESH_SLOTS` after last heard.
     pub fn hear(&mut self, slot: Slot, peers: impl IntoIterator<Item = u64>) {
-        for b in peers {
-            match self.peers.iter_mut().find(|p| p.0 == b) {
-                Some(p) => p.1 = slot,
+        // Reports move by a few bytes from slot to slot; bytes that agree to the exact
+        // tolerance read the same lattice, so they are tried once, the newest.
+        // Sorted first, so which of near-equal bytes stays does not depend on the order heard.
+        let same =
+            |a: u64, b: u64| a.abs_diff(b) as f64 <= self.cfg.exact_byte_tolerance * b as f64;
+        let mut heard: Vec<u64> = peers.into_iter().collect();
+        heard.sort_unstable();
+        for b in heard {
+            match self.peers.iter_mut().find(|p| same(p.0, b)) {
+                Some(p) => *p = (b, slot),
                 None => self.peers.push((b, slot)),
             }
         }
-        self.peers
-            .retain(|p| slot.since(p.1).is_some_and(|age| age <= PEER_FRESH_SLOTS));
+        self.peers.retain(|p| fresh(p.1, slot));
         self.peers.sort_unstable_by_key(|p| std::cmp::Reverse(p.0));
     }
 
@@ -497,11 +508,10 @@ impl Learner {
                 )
             })
         };
-        let fresh = |heard: Slot| now.since(heard).is_some_and(|age| age <= PEER_FRESH_SLOTS);
         let peer = || {
             self.peers
                 .iter()
-                .filter(|p| fresh(p.1))
+                .filter(|p| fresh(p.1, now))
                 .find_map(|&(b, _)| self.pauses.fit(b, self.cfg.peer_iterations))
         };
         own.or_else(resumed)

@@ -137,17 +137,13 @@ impl<C: Clone + Eq + Hash> Identity<C> {
         }
     }
 
-    /// The bytes per iteration heard since the last call, each once, least first: a peer that
+    /// The bytes per iteration heard since the last call, one per connection: a peer that
     /// stops reporting (its estimate withdrawn) is not heard again, where its label stays.
     pub fn take_peer_bytes(&mut self) -> Vec<u64> {
-        let mut b: Vec<u64> = self
-            .heard
+        self.heard
             .values_mut()
             .filter_map(|h| h.bytes_per_iteration.take())
-            .collect();
-        b.sort_unstable();
-        b.dedup();
-        b
+            .collect()
     }
 
     /// Forgets what was heard over the connections `open` says are closed.

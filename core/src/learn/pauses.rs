@@ -182,19 +182,8 @@ impl Pauses {
         if whole == 0 || bytes < MIN_CHUNK {
             return None;
         }
-        let tolerance = (ON_LATTICE * bytes as f64) as u64;
-        let first_total = last.total.checked_sub(whole as u64 * bytes)?;
-        let first = self.at(first_total, tolerance)?;
-        let between =
-            (1..whole as u64).all(|j| self.at(first_total + j * bytes, tolerance).is_some());
-        let span = last.resumed.since(first.resumed)? as f64;
-        (between && span > 0.0).then(|| ByTotals {
-            bytes,
-            chunk: bytes,
-            first: first.total,
-            period_slots: span / whole as f64,
-            clarity,
-        })
+        let points = self.lattice_to(last.total, bytes, whole)?;
+        one_chunk(bytes, &points, clarity)
     }
 
     /// An iteration of `bytes` heard from elsewhere (the bytes a learned peer's iterations move),
@@ -213,13 +202,7 @@ impl Pauses {
         if whole == 0 || bytes < MIN_CHUNK {
             return None;
         }
-        let tolerance = (ON_LATTICE * bytes as f64) as u64;
-        let lattice_to = |end: u64| -> Option<Vec<&Pause>> {
-            (0..=whole as u64)
-                .rev()
-                .map(|j| self.at(end.checked_sub(j * bytes)?, tolerance))
-                .collect()
-        };
+        let tolerance = lattice_tolerance(bytes);
         // The oldest pause kept may have begun before the learner looked: its length says
         // nothing.
         let oldest = self.done.front().map(|p| p.total);
@@ -236,7 +219,7 @@ impl Pauses {
             .iter()
             .rev()
             .take_while(|p| p.total > floor)
-            .filter_map(|p| lattice_to(p.total))
+            .filter_map(|p| self.lattice_to(p.total, bytes, whole))
             .max_by_key(|points| lengths(points).into_iter().min())?;
         let (first, end) = (points[0], points[whole]);
         let at = lengths(&points);
@@ -254,14 +237,17 @@ impl Pauses {
             return None;
         }
         let clarity = (1.0 - median(&between) / median(&at)).clamp(0.0, 1.0);
-        let span = end.resumed.since(first.resumed)? as f64;
-        (span > 0.0).then(|| ByTotals {
-            bytes,
-            chunk: bytes,
-            first: first.total,
-            period_slots: span / whole as f64,
-            clarity,
-        })
+        one_chunk(bytes, &points, clarity)
+    }
+
+    /// The pauses at `whole` + 1 totals `bytes` apart ending at `end`, oldest first, if the
+    /// traffic paused at each (to the exact tolerance).
+    fn lattice_to(&self, end: u64, bytes: u64, whole: usize) -> Option<Vec<&Pause>> {
+        let tolerance = lattice_tolerance(bytes);
+        (0..=whole as u64)
+            .rev()
+            .map(|j| self.at(end.checked_sub(j * bytes)?, tolerance))
+            .collect()
     }
 
     /// Whether the traffic paused at every point of a lattice `d` times finer than `bytes`
@@ -563,7 +549,7 @@ impl Paused {
 impl ByTotals {
     /// How near a pause's total must lie to a boundary to be its pause.
     fn tolerance(&self) -> u64 {
-        (ON_LATTICE * self.chunk as f64) as u64
+        lattice_tolerance(self.chunk)
     }
 
     /// Where total `now` falls: the iteration under way and what it has moved, or the one just
@@ -603,6 +589,25 @@ impl ByTotals {
         let hidden = usize::from(self.bytes > self.chunk);
         missed <= hidden && f64::from(pauses.quiet_now()) <= 2.0 * self.period_slots.max(1.0)
     }
+}
+
+/// How near a pause's total must lie to a point of a lattice of `chunk` bytes to be on it.
+fn lattice_tolerance(chunk: u64) -> u64 {
+    (ON_LATTICE * chunk as f64) as u64
+}
+
+/// An iteration of one chunk of `bytes`, its boundaries the lattice's `points` (oldest first,
+/// at least two): slots per iteration their mean spacing.
+fn one_chunk(bytes: u64, points: &[&Pause], clarity: f64) -> Option<ByTotals> {
+    let (first, end) = (points.first()?, points.last()?);
+    let span = end.resumed.since(first.resumed)? as f64;
+    (span > 0.0).then(|| ByTotals {
+        bytes,
+        chunk: bytes,
+        first: first.total,
+        period_slots: span / (points.len() - 1) as f64,
+        clarity,
+    })
 }
 
 /// Whether every pause of `at` is at least `LONGER` times the median of `rest` (a slot at
