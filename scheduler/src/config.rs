@@ -277,6 +277,12 @@ pub struct DaemonArgs {
     /// docs/design.md §9. A progress file, when one appears, wins.
     #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
     pub learn: Option<bool>,
+    /// Read how many iterations a learned process's job runs from its environment
+    /// (`MLCC_TOTAL_ITERATIONS`, as the job's launcher sets it; nothing else of the environment
+    /// is kept), so the rank orders it by the bytes it has left as it would a job with a
+    /// progress file (on|off) [default: on].
+    #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
+    pub learn_environ: Option<bool>,
     /// Starting point of the per-host policy: mlccd (every rule on; the default) or paper
     /// (the paper as published: Alg. 1 and Alg. 2 alone, all-others feedback, iteration-start
     /// rank; give every mlcc-switchd feedback_mode = "all-others" too, or --feedback-mode
@@ -352,6 +358,7 @@ struct FileConfig {
     #[serde(default)]
     fill_devs: Vec<String>,
     learn: Option<bool>,
+    learn_environ: Option<bool>,
     policy: Option<String>,
     #[serde(default)]
     rules: BTreeMap<String, bool>,
@@ -402,6 +409,8 @@ pub struct Config {
     pub fill_devs: Vec<String>,
     /// Learn the iterations of processes with no progress file.
     pub learn: bool,
+    /// Read a learned process's total iterations from its environment.
+    pub learn_environ: bool,
     /// mTLS files; `None`: plaintext.
     pub tls: Option<TlsFiles>,
 }
@@ -576,6 +585,7 @@ impl DaemonArgs {
                 self.fill_devs.clone()
             },
             learn: self.learn.or(file.learn).unwrap_or(true),
+            learn_environ: self.learn_environ.or(file.learn_environ).unwrap_or(true),
             tls: self.tls.resolve(&TlsArgs {
                 tls_cert: file.tls_cert,
                 tls_key: file.tls_key,
@@ -679,20 +689,27 @@ mod tests {
         assert_eq!(c.datapath, DatapathKind::DryRun);
     }
 
-    #[test]
-    fn learning_is_on_unless_the_file_or_a_flag_turns_it_off() {
+    /// The config `file` (after a host and topology) resolved with the flags `args` sets.
+    fn resolved_with(file: &str, args: DaemonArgs) -> Config {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("mlccd.toml");
+        std::fs::write(&p, format!("host = \"h1\"\ntopology = \"t.toml\"\n{file}")).unwrap();
+        DaemonArgs {
+            config: Some(p),
+            ..args
+        }
+        .resolve()
+        .unwrap()
+    }
+
+    #[test]
+    fn learning_is_on_unless_the_file_or_a_flag_turns_it_off() {
         let args = |file: &str, flag: Option<bool>| {
-            std::fs::write(&p, format!("host = \"h1\"\ntopology = \"t.toml\"\n{file}")).unwrap();
-            DaemonArgs {
-                config: Some(p.clone()),
+            let flags = DaemonArgs {
                 learn: flag,
                 ..Default::default()
-            }
-            .resolve()
-            .unwrap()
-            .learn
+            };
+            resolved_with(file, flags).learn
         };
         assert!(args("", None));
         assert!(!args("learn = false\n", None));
@@ -707,6 +724,23 @@ mod tests {
         assert!(Cli::try_parse_from(["mlccd", "--learn", "maybe"]).is_err());
         let off = Cli::try_parse_from(["mlccd", "--learn", "off"]).unwrap();
         assert_eq!(off.a.learn, Some(false));
+        let env = Cli::try_parse_from(["mlccd", "--learn-environ", "off"]).unwrap();
+        assert_eq!(env.a.learn_environ, Some(false));
+    }
+
+    #[test]
+    fn the_environment_is_read_unless_the_file_or_a_flag_says_not() {
+        let args = |file: &str, flag: Option<bool>| {
+            let flags = DaemonArgs {
+                learn_environ: flag,
+                ..Default::default()
+            };
+            resolved_with(file, flags).learn_environ
+        };
+        assert!(args("", None));
+        assert!(!args("learn_environ = false\n", None));
+        assert!(args("learn_environ = false\n", Some(true)));
+        assert!(!args("", Some(false)));
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub const RECHECK_SCANS: u64 = 16;
 /// The learned processes of one host.
 pub struct LearnedProcesses {
     cfg: LearnerConfig,
+    /// Read how many iterations a process's job runs from its environment
+    /// (`MLCC_TOTAL_ITERATIONS`) when it is found.
+    read_environ: bool,
     host: String,
     tau_ns: u64,
     next_scan: u64,
@@ -74,6 +77,9 @@ struct Tracked {
     /// the process was found (a socket closing takes nothing back).
     acked: HashMap<SocketKey, u64>,
     total: u64,
+    /// The iterations its environment says its job runs (0: not said), as a progress file's
+    /// header would: the rank rules then order it by the bytes it has left.
+    total_iterations: u64,
 }
 
 /// What a learned process looks like to an operator (`mlccctl jobs`).
@@ -109,6 +115,7 @@ impl LearnedProcesses {
     pub fn new(cfg: LearnerConfig, host: &str, tau_ns: u64) -> Self {
         Self {
             cfg,
+            read_environ: true,
             host: host.to_string(),
             tau_ns: tau_ns.max(1),
             next_scan: 0,
@@ -118,6 +125,15 @@ impl LearnedProcesses {
             procs: BTreeMap::new(),
             passed: HashMap::new(),
             sought: HashSet::new(),
+        }
+    }
+
+    /// Whether a process's environment is read for how many iterations its job runs
+    /// (`MLCC_TOTAL_ITERATIONS`; on unless turned off).
+    pub fn reading_environ(self, on: bool) -> Self {
+        Self {
+            read_environ: on,
+            ..self
         }
     }
 
@@ -297,6 +313,11 @@ impl LearnedProcesses {
                     pid,
                     "learning the iterations of a process with no progress file"
                 );
+                let total_iterations = self
+                    .read_environ
+                    .then(|| sockets.total_iterations(pid))
+                    .flatten()
+                    .unwrap_or(0);
                 self.procs.insert(
                     pid,
                     Tracked {
@@ -305,6 +326,7 @@ impl LearnedProcesses {
                         identity: Identity::new(Label::own(&self.host, pid)),
                         acked: HashMap::new(),
                         total: 0,
+                        total_iterations,
                     },
                 );
             }
@@ -358,7 +380,7 @@ impl LearnedProcesses {
             .filter_map(|(&pid, t)| {
                 let e = t.learner.estimate()?;
                 Some(ProcessObs {
-                    header: self.header(pid, e),
+                    header: self.header(pid, e, t.total_iterations),
                     snapshot: self.snapshot(t.total, e, t.identity.iteration(e.iteration)),
                     conns: t.conns.clone(),
                 })
@@ -366,7 +388,7 @@ impl LearnedProcesses {
             .collect()
     }
 
-    fn header(&self, pid: u32, e: &Learned) -> ProgressHeader {
+    fn header(&self, pid: u32, e: &Learned, total_iterations: u64) -> ProgressHeader {
         ProgressHeader {
             job_id: self.job_id(pid),
             arch: Some(Arch::Allreduce),
@@ -378,7 +400,7 @@ impl LearnedProcesses {
             pid,
             start_time_ns: 0,
             cc_name: "mlcc".to_string(),
-            total_iterations: 0,
+            total_iterations,
         }
     }
 
@@ -512,7 +534,20 @@ mod tests {
     /// a bulk transfer (pid 20) and a process with a progress file (pid 30), and returns the
     /// last slot's learned observations and statuses.
     fn run(slots: u64, with_progress_file: bool) -> (Vec<ProcessObs>, Vec<LearnedStatus>) {
+        run_told(slots, with_progress_file, None, true)
+    }
+
+    /// [`run`], pid 10's environment saying its job runs `told` iterations, read or not.
+    fn run_told(
+        slots: u64,
+        with_progress_file: bool,
+        told: Option<u64>,
+        read_environ: bool,
+    ) -> (Vec<ProcessObs>, Vec<LearnedStatus>) {
         let sockets = StaticSockets::default();
+        if let Some(n) = told {
+            sockets.tell_total_iterations(10, n);
+        }
         let (job, bulk, known) = (
             conn("10.0.0.1:4000", "10.0.0.2:5000"),
             conn("10.0.0.1:4001", "10.0.0.3:5201"),
@@ -521,7 +556,8 @@ mod tests {
         sockets.set(10, vec![job]);
         sockets.set(20, vec![bulk]);
         sockets.set(30, vec![known]);
-        let mut l = LearnedProcesses::new(LearnerConfig::default(), "h1", 30_000_000);
+        let mut l = LearnedProcesses::new(LearnerConfig::default(), "h1", 30_000_000)
+            .reading_environ(read_environ);
         let (mut job_total, mut out) = (0u64, Vec::new());
         for s in 0..slots {
             if s % 12 < 8 {
@@ -574,6 +610,24 @@ mod tests {
         assert!((by_pid[&10].period_ms.unwrap() - 360.0).abs() < 30.0);
         assert_eq!((by_pid[&20].confidence, by_pid[&20].reading), (None, None));
         assert!(!by_pid.contains_key(&30), "{status:?}");
+        // Its environment said nothing of its length.
+        assert_eq!(p.header.total_iterations, 0);
+    }
+
+    #[test]
+    fn a_learned_process_says_the_total_iterations_its_environment_gives_unless_told_not_to_read_it()
+     {
+        let (out, _) = run_told(80, false, Some(500), true);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].header.total_iterations, 500);
+        // The estimate is the learner's either way.
+        assert_eq!(out[0].snapshot.last_iteration_bytes, 16_000_000);
+        let (out, _) = run_told(80, false, Some(500), false);
+        assert_eq!(out[0].header.total_iterations, 0);
+        // Told, but not learned yet: nothing is scheduled on the environment alone.
+        let (out, status) = run_told(6, false, Some(500), true);
+        assert!(out.is_empty(), "{out:?}");
+        assert!(status.iter().all(|s| s.confidence.is_none()), "{status:?}");
     }
 
     #[test]

@@ -117,6 +117,7 @@ impl SlotLoop {
                     &cfg.host,
                     cfg.policy.slots.tau_ns(),
                 )
+                .reading_environ(cfg.learn_environ)
             }),
             cfg,
             topo,

@@ -64,6 +64,12 @@ pub trait SocketSource: Send {
     fn socket_inodes(&self, _pid: u32) -> Option<std::io::Result<HashSet<u64>>> {
         None
     }
+    /// How many iterations the process's environment says its job runs
+    /// (`MLCC_TOTAL_ITERATIONS`, as a job with a progress file says it in its header), where it
+    /// says so and this source can read it.
+    fn total_iterations(&self, _pid: u32) -> Option<u64> {
+        None
+    }
     /// A new slot begins: what was read in the last one may be stale. Processes not asked
     /// about in the slot that ended are forgotten. `datapath` says whether the datapath's own
     /// socket list moved since the last slot.
@@ -530,6 +536,11 @@ impl SocketSource for ProcSockets {
         )
     }
 
+    fn total_iterations(&self, pid: u32) -> Option<u64> {
+        let environ = std::fs::read(self.root.join(pid.to_string()).join("environ")).ok()?;
+        total_iterations_in(&environ)
+    }
+
     fn next_slot(&self, datapath: DatapathSockets) {
         let mut c = self.cache();
         let ended = c.slot;
@@ -540,10 +551,25 @@ impl SocketSource for ProcSockets {
     }
 }
 
+/// The variable a job's launcher sets to say how many iterations it runs.
+const TOTAL_ITERATIONS_VAR: &[u8] = b"MLCC_TOTAL_ITERATIONS=";
+
+/// `MLCC_TOTAL_ITERATIONS` in a process's environment as `/proc/<pid>/environ` holds it
+/// (`NAME=value` entries, each ended by a NUL), if set to a whole number above 0. Nothing else
+/// of the environment is kept.
+pub fn total_iterations_in(environ: &[u8]) -> Option<u64> {
+    environ
+        .split(|&b| b == 0)
+        .find_map(|e| e.strip_prefix(TOTAL_ITERATIONS_VAR))
+        .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse().ok())
+        .filter(|&n| n > 0)
+}
+
 /// A socket source fed by the caller: tests and the in-process cluster.
 #[derive(Clone, Debug, Default)]
 pub struct StaticSockets {
     by_pid: Arc<Mutex<HashMap<u32, Vec<TcpConn>>>>,
+    told: Arc<Mutex<HashMap<u32, u64>>>,
 }
 
 impl StaticSockets {
@@ -552,6 +578,14 @@ impl StaticSockets {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(pid, conns);
+    }
+
+    /// Process `pid`'s environment says its job runs `n` iterations.
+    pub fn tell_total_iterations(&self, pid: u32, n: u64) {
+        self.told
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(pid, n);
     }
 }
 
@@ -570,6 +604,11 @@ impl SocketSource for StaticSockets {
             .cloned()
             .unwrap_or_default())
     }
+
+    fn total_iterations(&self, pid: u32) -> Option<u64> {
+        let told = self.told.lock().unwrap_or_else(|e| e.into_inner());
+        told.get(&pid).copied()
+    }
 }
 
 #[cfg(test)]
@@ -583,6 +622,66 @@ mod tests {
    3: 0100007F:C352 0200007F:1F92 01 00000000:00000000 00:00000000 00000000  1000        0 444 1 0000000000000000 20 4 30 10 -1
    4: garbage
 ";
+
+    #[test]
+    fn the_total_iterations_are_read_from_the_environment_and_nothing_malformed_is_taken() {
+        let env = |entries: &[&[u8]]| {
+            entries
+                .join(&b'\0')
+                .into_iter()
+                .chain([0])
+                .collect::<Vec<u8>>()
+        };
+        assert_eq!(
+            total_iterations_in(&env(&[b"PATH=/bin", b"MLCC_TOTAL_ITERATIONS=5000", b"X=1"])),
+            Some(5000)
+        );
+        assert_eq!(total_iterations_in(&env(&[b"PATH=/bin"])), None);
+        assert_eq!(total_iterations_in(b""), None);
+        for bad in [
+            &b"MLCC_TOTAL_ITERATIONS=0"[..],
+            b"MLCC_TOTAL_ITERATIONS=-3",
+            b"MLCC_TOTAL_ITERATIONS=many",
+            b"MLCC_TOTAL_ITERATIONS=",
+            b"MLCC_TOTAL_ITERATIONS=\xff\xfe",
+            b"MLCC_TOTAL_ITERATIONS=99999999999999999999999",
+            b"MLCC_TOTAL_ITERATIONS_OLD=12",
+            b"XMLCC_TOTAL_ITERATIONS=12",
+        ] {
+            assert_eq!(total_iterations_in(&env(&[bad])), None, "{bad:?}");
+        }
+        // A torn read (the last entry cut short) still yields the whole entries before it.
+        assert_eq!(
+            total_iterations_in(b"MLCC_TOTAL_ITERATIONS=12\0PAT"),
+            Some(12)
+        );
+    }
+
+    #[test]
+    fn a_process_environment_says_its_total_iterations() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .env("MLCC_TOTAL_ITERATIONS", "777")
+            .spawn()
+            .expect("spawn sleep");
+        let quiet = std::process::Command::new("sleep")
+            .arg("30")
+            .env_remove("MLCC_TOTAL_ITERATIONS")
+            .spawn();
+        let proc = ProcSockets::default();
+        let told = proc.total_iterations(child.id());
+        let untold = quiet.as_ref().ok().map(|q| proc.total_iterations(q.id()));
+        let _ = child.kill();
+        let _ = child.wait();
+        if let Ok(mut q) = quiet {
+            let _ = q.kill();
+            let _ = q.wait();
+        }
+        assert_eq!(told, Some(777));
+        assert_eq!(untold, Some(None));
+        // A process that is gone says nothing.
+        assert_eq!(proc.total_iterations(u32::MAX), None);
+    }
 
     #[test]
     fn parses_the_kernel_table_and_tells_accepted_from_opened() {

@@ -121,6 +121,9 @@ pub enum Cc {
     /// slots of mlccd and the switch emulators instead of the scenario's. `progress=off`
     /// starts the jobs without progress files (their sockets still on the CC), so mlccd
     /// schedules what it learns from their bytes alone; `learn=off` turns mlccd's learner off.
+    /// `progress=told` is `progress=off` with each trainer's environment saying how many
+    /// iterations its job runs (`MLCC_TOTAL_ITERATIONS`, as a launcher would set it), which
+    /// mlccd reads (`told`).
     Mlcc {
         name: String,
         args: Vec<String>,
@@ -129,6 +132,7 @@ pub enum Cc {
         tau: Option<Duration>,
         horizon: Option<u32>,
         progress: bool,
+        told: bool,
     },
     /// MLTCP (`mlcc_bpf::mltcp`), the peer baseline: its BPF CC over `base` registered once
     /// for the run, the trainers' sockets on it through their progress files, and an
@@ -168,7 +172,7 @@ impl Cc {
                 let mut args = Vec::new();
                 let mut rto_floor = mlcc_bpf::RtoFloor::default();
                 let mut fallback = mlcc_bpf::Fallback::default();
-                let (mut tau, mut horizon, mut progress) = (None, None, true);
+                let (mut tau, mut horizon, mut progress, mut told) = (None, None, true, false);
                 for kv in parts {
                     let (k, v) = key_value(kv)?;
                     match k {
@@ -184,10 +188,11 @@ impl Cc {
                             })?)
                         }
                         "progress" => {
-                            progress = match v {
-                                "on" => true,
-                                "off" => false,
-                                _ => return Err(format!("{s:?}: progress: say on or off")),
+                            (progress, told) = match v {
+                                "on" => (true, false),
+                                "off" => (false, false),
+                                "told" => (false, true),
+                                _ => return Err(format!("{s:?}: progress: say on, off or told")),
                             }
                         }
                         "eta" | "policy" | "fill" | "fill-classes" | "learn" => {
@@ -214,6 +219,7 @@ impl Cc {
                     tau,
                     horizon,
                     progress,
+                    told,
                 })
             }
             "cassini" => match parts.next() {
@@ -325,6 +331,12 @@ impl Cc {
     /// CCs are registered per run under a unique name), but for `mlcc/progress=off`.
     pub fn uses_progress_files(&self) -> bool {
         matches!(self, Cc::Mlcc { progress: true, .. } | Cc::Mltcp { .. })
+    }
+
+    /// Trainers without progress files whose environment says how many iterations their job
+    /// runs (`mlcc/progress=told`).
+    pub fn tells_total_iterations(&self) -> bool {
+        matches!(self, Cc::Mlcc { told: true, .. })
     }
 }
 
@@ -1527,6 +1539,9 @@ fn trainer_commands(
             (Cc::Mlcc { .. }, Some(name)) if !c.cc.uses_progress_files() => {
                 // No progress file: mlccd learns the job from its sockets.
                 cmd.args(["--cc", name]);
+                if c.cc.tells_total_iterations() {
+                    cmd.env("MLCC_TOTAL_ITERATIONS", spec.iterations.to_string());
+                }
             }
             (Cc::Mlcc { .. } | Cc::Mltcp { .. }, Some(name)) => {
                 cmd.env("MLCC_JOB_ID", &spec.name)
@@ -2199,6 +2214,7 @@ mod tests {
                 tau: None,
                 horizon: None,
                 progress: true,
+                told: false,
             }
         );
         match Cc::parse("mlcc/fallback=reno") {
@@ -2221,6 +2237,14 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(Cc::parse("mlcc/progress=maybe").is_err());
+        let told = Cc::parse("mlcc/progress=told").unwrap();
+        assert!(told.tells_total_iterations() && !told.uses_progress_files());
+        assert!(
+            !Cc::parse("mlcc/progress=off")
+                .unwrap()
+                .tells_total_iterations()
+        );
+        assert!(!Cc::parse("mlcc").unwrap().tells_total_iterations());
         match Cc::parse("mlcc/tau=30ms/horizon=20") {
             Ok(Cc::Mlcc { tau, horizon, .. }) => {
                 assert_eq!((tau, horizon), (Some(Duration::from_millis(30)), Some(20)));

@@ -220,6 +220,9 @@ impl TorchRun {
         if let Cc::Kernel { cc, .. } | Cc::Isolated(cc) = &c.cc {
             cmd.args(["--cc", cc]);
         }
+        if c.cc.tells_total_iterations() {
+            cmd.env("MLCC_TOTAL_ITERATIONS", spec.iterations.to_string());
+        }
         if c.cc.is_mlcc() && c.cc.uses_progress_files() {
             cmd.env("MLCC_JOB_ID", &spec.name)
                 .env("MLCC_JOB_ARCH", "allreduce")

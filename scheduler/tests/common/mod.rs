@@ -61,6 +61,7 @@ pub fn daemon_config(
         progress: Default::default(),
         fill_devs: Vec::new(),
         learn: false,
+        learn_environ: true,
         tls: None,
     }
 }

@@ -35,6 +35,9 @@ pub struct Mlcc {
     orders: Vec<Order>,
     /// `Some` with `progress=off`: each job's progress learned from its bytes alone.
     learning: Option<Learning>,
+    /// With `learning`: each job's length is known (`progress=told`), as mlccd reads it from a
+    /// learned process's environment.
+    told: bool,
 }
 
 /// Progress as core's learner reads it from the bytes each job sends from each host, as mlccd
@@ -187,15 +190,19 @@ impl Mlcc {
             replies_began: Map::default(),
             orders: Vec::new(),
             learning: None,
+            told: false,
         }
     }
 
     /// Progress learned from each job's bytes alone (`progress=off`), as mlccd learns a
     /// process with no progress file: a flow whose process is below the learner's bar is
-    /// left to kernel TCP.
-    pub fn with_learned_progress(self) -> Self {
+    /// left to kernel TCP. `told`: each job's length is known, as mlccd reads it from a
+    /// learned process's environment (`MLCC_TOTAL_ITERATIONS`); the iterations are still the
+    /// learner's.
+    pub fn with_learned_progress(self, told: bool) -> Self {
         Mlcc {
             learning: Some(Learning::default()),
+            told,
             ..self
         }
     }
@@ -235,7 +242,11 @@ impl Mlcc {
                 dst: f.dst,
                 path: &f.path,
                 iteration: iteration as u32,
-                iterations: 0,
+                iterations: if self.told {
+                    view.job(r).spec.iterations
+                } else {
+                    0
+                },
                 comm_since: e.iteration_start.0,
                 model_bytes: e.bytes_per_iteration,
                 bytes: share * e.last_iteration_bytes,

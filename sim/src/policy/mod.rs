@@ -142,9 +142,21 @@ pub struct Context<'a> {
 #[derive(Clone, Copy)]
 enum Build {
     Fixed(fn(&Context<'_>) -> Box<dyn Policy>),
-    /// The policy, the clock model, and whether progress is learned from bytes alone
-    /// (`progress=off`) rather than read as a progress file gives it.
-    Mlcc(PolicyConfig, Visibility, bool),
+    /// The policy, the clock model, and where each job's progress comes from.
+    Mlcc(PolicyConfig, Visibility, Progress),
+}
+
+/// Where an mlcc variant's hosts get each job's progress from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Progress {
+    /// A progress file (`progress=on`, the default).
+    Files,
+    /// Learned from its bytes alone (`progress=off`), as mlccd learns a process with no
+    /// progress file.
+    Learned,
+    /// Learned, with the job's length told by its environment (`progress=told`), as mlccd
+    /// reads `MLCC_TOTAL_ITERATIONS` of a learned process.
+    Told,
 }
 
 pub struct Entry {
@@ -157,9 +169,12 @@ impl Entry {
     pub fn build(&self, c: &Context<'_>) -> Box<dyn Policy> {
         match self.build {
             Build::Fixed(f) => f(c),
-            Build::Mlcc(cfg, vis, false) => Box::new(mlcc::Mlcc::new(c, cfg, vis)),
-            Build::Mlcc(cfg, vis, true) => {
-                Box::new(mlcc::Mlcc::new(c, cfg, vis).with_learned_progress())
+            Build::Mlcc(cfg, vis, Progress::Files) => Box::new(mlcc::Mlcc::new(c, cfg, vis)),
+            Build::Mlcc(cfg, vis, Progress::Learned) => {
+                Box::new(mlcc::Mlcc::new(c, cfg, vis).with_learned_progress(false))
+            }
+            Build::Mlcc(cfg, vis, Progress::Told) => {
+                Box::new(mlcc::Mlcc::new(c, cfg, vis).with_learned_progress(true))
             }
         }
     }
@@ -190,7 +205,7 @@ fn mlcc_entry(
     Entry {
         name: name.into(),
         about: about.into(),
-        build: Build::Mlcc(cfg, vis, false),
+        build: Build::Mlcc(cfg, vis, Progress::Files),
     }
 }
 
@@ -338,7 +353,8 @@ pub fn registry() -> Vec<Entry> {
 /// `all-others`), `fill` (`off` | `excess` | `unbooked` | `scavenge`), `fill-classes` (1..=7),
 /// `peer-stale-slots`, `idle-backlog` (bytes), every rule of [`PolicyConfig::RULES`]
 /// (`on` | `off`), and `progress=off`: each job's progress learned from its bytes alone, as
-/// mlccd learns a process with no progress file.
+/// mlccd learns a process with no progress file (`progress=told`: and each job's length told,
+/// as mlccd reads it from a learned process's environment).
 pub fn by_name(name: &str) -> Option<Entry> {
     parse(name).ok()
 }
@@ -370,9 +386,10 @@ pub fn parse(name: &str) -> Result<Entry, String> {
             .ok_or_else(|| format!("override {kv:?} is not key=value"))?;
         if k == "progress" {
             let learned = match v {
-                "on" => false,
-                "off" => true,
-                _ => return Err(format!("progress={v:?}: say on or off")),
+                "on" => Progress::Files,
+                "off" => Progress::Learned,
+                "told" => Progress::Told,
+                _ => return Err(format!("progress={v:?}: say on, off or told")),
             };
             entry.build = Build::Mlcc(cfg, vis, learned);
             continue;

@@ -97,16 +97,17 @@ fn a_testbed_ps_replies_only_to_a_whole_aggregate() {
 /// Every step `solo-ps` (quick) runs under the simulated mlcc, its PS replying to a whole
 /// aggregate or pipelined: the slot and what the host observed of each flow.
 fn solo_ps_observations(whole: bool) -> Vec<(mlcc_core::Slot, mlcc_core::host::FlowObs)> {
-    observations("solo-ps", false, |jobs| {
+    observations("solo-ps", None, |jobs| {
         jobs[0].pinned.as_mut().unwrap().whole_aggregate = whole
     })
 }
 
-/// Every step scenario `name` (quick) runs under the simulated mlcc, with progress files or
-/// learned (`progress=off`): the slot and what the host observed of each flow.
+/// Every step scenario `name` (quick) runs under the simulated mlcc, with progress files
+/// (`learned` `None`) or learned (`Some(told)`: `progress=off`, or `progress=told` with each
+/// job's length told): the slot and what the host observed of each flow.
 fn observations(
     name: &str,
-    learned: bool,
+    learned: Option<bool>,
     edit: impl FnOnce(&mut [mlcc_sim::workload::JobSpec]),
 ) -> Vec<(mlcc_core::Slot, mlcc_core::host::FlowObs)> {
     use mlcc_sim::engine::Engine;
@@ -129,8 +130,8 @@ fn observations(
         switch_tables: true,
     };
     let mut sim = Mlcc::new(&ctx, cfg, vis);
-    if learned {
-        sim = sim.with_learned_progress();
+    if let Some(told) = learned {
+        sim = sim.with_learned_progress(told);
     }
     sim.record();
     let mut e = Engine::new(&topo, &routes, slots, &jobs, Placement::Packed, 1).unwrap();
@@ -270,7 +271,7 @@ fn left(o: &mlcc_core::host::FlowObs) -> f64 {
 fn learned_rings_agree_on_one_name_each_and_follow_their_predecessors() {
     use std::collections::{BTreeMap, BTreeSet};
 
-    let obs = observations("micro-two-jobs-heavy", true, |_| {});
+    let obs = observations("micro-two-jobs-heavy", Some(false), |_| {});
     // Per slot, per ring (its true job, from the flow id), the learned names its flows bore.
     let mut by_slot: BTreeMap<(u64, String), (usize, BTreeSet<String>)> = BTreeMap::new();
     for (slot, o) in &obs {
@@ -297,4 +298,25 @@ fn learned_rings_agree_on_one_name_each_and_follow_their_predecessors() {
         "{following} of {} observations had their predecessor's report",
         obs.len()
     );
+}
+
+/// A learned job told its length (`progress=told`) is observed with it, as a progress file
+/// would give it, and the rank then orders it by the bytes it has left; not told
+/// (`progress=off`), its length is unknown.
+#[test]
+fn a_learned_job_told_its_length_is_observed_with_it() {
+    let iterations = |told: bool| -> std::collections::BTreeSet<u64> {
+        observations("micro-two-jobs-heavy", Some(told), |_| {})
+            .iter()
+            .map(|(_, o)| o.job_progress.total)
+            .collect()
+    };
+    let scn = Scenario::find("micro-two-jobs-heavy").unwrap().quick();
+    let truth: std::collections::BTreeSet<u64> = scn
+        .sim_jobs()
+        .iter()
+        .map(|j| u64::from(j.iterations))
+        .collect();
+    assert_eq!(iterations(true), truth);
+    assert_eq!(iterations(false), [0].into());
 }
