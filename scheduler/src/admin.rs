@@ -93,6 +93,7 @@ pub fn job_to_pb(j: &Job, source: &str) -> pb::Job {
         source: source.into(),
         iteration: 0,
         last_iteration_bytes: 0,
+        total_iterations: 0,
     }
 }
 
@@ -184,6 +185,7 @@ impl pb::admin_server::Admin for AdminService {
                 e.architecture = arch_to_pb(a);
             }
             e.model_bytes = e.model_bytes.max(p.model_bytes);
+            e.total_iterations = e.total_iterations.max(p.total_iterations);
             let m = pb::JobMember {
                 host: me.clone(),
                 role: role_to_pb(p.role),
@@ -201,6 +203,7 @@ impl pb::admin_server::Admin for AdminService {
             });
             e.source = l.source();
             e.iteration = e.iteration.max(l.iteration.unwrap_or(0));
+            e.total_iterations = e.total_iterations.max(l.total_iterations.unwrap_or(0));
             let m = pb::JobMember {
                 host: me.clone(),
                 role: role_to_pb(mlcc_core::job::Role::Worker),

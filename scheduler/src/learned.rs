@@ -96,6 +96,8 @@ pub struct LearnedStatus {
     pub reading: Option<Reading>,
     /// Below the bar, why the bytes per slot give no estimate ([`Unlearned::as_str`]).
     pub unlearned: Option<&'static str>,
+    /// The iterations its environment says its job runs (`MLCC_TOTAL_ITERATIONS`), if it does.
+    pub total_iterations: Option<u64>,
 }
 
 impl LearnedStatus {
@@ -200,6 +202,7 @@ impl LearnedProcesses {
                         Some(_) => None,
                         None => t.learner.unlearned().map(Unlearned::as_str),
                     },
+                    total_iterations: (t.total_iterations > 0).then_some(t.total_iterations),
                 }
             })
             .collect()
@@ -309,15 +312,16 @@ impl LearnedProcesses {
             {
                 self.passed.insert(pid, scan);
             } else {
-                tracing::info!(
-                    pid,
-                    "learning the iterations of a process with no progress file"
-                );
                 let total_iterations = self
                     .read_environ
                     .then(|| sockets.total_iterations(pid))
                     .flatten()
                     .unwrap_or(0);
+                tracing::info!(
+                    pid,
+                    total_iterations,
+                    "learning the iterations of a process with no progress file"
+                );
                 self.procs.insert(
                     pid,
                     Tracked {
@@ -617,9 +621,16 @@ mod tests {
     #[test]
     fn a_learned_process_says_the_total_iterations_its_environment_gives_unless_told_not_to_read_it()
      {
-        let (out, _) = run_told(80, false, Some(500), true);
+        let (out, status) = run_told(80, false, Some(500), true);
         assert_eq!(out.len(), 1, "{out:?}");
         assert_eq!(out[0].header.total_iterations, 500);
+        let told: Vec<(u32, Option<u64>)> =
+            status.iter().map(|s| (s.pid, s.total_iterations)).collect();
+        assert_eq!(
+            told,
+            [(10, Some(500)), (20, None)],
+            "operators see who was told"
+        );
         // The estimate is the learner's either way.
         assert_eq!(out[0].snapshot.last_iteration_bytes, 16_000_000);
         let (out, _) = run_told(80, false, Some(500), false);

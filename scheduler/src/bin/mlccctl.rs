@@ -312,6 +312,7 @@ async fn jobs(ctl: &mut Ctl) -> Result<(), String> {
                     "job_id": j.job_id, "architecture": arch_name(j.architecture),
                     "model_bytes": j.model_bytes, "source": j.source,
                     "iteration": j.iteration, "last_iteration_bytes": j.last_iteration_bytes,
+                    "total_iterations": j.total_iterations,
                     "members": j.members.iter().map(|m| json!({
                         "host": m.host, "role": role_name(m.role), "rank": m.rank,
                     })).collect::<Vec<_>>(),
@@ -330,13 +331,18 @@ async fn jobs(ctl: &mut Ctl) -> Result<(), String> {
                 .iter()
                 .map(|m| format!("{}:{}:{}", m.host, role_name(m.role), m.rank))
                 .collect();
+            // Of how many, where the job says (its header, or a learned process's environment).
+            let iteration = match j.total_iterations {
+                0 => j.iteration.to_string(),
+                n => format!("{}/{n}", j.iteration),
+            };
             println!(
                 "{:<24} {:<9} {:>14} {:<8} {:>9} {}",
                 j.job_id,
                 arch_name(j.architecture),
                 j.model_bytes,
                 j.source,
-                j.iteration,
+                iteration,
                 members.join(" ")
             );
         }

@@ -108,6 +108,8 @@ async fn mlccctl_drives_every_admin_call() {
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v[0]["job_id"], "j1");
         assert_eq!(v[0]["members"][1]["host"], "h2");
+        // An added job says nothing of its length.
+        assert_eq!(v[0]["total_iterations"], 0, "{v}");
 
         // The admin job's flow h1 -> h2 appears once a slot has planned it.
         let mut flows = serde_json::Value::Null;
