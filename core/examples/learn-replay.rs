@@ -31,19 +31,19 @@ fn plain(line: &str) -> String {
     out
 }
 
-/// One trace line: a process's total at a slot, or the bytes per iteration its peers said.
+/// One trace line: what a process's learner was fed at a slot.
 #[derive(Debug, PartialEq)]
-enum Traced {
-    Total {
-        pid: u32,
-        slot: u64,
-        total: u64,
-    },
-    Peers {
-        pid: u32,
-        slot: u64,
-        bytes: Vec<u64>,
-    },
+struct Traced {
+    pid: u32,
+    slot: u64,
+    fed: Fed,
+}
+
+/// The process's total, or the bytes per iteration its peers said.
+#[derive(Debug, PartialEq)]
+enum Fed {
+    Total(u64),
+    Peers(Vec<u64>),
 }
 
 /// The fields of one trace line, wherever they sit in it (human or JSON logs).
@@ -60,23 +60,21 @@ fn parse(line: &str) -> Option<Traced> {
             .collect();
         digits.parse().ok()
     };
-    let pid = u32::try_from(field("pid")?).ok()?;
-    if let Some(at) = line.find("peers=[") {
-        let list = &line[at + "peers=[".len()..];
-        let bytes = list[..list.find(']')?]
-            .split(',')
-            .filter_map(|b| b.trim().parse().ok())
-            .collect();
-        return Some(Traced::Peers {
-            pid,
-            slot: field("slot")?,
-            bytes,
-        });
-    }
-    Some(Traced::Total {
-        pid,
+    let fed = match line.find("peers=[") {
+        Some(at) => {
+            let list = &line[at + "peers=[".len()..];
+            let bytes = list[..list.find(']')?]
+                .split(',')
+                .filter_map(|b| b.trim().parse().ok())
+                .collect();
+            Fed::Peers(bytes)
+        }
+        None => Fed::Total(field("total")?),
+    };
+    Some(Traced {
+        pid: u32::try_from(field("pid")?).ok()?,
         slot: field("slot")?,
-        total: field("total")?,
+        fed,
     })
 }
 
@@ -191,10 +189,7 @@ fn main() {
         }
     };
     let mut procs: BTreeMap<u32, Replay> = BTreeMap::new();
-    for line in text.lines().filter_map(parse) {
-        let (pid, slot) = match &line {
-            Traced::Peers { pid, slot, .. } | Traced::Total { pid, slot, .. } => (*pid, *slot),
-        };
+    for Traced { pid, slot, fed } in text.lines().filter_map(parse) {
         let r = procs.entry(pid).or_insert_with(|| Replay {
             learner: Learner::new(cfg.clone()),
             first_slot: slot,
@@ -205,12 +200,12 @@ fn main() {
             reading: None,
             withdrawals: BTreeMap::new(),
         });
-        let total = match line {
-            Traced::Peers { bytes, .. } => {
+        let total = match fed {
+            Fed::Peers(bytes) => {
                 r.learner.hear(Slot(slot), bytes);
                 continue;
             }
-            Traced::Total { total, .. } => total,
+            Fed::Total(total) => total,
         };
         r.learner.observe(Slot(slot), total);
         r.note_withdrawal();
@@ -329,29 +324,29 @@ mod tests {
             "\u{1b}[2m2026-12-06T15:11:49Z\u{1b}[0m TRACE mlcc_learn: pid=5494 slot=17 total=4096";
         assert_eq!(
             parse(total),
-            Some(Traced::Total {
+            Some(Traced {
                 pid: 5494,
                 slot: 17,
-                total: 4096
+                fed: Fed::Total(4096)
             })
         );
         let peers =
             "2026-12-06T15:11:49Z TRACE mlcc_learn: pid=5494 slot=18 peers=[29282492, 29282557]";
         assert_eq!(
             parse(peers),
-            Some(Traced::Peers {
+            Some(Traced {
                 pid: 5494,
                 slot: 18,
-                bytes: vec![29282492, 29282557]
+                fed: Fed::Peers(vec![29282492, 29282557])
             })
         );
         let json = r#"{"target":"mlcc_learn","fields":{"pid":7,"slot":3,"peers":"[]"}}"#;
         assert_eq!(
             parse(json),
-            Some(Traced::Peers {
+            Some(Traced {
                 pid: 7,
                 slot: 3,
-                bytes: Vec::new()
+                fed: Fed::Peers(Vec::new())
             })
         );
         assert_eq!(parse("INFO mlcc_scheduler: pid=1 slot=2 total=3"), None);

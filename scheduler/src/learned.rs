@@ -77,9 +77,9 @@ struct Tracked {
     /// the process was found (a socket closing takes nothing back).
     acked: HashMap<SocketKey, u64>,
     total: u64,
-    /// The iterations its environment says its job runs (0: not said), as a progress file's
-    /// header would: the rank rules then order it by the bytes it has left.
-    total_iterations: u64,
+    /// The iterations its environment says its job runs, as a progress file's header would: the
+    /// rank rules then order it by the bytes it has left.
+    total_iterations: Option<u64>,
 }
 
 /// What a learned process looks like to an operator (`mlccctl jobs`).
@@ -202,7 +202,7 @@ impl LearnedProcesses {
                         Some(_) => None,
                         None => t.learner.unlearned().map(Unlearned::as_str),
                     },
-                    total_iterations: (t.total_iterations > 0).then_some(t.total_iterations),
+                    total_iterations: t.total_iterations,
                 }
             })
             .collect()
@@ -315,11 +315,10 @@ impl LearnedProcesses {
                 let total_iterations = self
                     .read_environ
                     .then(|| sockets.total_iterations(pid))
-                    .flatten()
-                    .unwrap_or(0);
+                    .flatten();
                 tracing::info!(
                     pid,
-                    total_iterations,
+                    total_iterations = ?total_iterations,
                     "learning the iterations of a process with no progress file"
                 );
                 self.procs.insert(
@@ -384,7 +383,7 @@ impl LearnedProcesses {
             .filter_map(|(&pid, t)| {
                 let e = t.learner.estimate()?;
                 Some(ProcessObs {
-                    header: self.header(pid, e, t.total_iterations),
+                    header: self.header(pid, e, t.total_iterations.unwrap_or(0)),
                     snapshot: self.snapshot(t.total, e, t.identity.iteration(e.iteration)),
                     conns: t.conns.clone(),
                 })

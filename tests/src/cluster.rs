@@ -123,7 +123,7 @@ pub enum Cc {
     /// schedules what it learns from their bytes alone; `learn=off` turns mlccd's learner off.
     /// `progress=told` is `progress=off` with each trainer's environment saying how many
     /// iterations its job runs (`MLCC_TOTAL_ITERATIONS`, as a launcher would set it), which
-    /// mlccd reads (`told`).
+    /// mlccd reads.
     Mlcc {
         name: String,
         args: Vec<String>,
@@ -131,8 +131,7 @@ pub enum Cc {
         fallback: mlcc_bpf::Fallback,
         tau: Option<Duration>,
         horizon: Option<u32>,
-        progress: bool,
-        told: bool,
+        progress: Progress,
     },
     /// MLTCP (`mlcc_bpf::mltcp`), the peer baseline: its BPF CC over `base` registered once
     /// for the run, the trainers' sockets on it through their progress files, and an
@@ -145,6 +144,19 @@ pub enum Cc {
     /// Each job of the scenario alone on its hosts, arriving at time 0, under this kernel CC
     /// and without cross traffic or faults: the lower bound on what contention leaves.
     Isolated(String),
+}
+
+/// Where an mlcc run's trainers say their progress: their progress files, or nothing (mlccd
+/// learns them from their sockets), perhaps but for their length in their environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// `progress=on`, the default.
+    Files,
+    /// `progress=off`.
+    Learned,
+    /// `progress=told`: `progress=off`, with `MLCC_TOTAL_ITERATIONS` in each trainer's
+    /// environment.
+    Told,
 }
 
 impl Cc {
@@ -172,7 +184,7 @@ impl Cc {
                 let mut args = Vec::new();
                 let mut rto_floor = mlcc_bpf::RtoFloor::default();
                 let mut fallback = mlcc_bpf::Fallback::default();
-                let (mut tau, mut horizon, mut progress, mut told) = (None, None, true, false);
+                let (mut tau, mut horizon, mut progress) = (None, None, Progress::Files);
                 for kv in parts {
                     let (k, v) = key_value(kv)?;
                     match k {
@@ -188,10 +200,10 @@ impl Cc {
                             })?)
                         }
                         "progress" => {
-                            (progress, told) = match v {
-                                "on" => (true, false),
-                                "off" => (false, false),
-                                "told" => (false, true),
+                            progress = match v {
+                                "on" => Progress::Files,
+                                "off" => Progress::Learned,
+                                "told" => Progress::Told,
                                 _ => return Err(format!("{s:?}: progress: say on, off or told")),
                             }
                         }
@@ -219,7 +231,6 @@ impl Cc {
                     tau,
                     horizon,
                     progress,
-                    told,
                 })
             }
             "cassini" => match parts.next() {
@@ -330,13 +341,25 @@ impl Cc {
     /// Trainers write progress files and take their CC from them (mlcc and MLTCP, whose BPF
     /// CCs are registered per run under a unique name), but for `mlcc/progress=off`.
     pub fn uses_progress_files(&self) -> bool {
-        matches!(self, Cc::Mlcc { progress: true, .. } | Cc::Mltcp { .. })
+        matches!(
+            self,
+            Cc::Mlcc {
+                progress: Progress::Files,
+                ..
+            } | Cc::Mltcp { .. }
+        )
     }
 
     /// Trainers without progress files whose environment says how many iterations their job
     /// runs (`mlcc/progress=told`).
     pub fn tells_total_iterations(&self) -> bool {
-        matches!(self, Cc::Mlcc { told: true, .. })
+        matches!(
+            self,
+            Cc::Mlcc {
+                progress: Progress::Told,
+                ..
+            }
+        )
     }
 }
 
@@ -2213,8 +2236,7 @@ mod tests {
                 fallback: mlcc_bpf::Fallback::Cubic,
                 tau: None,
                 horizon: None,
-                progress: true,
-                told: false,
+                progress: Progress::Files,
             }
         );
         match Cc::parse("mlcc/fallback=reno") {
@@ -2231,7 +2253,7 @@ mod tests {
         assert!(Cc::parse("mlcc/fallback=vegas").is_err());
         match Cc::parse("mlcc/progress=off/learn=off") {
             Ok(Cc::Mlcc { progress, args, .. }) => {
-                assert!(!progress);
+                assert_eq!(progress, Progress::Learned);
                 assert_eq!(args, ["--learn", "off"]);
             }
             other => panic!("{other:?}"),

@@ -411,8 +411,7 @@ impl HostScheduler {
                     iteration: f.iteration,
                     slot: f.decided_in.0,
                     next_rate_bytes_per_sec: d.next_rate(),
-                    sockets: peers::learned_sockets(f.source, &f.sockets),
-                    learned_bytes_per_iteration: peers::learned_bytes(f.source, f.job_bytes),
+                    ..peers::learned_part(f.source, &f.sockets, f.job_bytes)
                 })
             })
             .collect()

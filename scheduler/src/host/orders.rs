@@ -84,8 +84,7 @@ impl Carrier<'_> {
             iteration: f.iteration,
             slot: slot.0,
             next_rate_bytes_per_sec: d.next_rate(),
-            sockets: super::peers::learned_sockets(f.source, &f.sockets),
-            learned_bytes_per_iteration: super::peers::learned_bytes(f.source, f.job_bytes),
+            ..super::peers::learned_part(f.source, &f.sockets, f.job_bytes)
         });
         f.decision = Some(d);
         f.decided_in = slot;

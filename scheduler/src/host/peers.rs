@@ -120,33 +120,33 @@ pub(super) fn from_sender<'a>(
     })
 }
 
-/// The bytes per iteration a report of a flow from `source` carries: its process's, as learned
-/// (`job_bytes`), where it is learned; 0 otherwise.
-pub(super) fn learned_bytes(source: Source, job_bytes: u64) -> u64 {
-    if source == Source::Learned {
-        job_bytes
-    } else {
-        0
+/// What a report of a flow from `source` carries only where the flow is learned: its sockets
+/// (the receiver ties its process to the job by them) and its process's bytes per iteration as
+/// learned (`job_bytes`; the receiver, not learned yet, tries them against its own traffic).
+/// Every other field is left to the caller (struct update).
+pub(super) fn learned_part(
+    source: Source,
+    sockets: &[SocketKey],
+    job_bytes: u64,
+) -> pb::FlowProgress {
+    if source != Source::Learned {
+        return pb::FlowProgress::default();
+    }
+    pb::FlowProgress {
+        sockets: sockets
+            .iter()
+            .map(|k| pb::SocketPair {
+                local: k.src.to_string(),
+                remote: k.dst.to_string(),
+            })
+            .collect(),
+        learned_bytes_per_iteration: job_bytes,
+        ..Default::default()
     }
 }
 
 /// A connection as this host sees it: (local, remote), canonical.
 pub type Tuple = (SocketAddr, SocketAddr);
-
-/// The sockets a report of a flow from `source` carries: its own where it is learned (the
-/// receiver ties its process to the job by them), none otherwise.
-pub(super) fn learned_sockets(source: Source, sockets: &[SocketKey]) -> Vec<pb::SocketPair> {
-    if source != Source::Learned {
-        return Vec::new();
-    }
-    sockets
-        .iter()
-        .map(|k| pb::SocketPair {
-            local: k.src.to_string(),
-            remote: k.dst.to_string(),
-        })
-        .collect()
-}
 
 /// What a peer's report of a learned job's flow carried (the label, the iteration the sender
 /// counted, its bytes per iteration), and over which connection, as this host sees it.
@@ -246,12 +246,16 @@ mod tests {
     fn a_learned_flows_sockets_reach_the_receiver_as_its_own_connections() {
         let a = |s: &str| -> SocketAddr { s.parse().unwrap() };
         let key = SocketKey::new(1, a("10.0.0.1:4000"), a("10.0.0.2:5000"));
-        assert!(learned_sockets(Source::Progress, &[key]).is_empty());
-        let mut fp = report("learned-h1-7/h1>h2/ring", 1);
-        fp.iteration = 12;
-        fp.learned_bytes_per_iteration = learned_bytes(Source::Learned, 29_000_000);
-        assert_eq!(learned_bytes(Source::Progress, 29_000_000), 0);
-        fp.sockets = learned_sockets(Source::Learned, &[key]);
+        let unlearned = learned_part(Source::Progress, &[key], 29_000_000);
+        assert!(unlearned.sockets.is_empty());
+        assert_eq!(unlearned.learned_bytes_per_iteration, 0);
+        let learned = learned_part(Source::Learned, &[key], 29_000_000);
+        let mut fp = pb::FlowProgress {
+            iteration: 12,
+            sockets: learned.sockets,
+            learned_bytes_per_iteration: learned.learned_bytes_per_iteration,
+            ..report("learned-h1-7/h1>h2/ring", 1)
+        };
         fp.sockets.push(pb::SocketPair {
             local: "not an address".into(),
             remote: "10.0.0.2:5000".into(),

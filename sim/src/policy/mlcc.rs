@@ -35,9 +35,6 @@ pub struct Mlcc {
     orders: Vec<Order>,
     /// `Some` with `progress=off`: each job's progress learned from its bytes alone.
     learning: Option<Learning>,
-    /// With `learning`: each job's length is known (`progress=told`), as mlccd reads it from a
-    /// learned process's environment.
-    told: bool,
 }
 
 /// Progress as core's learner reads it from the bytes each job sends from each host, as mlccd
@@ -49,6 +46,9 @@ pub struct Mlcc {
 #[derive(Default)]
 struct Learning {
     procs: Map<(u32, NodeId), Learned>,
+    /// Each job's length is known (`progress=told`), as mlccd reads it from a learned
+    /// process's environment.
+    told: bool,
 }
 
 struct Learned {
@@ -190,7 +190,6 @@ impl Mlcc {
             replies_began: Map::default(),
             orders: Vec::new(),
             learning: None,
-            told: false,
         }
     }
 
@@ -201,8 +200,10 @@ impl Mlcc {
     /// learner's.
     pub fn with_learned_progress(self, told: bool) -> Self {
         Mlcc {
-            learning: Some(Learning::default()),
-            told,
+            learning: Some(Learning {
+                told,
+                ..Learning::default()
+            }),
             ..self
         }
     }
@@ -242,7 +243,7 @@ impl Mlcc {
                 dst: f.dst,
                 path: &f.path,
                 iteration: iteration as u32,
-                iterations: if self.told {
+                iterations: if l.told {
                     view.job(r).spec.iterations
                 } else {
                     0
