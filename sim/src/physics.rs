@@ -261,6 +261,10 @@ fn want(
         }
     }
     let mut late = false;
+    // A broadcast that holds at the slot's start all it sends in it (its aggregate already in)
+    // sends like any flow that holds its bytes; one whose data arrives during the slot cannot
+    // run ahead of it, whatever its pace.
+    let mut held_from_start = true;
     match f.role {
         FlowRole::Agg => {}
         FlowRole::Ring => {
@@ -280,6 +284,7 @@ fn want(
             };
             let (allowed, start) = bcast_limit(j, f, tau, paced, agg_rate, line);
             want = want.min(allowed - f.sent);
+            held_from_start = bcast_held(j, f) >= want;
             if start > 0.0 {
                 // Nothing before its data, then for the rest of the slot its paced rate, or,
                 // where the rate is an average over the slot (which the policy has planned
@@ -291,13 +296,15 @@ fn want(
         }
     }
     let want = want.max(0.0);
-    // What a broadcast forwards arrives with the aggregation during the slot: it cannot run
-    // ahead of it, whatever its pace. Everything else holds its bytes from the start.
-    let pace = match f.role {
-        FlowRole::Bcast => want / tau,
-        FlowRole::Agg | FlowRole::Ring => rate,
-    };
+    let pace = if held_from_start { rate } else { want / tau };
     (want, pace, late)
+}
+
+/// The bytes broadcast `f` of `j` holds at the slot's start: what its aggregation has let it
+/// send so far and it has not sent.
+fn bcast_held(j: &Job, f: &Flow) -> f64 {
+    let frac = upstream_fraction(j, f.upstream.iter().copied(), |_| 0.0);
+    (bcast_allows(j, frac, f.bytes) - f.sent).max(0.0)
 }
 
 /// What flow `f` of `j` could send this slot unpaced at its path's rate (its fill's bound).
