@@ -251,7 +251,8 @@ pub struct DaemonArgs {
     /// Rank rule that orders flows in precedence mode: job-bytes (smaller models first),
     /// attained-service (least bytes sent so far first), remaining-bytes (needs the job's
     /// iteration count; else attained-service), remaining-octaves (the same in whole octaves,
-    /// first come first served within one) or iteration-start (the paper's first come, first
+    /// first come first served within one; a job without an iteration count as though in its
+    /// last iteration) or iteration-start (the paper's first come, first
     /// served) [default: remaining-octaves, docs/design.md §11a; job-size is accepted for
     /// job-bytes]. Every host must use the same.
     #[arg(long, value_name = "RULE", value_parser = parse_rank)]

@@ -37,7 +37,13 @@ pub enum RankRule {
     RemainingBytes,
     /// [`RankRule::RemainingBytes`] in whole octaves: a job goes before another only with
     /// about half the bytes left or less; between jobs closer than that, the one whose
-    /// iteration started first goes first. Quarter octaves split two alike jobs a few
+    /// iteration started first goes first. A job that does not state its total iterations
+    /// (one learned from its sockets, or a progress header without it) is ranked as though its
+    /// current iteration were its last, by the bytes one iteration moves: of the jobs that say
+    /// nothing of their length, those that move less per iteration go first, as Sincronia
+    /// serves the smallest coflow first. Ranked by what it had sent so far instead, as
+    /// [`RankRule::RemainingBytes`] ranks it, a long job sank below every younger one
+    /// (docs/results.md, 2026-12-06). Quarter octaves split two alike jobs a few
     /// iterations apart into strict priority, and where one's communication barely fits in the
     /// other's compute, every slot of lag at a hand-over cost the lower one a whole cycle
     /// (testbed `micro-two-jobs-heavy`). The default; docs/design.md §17 has the figures

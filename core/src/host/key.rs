@@ -118,7 +118,12 @@ impl RankRule {
                 Some(x) => size_class_rank(x, since),
                 None => RankRule::AttainedService.rank(b),
             },
-            RankRule::RemainingOctaves => match b.job_remaining_bytes.or(b.job_attained_bytes) {
+            // A job that did not say how long it runs is ranked as though the iteration it is
+            // in were its last: by the one thing known of what it has left, smallest first.
+            RankRule::RemainingOctaves => match b
+                .job_remaining_bytes
+                .or((b.job_bytes > 0).then_some(b.job_bytes as f64))
+            {
                 Some(x) => class_rank(x, since, 1.0),
                 None => UNKNOWN_SIZE,
             },
@@ -197,15 +202,21 @@ mod tests {
         assert!(quarter(1.1e9, 11) < quarter(1.3e9, 10));
         // A job with under half the bytes left goes first.
         assert!(rank(0.5e9, 11) < rank(1.3e9, 10));
-        // Without a total, what it sent so far stands in (same scale), as for remaining-bytes.
-        let unknown = RankBasis {
+        // Without a total, as though its current iteration were its last: one iteration's
+        // bytes, whatever it sent so far, so a long-running job does not sink below the
+        // young ones; and with nothing known, after every job whose size is known.
+        let unknown = |job_bytes: u64, attained: f64, since: u64| RankBasis {
+            job_bytes,
+            job_attained_bytes: Some(attained),
             job_remaining_bytes: None,
-            ..basis(0.0, 3)
+            ..basis(0.0, since)
         };
-        assert_eq!(
-            RankRule::RemainingOctaves.rank(unknown),
-            class_rank(1.0, 3, 1.0)
-        );
+        let octaves = RankRule::RemainingOctaves;
+        let old_small = octaves.rank(unknown(100_000_000, 50e9, 3));
+        assert_eq!(old_small, class_rank(1e8, 3, 1.0));
+        assert!(old_small < octaves.rank(unknown(1_000_000_000, 1e9, 1)));
+        assert!(old_small < rank(0.3e9, 1));
+        assert_eq!(octaves.rank(unknown(0, 0.0, 3)), UNKNOWN_SIZE);
     }
 
     #[test]
