@@ -212,10 +212,10 @@ mod tests {
             ..basis(0.0, since)
         };
         let octaves = RankRule::RemainingOctaves;
-        let old_small = octaves.rank(unknown(100_000_000, 50e9, 3));
-        assert_eq!(old_small, class_rank(1e8, 3, 1.0));
-        assert!(old_small < octaves.rank(unknown(1_000_000_000, 1e9, 1)));
-        assert!(old_small < rank(0.3e9, 1));
+        let long_running = octaves.rank(unknown(100_000_000, 50e9, 3));
+        assert_eq!(long_running, class_rank(1e8, 3, 1.0));
+        assert!(long_running < octaves.rank(unknown(1_000_000_000, 1e9, 1)));
+        assert!(long_running < rank(0.3e9, 1));
         assert_eq!(octaves.rank(unknown(0, 0.0, 3)), UNKNOWN_SIZE);
     }
 
