@@ -703,19 +703,31 @@ mod tests {
         .unwrap()
     }
 
+    /// A switch that is on unless the config file's `key = false` or its flag (set on the
+    /// args by `flag`) turns it off, the flag winning; `get` reads it from the config.
+    fn assert_on_unless_turned_off(
+        key: &str,
+        flag: fn(Option<bool>) -> DaemonArgs,
+        get: fn(&Config) -> bool,
+    ) {
+        let off = format!("{key} = false\n");
+        let resolved = |file: &str, set: Option<bool>| get(&resolved_with(file, flag(set)));
+        assert!(resolved("", None), "{key}");
+        assert!(!resolved(&off, None), "{key}");
+        assert!(resolved(&off, Some(true)), "{key}");
+        assert!(!resolved("", Some(false)), "{key}");
+    }
+
     #[test]
     fn learning_is_on_unless_the_file_or_a_flag_turns_it_off() {
-        let args = |file: &str, flag: Option<bool>| {
-            let flags = DaemonArgs {
-                learn: flag,
+        assert_on_unless_turned_off(
+            "learn",
+            |learn| DaemonArgs {
+                learn,
                 ..Default::default()
-            };
-            resolved_with(file, flags).learn
-        };
-        assert!(args("", None));
-        assert!(!args("learn = false\n", None));
-        assert!(args("learn = false\n", Some(true)));
-        assert!(!args("", Some(false)));
+            },
+            |c| c.learn,
+        );
         #[derive(clap::Parser)]
         struct Cli {
             #[command(flatten)]
@@ -731,17 +743,14 @@ mod tests {
 
     #[test]
     fn the_environment_is_read_unless_the_file_or_a_flag_says_not() {
-        let args = |file: &str, flag: Option<bool>| {
-            let flags = DaemonArgs {
-                learn_environ: flag,
+        assert_on_unless_turned_off(
+            "learn_environ",
+            |learn_environ| DaemonArgs {
+                learn_environ,
                 ..Default::default()
-            };
-            resolved_with(file, flags).learn_environ
-        };
-        assert!(args("", None));
-        assert!(!args("learn_environ = false\n", None));
-        assert!(args("learn_environ = false\n", Some(true)));
-        assert!(!args("", Some(false)));
+            },
+            |c| c.learn_environ,
+        );
     }
 
     #[test]

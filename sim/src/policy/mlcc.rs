@@ -37,6 +37,21 @@ pub struct Mlcc {
     learning: Option<Learning>,
 }
 
+/// Where an mlcc variant's hosts get each job's progress from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Progress {
+    /// A progress file (`progress=on`, the default).
+    #[default]
+    Files,
+    /// Learned from its bytes alone (`progress=off`), as mlccd learns a process with no
+    /// progress file: a flow whose process is below the learner's bar is left to kernel TCP.
+    Learned,
+    /// Learned, with each job's length told (`progress=told`), as mlccd reads
+    /// `MLCC_TOTAL_ITERATIONS` from a learned process's environment; the iterations are still
+    /// the learner's.
+    Told,
+}
+
 /// Progress as core's learner reads it from the bytes each job sends from each host, as mlccd
 /// reads a process with no progress file ([`mlcc_core::learn`]): one learner per (job,
 /// sending host), fed every slot whatever the job is doing. Each such process names its job as
@@ -193,19 +208,16 @@ impl Mlcc {
         }
     }
 
-    /// Progress learned from each job's bytes alone (`progress=off`), as mlccd learns a
-    /// process with no progress file: a flow whose process is below the learner's bar is
-    /// left to kernel TCP. `told`: each job's length is known, as mlccd reads it from a
-    /// learned process's environment (`MLCC_TOTAL_ITERATIONS`); the iterations are still the
-    /// learner's.
-    pub fn with_learned_progress(self, told: bool) -> Self {
-        Mlcc {
-            learning: Some(Learning {
-                told,
+    /// Each job's progress from where `progress` says (progress files unless told otherwise).
+    pub fn with_progress(self, progress: Progress) -> Self {
+        let learning = match progress {
+            Progress::Files => None,
+            Progress::Learned | Progress::Told => Some(Learning {
+                told: progress == Progress::Told,
                 ..Learning::default()
             }),
-            ..self
-        }
+        };
+        Mlcc { learning, ..self }
     }
 
     /// Records every host's policy step from now on.

@@ -10,6 +10,7 @@ use mlcc_core::topology::Topology;
 
 use crate::state::Sharing;
 use crate::state::{Flow, FlowRef, Job, Shape};
+use mlcc::Progress;
 use mlcc_harness::control_plane::Visibility;
 
 pub mod cassini;
@@ -146,19 +147,6 @@ enum Build {
     Mlcc(PolicyConfig, Visibility, Progress),
 }
 
-/// Where an mlcc variant's hosts get each job's progress from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Progress {
-    /// A progress file (`progress=on`, the default).
-    Files,
-    /// Learned from its bytes alone (`progress=off`), as mlccd learns a process with no
-    /// progress file.
-    Learned,
-    /// Learned, with the job's length told by its environment (`progress=told`), as mlccd
-    /// reads `MLCC_TOTAL_ITERATIONS` of a learned process.
-    Told,
-}
-
 pub struct Entry {
     pub name: String,
     pub about: String,
@@ -169,12 +157,8 @@ impl Entry {
     pub fn build(&self, c: &Context<'_>) -> Box<dyn Policy> {
         match self.build {
             Build::Fixed(f) => f(c),
-            Build::Mlcc(cfg, vis, Progress::Files) => Box::new(mlcc::Mlcc::new(c, cfg, vis)),
-            Build::Mlcc(cfg, vis, Progress::Learned) => {
-                Box::new(mlcc::Mlcc::new(c, cfg, vis).with_learned_progress(false))
-            }
-            Build::Mlcc(cfg, vis, Progress::Told) => {
-                Box::new(mlcc::Mlcc::new(c, cfg, vis).with_learned_progress(true))
+            Build::Mlcc(cfg, vis, progress) => {
+                Box::new(mlcc::Mlcc::new(c, cfg, vis).with_progress(progress))
             }
         }
     }

@@ -3,6 +3,7 @@
 //! job's isolated bound, and fair sharing leaves no capacity idle.
 
 use mlcc_core::routing::Routes;
+use mlcc_sim::policy::mlcc::Progress;
 use mlcc_sim::run::run_policy;
 use mlcc_sim::testbed::{Scenario, scenarios_dir};
 
@@ -97,17 +98,16 @@ fn a_testbed_ps_replies_only_to_a_whole_aggregate() {
 /// Every step `solo-ps` (quick) runs under the simulated mlcc, its PS replying to a whole
 /// aggregate or pipelined: the slot and what the host observed of each flow.
 fn solo_ps_observations(whole: bool) -> Vec<(mlcc_core::Slot, mlcc_core::host::FlowObs)> {
-    observations("solo-ps", None, |jobs| {
+    observations("solo-ps", Progress::Files, |jobs| {
         jobs[0].pinned.as_mut().unwrap().whole_aggregate = whole
     })
 }
 
-/// Every step scenario `name` (quick) runs under the simulated mlcc, with progress files
-/// (`learned` `None`) or learned (`Some(told)`: `progress=off`, or `progress=told` with each
-/// job's length told): the slot and what the host observed of each flow.
+/// Every step scenario `name` (quick) runs under the simulated mlcc, each job's progress from
+/// where `progress` says: the slot and what the host observed of each flow.
 fn observations(
     name: &str,
-    learned: Option<bool>,
+    progress: Progress,
     edit: impl FnOnce(&mut [mlcc_sim::workload::JobSpec]),
 ) -> Vec<(mlcc_core::Slot, mlcc_core::host::FlowObs)> {
     use mlcc_sim::engine::Engine;
@@ -129,10 +129,7 @@ fn observations(
         slots,
         switch_tables: true,
     };
-    let mut sim = Mlcc::new(&ctx, cfg, vis);
-    if let Some(told) = learned {
-        sim = sim.with_learned_progress(told);
-    }
+    let mut sim = Mlcc::new(&ctx, cfg, vis).with_progress(progress);
     sim.record();
     let mut e = Engine::new(&topo, &routes, slots, &jobs, Placement::Packed, 1).unwrap();
     while !e.finished() {
@@ -271,7 +268,7 @@ fn left(o: &mlcc_core::host::FlowObs) -> f64 {
 fn learned_rings_agree_on_one_name_each_and_follow_their_predecessors() {
     use std::collections::{BTreeMap, BTreeSet};
 
-    let obs = observations("micro-two-jobs-heavy", Some(false), |_| {});
+    let obs = observations("micro-two-jobs-heavy", Progress::Learned, |_| {});
     // Per slot, per ring (its true job, from the flow id), the learned names its flows bore.
     let mut by_slot: BTreeMap<(u64, String), (usize, BTreeSet<String>)> = BTreeMap::new();
     for (slot, o) in &obs {
@@ -305,8 +302,8 @@ fn learned_rings_agree_on_one_name_each_and_follow_their_predecessors() {
 /// (`progress=off`), its length is unknown.
 #[test]
 fn a_learned_job_told_its_length_is_observed_with_it() {
-    let iterations = |told: bool| -> std::collections::BTreeSet<u64> {
-        observations("micro-two-jobs-heavy", Some(told), |_| {})
+    let iterations = |progress: Progress| -> std::collections::BTreeSet<u64> {
+        observations("micro-two-jobs-heavy", progress, |_| {})
             .iter()
             .map(|(_, o)| o.job_progress.total)
             .collect()
@@ -317,6 +314,6 @@ fn a_learned_job_told_its_length_is_observed_with_it() {
         .iter()
         .map(|j| u64::from(j.iterations))
         .collect();
-    assert_eq!(iterations(true), truth);
-    assert_eq!(iterations(false), [0].into());
+    assert_eq!(iterations(Progress::Told), truth);
+    assert_eq!(iterations(Progress::Learned), [0].into());
 }
