@@ -100,6 +100,8 @@ extern __u32 bbr_ssthresh(struct sock *sk) __ksym __weak;
 extern __u32 bbr_undo_cwnd(struct sock *sk) __ksym __weak;
 extern void bbr_cwnd_event(struct sock *sk, enum tcp_ca_event event) __ksym __weak;
 extern void bbr_set_state(struct sock *sk, __u8 new_state) __ksym __weak;
+extern __u32 bbr_sndbuf_expand(struct sock *sk) __ksym __weak;
+extern __u32 bbr_min_tso_segs(struct sock *sk) __ksym __weak;
 
 /*
  * The cubictcp_* and bbr_* kfuncs are weak: a kernel whose tcp_cubic or tcp_bbr is a module not
@@ -675,6 +677,67 @@ __u32 BPF_PROG(mlcc_undo_cwnd, struct sock *sk)
 	return tcp_reno_undo_cwnd(sk);
 }
 
+/*
+ * The send buffer the kernel grows a socket's to, in windows (tcp_sndbuf_expand): BBR's three
+ * where it is the fallback, else the kernel's two for a CC that does not say. Left at two, a
+ * socket on the BBR fallback whose writer is late (a busy CPU) runs dry where the kernel's BBR
+ * has a window's more queued, and BBR reads the gap as app-limited.
+ */
+SEC("struct_ops")
+__u32 BPF_PROG(mlcc_sndbuf_expand, struct sock *sk)
+{
+	if (bbr_config(mlcc_cfg()) && bpf_ksym_exists(bbr_sndbuf_expand))
+		return bbr_sndbuf_expand(sk);
+	return 2;
+}
+
+/*
+ * The TSO bursts the kernel would size for a socket at its default tcp_tso_rtt_log (9): since
+ * 5.18 a socket whose min RTT is small sends up to a whole 64 KB burst whatever its rate
+ * (tcp_tso_autosize). mlccd sets the namespace's log to 0 so that a paced order sends bursts
+ * of its rate; returned as the least burst, this gives a socket with no order the bursts the
+ * kernel's own CC would send.
+ */
+#define KERNEL_TSO_RTT_LOG 9
+
+static __always_inline __u32 kernel_tso_segs(struct sock *sk, __u32 least)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u32 mss = tp->mss_cache ? tp->mss_cache : 1;
+	__u64 gso = sk->sk_gso_max_size;
+	__u64 bytes = sk->sk_pacing_rate >> sk->sk_pacing_shift;
+	__u32 r = tp->rtt_min.s[0].v >> KERNEL_TSO_RTT_LOG;
+
+	if (r < 32)
+		bytes += gso >> r;
+	if (bytes > gso)
+		bytes = gso;
+	bytes /= mss;
+	return bytes > least ? (__u32)bytes : least;
+}
+
+/*
+ * The fewest segments a TSO burst holds: the sysctl's, as for a CC that does not say, except
+ * on the BBR fallback with no order, where it is the burst the kernel's BBR would send. BBR
+ * there keeps a window of about two BDPs at the min RTT plus what its ACKs arrive aggregated
+ * by; sent in the bursts of its rate behind another CC's standing queue, its ACKs came less
+ * aggregated, its window stayed a third of the kernel's BBR's and it moved a third less
+ * (testbed micro-coexistence, docs/notes/2026-12-06-bbr-fallback-bursts.md).
+ */
+SEC("struct_ops")
+__u32 BPF_PROG(mlcc_min_tso_segs, struct sock *sk)
+{
+	__u32 least = sk->__sk_common.skc_net.net->ipv4.sysctl_tcp_min_tso_segs;
+	struct mlcc_sock_key key;
+
+	if (!bbr_config(mlcc_cfg()) || !bpf_ksym_exists(bbr_min_tso_segs))
+		return least;
+	sock_key(sk, &key);
+	if (live_order(&key))
+		return least;
+	return kernel_tso_segs(sk, bbr_min_tso_segs(sk));
+}
+
 /* The order goes with the socket too: a later socket reusing the 4-tuple starts unordered. */
 SEC("struct_ops")
 void BPF_PROG(mlcc_release, struct sock *sk)
@@ -696,6 +759,8 @@ struct tcp_congestion_ops mlcc_cc = {
 	.set_state = (void *)mlcc_set_state,
 	.cwnd_event = (void *)mlcc_cwnd_event,
 	.pkts_acked = (void *)mlcc_pkts_acked,
+	.sndbuf_expand = (void *)mlcc_sndbuf_expand,
+	.min_tso_segs = (void *)mlcc_min_tso_segs,
 	.release = (void *)mlcc_release,
 	.name = "mlcc",
 };
