@@ -668,6 +668,21 @@ mod tests {
             .arg("30")
             .env_remove("MLCC_TOTAL_ITERATIONS")
             .spawn();
+        // spawn returns once the child's exec has begun, before the kernel has set where the
+        // new environment lies: until then /proc/<pid>/environ reads empty.
+        let exec_done = |pid: u32| {
+            let path = format!("/proc/{pid}/environ");
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while std::fs::read(&path).is_ok_and(|e| e.is_empty())
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        };
+        exec_done(child.id());
+        if let Ok(q) = &quiet {
+            exec_done(q.id());
+        }
         let proc = ProcSockets::default();
         let told = proc.total_iterations(child.id());
         let untold = quiet.as_ref().ok().map(|q| proc.total_iterations(q.id()));

@@ -678,10 +678,9 @@ __u32 BPF_PROG(mlcc_undo_cwnd, struct sock *sk)
 }
 
 /*
- * The send buffer the kernel grows a socket's to, in windows (tcp_sndbuf_expand): BBR's three
- * where it is the fallback, else the kernel's two for a CC that does not say. Left at two, a
- * socket on the BBR fallback whose writer is late (a busy CPU) runs dry where the kernel's BBR
- * has a window's more queued, and BBR reads the gap as app-limited.
+ * The send buffer the kernel grows a socket's to, in windows (tcp_sndbuf_expand): three where
+ * BBR is the fallback, as the kernel's BBR asks for, else the kernel's two for a CC that does
+ * not say.
  */
 SEC("struct_ops")
 __u32 BPF_PROG(mlcc_sndbuf_expand, struct sock *sk)
@@ -696,7 +695,7 @@ __u32 BPF_PROG(mlcc_sndbuf_expand, struct sock *sk)
  * 5.18 a socket whose min RTT is small sends up to a whole 64 KB burst whatever its rate
  * (tcp_tso_autosize). mlccd sets the namespace's log to 0 so that a paced order sends bursts
  * of its rate; returned as the least burst, this gives a socket with no order the bursts the
- * kernel's own CC would send.
+ * kernel's own CC would send (at the kernel's default log, not whatever mlccd replaced).
  */
 #define KERNEL_TSO_RTT_LOG 9
 
