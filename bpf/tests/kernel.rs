@@ -1882,7 +1882,7 @@ fn tx_counters(ns: &mlcc_bpf::testbed::Netns) -> (u64, u64) {
 }
 
 /// The mean TSO burst a sender on `cc` leaves the link's sender in over a second, written to
-/// as fast as it takes, after half a second to settle; `order` paces it first.
+/// as fast as it takes, after half a second to settle; ordered `paced` first if given.
 fn mean_burst(
     loaded: &mut Loaded,
     link: &VethPair,
@@ -1917,9 +1917,8 @@ fn mean_burst(
 /// mlccd sets `net.ipv4.tcp_tso_rtt_log` to 0 so that a paced order sends bursts of its rate;
 /// a socket with no order on the BBR fallback still sends the bursts the kernel's BBR would
 /// (up to 64 KB at a small min RTT, whatever the rate), as the kernel's default log gives them.
-/// Sent at the smaller bursts, BBR's ACKs came less aggregated, and behind another CC's standing
-/// queue its window stayed a third of the kernel's BBR's (testbed `micro-coexistence`: 20–22 s
-/// against 16–17). The controls: the same link and sysctl under the kernel's BBR, and the
+/// Sent at the smaller bursts, behind another CC's standing queue, its window stayed a third of
+/// the kernel's BBR's (testbed `micro-coexistence`: 20–22 s against 16–17). The controls: the same link and sysctl under the kernel's BBR, and the
 /// socket under an order.
 #[test]
 fn an_unordered_socket_on_the_bbr_fallback_sends_the_kernels_tso_bursts() {
@@ -1968,9 +1967,8 @@ fn first_send_buffer(link: &VethPair, cc: &CcName) -> usize {
     size
 }
 
-/// A socket on the BBR fallback gets the send buffer the kernel's BBR asks for (three windows,
-/// where a late writer's socket would otherwise run dry and BBR read the gap as its
-/// application's), and one on the Cubic fallback the kernel's Cubic's (two).
+/// A socket on the BBR fallback gets the send buffer the kernel's BBR asks for (three windows),
+/// and one on the Cubic fallback the kernel's Cubic's (two).
 #[test]
 fn a_socket_gets_the_send_buffer_its_fallback_cc_asks_for() {
     let Some(_serial) = root("a_socket_gets_the_send_buffer_its_fallback_cc_asks_for") else {

@@ -717,11 +717,10 @@ static __always_inline __u32 kernel_tso_segs(struct sock *sk, __u32 least)
 
 /*
  * The fewest segments a TSO burst holds: the sysctl's, as for a CC that does not say, except
- * on the BBR fallback with no order, where it is the burst the kernel's BBR would send. BBR
- * there keeps a window of about two BDPs at the min RTT plus what its ACKs arrive aggregated
- * by; sent in the bursts of its rate behind another CC's standing queue, its ACKs came less
- * aggregated, its window stayed a third of the kernel's BBR's and its job ran 45 % longer
- * (testbed micro-coexistence, docs/notes/2026-12-06-bbr-fallback-bursts.md).
+ * on the BBR fallback with no order, where it is the burst the kernel's BBR would send. Sent
+ * in the bursts of its rate behind another CC's standing queue, BBR's window (two BDPs at the
+ * min RTT plus what its ACKs arrive aggregated by) stayed a third of the kernel's BBR's and its
+ * job ran 45 % longer (testbed micro-coexistence, docs/notes/2026-12-06-bbr-fallback-bursts.md).
  */
 SEC("struct_ops")
 __u32 BPF_PROG(mlcc_min_tso_segs, struct sock *sk)
