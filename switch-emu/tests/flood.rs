@@ -49,6 +49,8 @@ fn server(hosts: u64) -> (KillOnDrop, String) {
         "--metrics-listen 127.0.0.1:0 --tau 60ms --horizon 10 --worker-threads 1",
         &topo,
     );
+    // The server has read its topology once it listens; the file is not needed after that.
+    let _ = std::fs::remove_file(&topo);
     // Keep draining its logs so a full pipe never blocks the server.
     std::thread::spawn(move || for _ in log {});
     (child, addr)
