@@ -104,7 +104,8 @@ pub fn run_set(
             }
         }
     }
-    let s = report::summarize(&scn.name, quick, scn.link_burst, scn.link_classes, runs);
+    let mut s = report::summarize(&scn.name, quick, scn.link_burst, scn.link_classes, runs);
+    s.daemon_nice = Some(bins.daemon_nice);
     report::jct_bars(&s, &out.join("jct.svg"))?;
     std::fs::write(out.join("summary.md"), report::markdown(&s)).map_err(|e| e.to_string())?;
     std::fs::write(

@@ -111,6 +111,9 @@ pub struct Summary {
     pub link_burst_ms: f64,
     /// Fill classes every port served beneath its default class (`--link-classes`).
     pub link_classes: u8,
+    /// The nice value the daemons ran at (`--daemon-nice`), where the runs say: mlccd's slot
+    /// loop kept up with fewer slots at 0, the figures measured before 2026-12-07.
+    pub daemon_nice: Option<i32>,
     pub runs: Vec<CcRun>,
 }
 
@@ -273,6 +276,7 @@ pub fn summarize(
         isolated_mean_jct_s: isolated,
         link_burst_ms: link_burst.as_secs_f64() * 1e3,
         link_classes,
+        daemon_nice: None,
         ccs,
         runs,
     }
@@ -457,9 +461,13 @@ fn stalls_line(s: &Summary) -> String {
 }
 
 pub fn markdown(s: &Summary) -> String {
+    let nice = s
+        .daemon_nice
+        .map(|n| format!(", daemons at nice {n}"))
+        .unwrap_or_default();
     let mut t = format!(
         "## {}{}: job completion time per congestion control ({} repetition(s), links' bucket \
-         {} ms)\n\n",
+         {} ms{nice})\n\n",
         s.scenario,
         if s.quick { " (quick)" } else { "" },
         s.repetitions,

@@ -847,6 +847,102 @@ fn every_link_gets_the_bucket_and_the_classes_its_scenario_asks_for() {
     assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
 }
 
+/// Each thread of the processes named `names` whose command line mentions `dir`, with its
+/// nice value (field 19 of /proc/<pid>/task/<tid>/stat, counted after the command's `)`).
+fn threads_nice(names: &[&str], dir: &Path) -> Vec<(String, u32, i32)> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let mentions = String::from_utf8_lossy(&cmdline).contains(&*dir.to_string_lossy());
+        if !names.contains(&comm.trim()) || !mentions {
+            continue;
+        }
+        for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            let after = stat.rsplit_once(')').map_or("", |x| x.1);
+            // Fields from the 3rd (state) on: nice is the 19th, the 17th after the command.
+            if let Some(nice) = after
+                .split_whitespace()
+                .nth(16)
+                .and_then(|n| n.parse().ok())
+            {
+                let tid = t.file_name().to_string_lossy().parse().unwrap_or(0);
+                found.push((comm.trim().to_string(), tid, nice));
+            }
+        }
+    }
+    found
+}
+
+/// The daemons run at the CPU priority `--daemon-nice` gives them, every thread of them, so
+/// that on the testbed's two cores mlccd's slot loop is not starved by the jobs it schedules.
+#[test]
+fn the_daemons_run_at_the_cpu_priority_they_are_given() {
+    if !is_root() {
+        eprintln!(
+            "skipped the_daemons_run_at_the_cpu_priority_they_are_given: needs root (network \
+             namespaces, BPF, a negative nice)"
+        );
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    assert!(
+        leftovers().is_empty(),
+        "objects of an earlier run exist: {:?}",
+        leftovers()
+    );
+    let out = std::env::temp_dir().join(format!("mlcc-testbed-nice-{}", std::process::id()));
+    let said = std::env::temp_dir().join(format!("mlcc-testbed-nice-{}.log", std::process::id()));
+    let testbed = || Command::new(env!("CARGO_BIN_EXE_mlcc-testbed"));
+    // Into a file, not a pipe: the daemons `up` leaves running would hold a pipe open.
+    let log = std::fs::File::create(&said).expect("the up log");
+    let up = testbed()
+        .args([
+            "up",
+            "--scenario",
+            "smoke",
+            "--cc",
+            "mlcc",
+            "--daemon-nice",
+            "-7",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg("--bin-dir")
+        .arg(bin_dir())
+        .stdout(log.try_clone().expect("the up log"))
+        .stderr(log)
+        .status()
+        .expect("mlcc-testbed up");
+    let threads = threads_nice(&["mlccd", "mlcc-switchd"], &out);
+    let down = testbed().arg("down").output().expect("mlcc-testbed down");
+    let up_said = std::fs::read_to_string(&said).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_file(&said);
+    assert!(up.success(), "mlcc-testbed up failed: {up_said}");
+    assert!(
+        down.status.success(),
+        "{}",
+        String::from_utf8_lossy(&down.stderr)
+    );
+    assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
+    for daemon in ["mlccd", "mlcc-switchd"] {
+        assert!(
+            threads.iter().filter(|t| t.0 == daemon).count() > 1,
+            "no {daemon} threads found: {threads:?}"
+        );
+    }
+    assert!(threads.iter().all(|t| t.2 == -7), "{threads:?}");
+}
+
 /// Gloo's ring all-reduce (gloo/allreduce.cc, `ring`, as Debian's libgloo0 and PyTorch run it):
 /// payload bytes rank `rank` of `world` sends in one all-reduce of `elements` elements of `size`
 /// bytes. Written apart from python/mlcc/ring.py, which the hook uses, so that each checks the

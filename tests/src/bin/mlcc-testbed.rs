@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use mlcc_testbed::cluster::{self, Binaries, Cc, EmulatedCluster, RunError};
+use mlcc_testbed::cluster::{self, Binaries, Cc, EmulatedCluster};
 use mlcc_testbed::scenario::Scenario;
 use mlcc_testbed::{experiment, figure, report};
 
@@ -48,6 +48,33 @@ impl Links {
     }
 }
 
+/// Where the testbed's programs are, and how its daemons run.
+#[derive(clap::Args, Debug)]
+struct Programs {
+    /// Directory holding mlcc-trainer, mlccd and mlcc-switchd [default: next to this binary].
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// The CPU priority (nice, -20..=19) of mlccd, mlcc-switchd and MLTCP's feeder: above the
+    /// jobs' by default, as a host gives its scheduler the CPU when its slot begins (0: the
+    /// jobs' priority, as in the figures measured before 2026-12-07). Kernel CCs run no
+    /// daemon.
+    #[arg(long, value_name = "NICE", default_value_t = cluster::DAEMON_NICE,
+          allow_negative_numbers = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
+    daemon_nice: i32,
+}
+
+impl Programs {
+    fn binaries(&self) -> Result<Binaries, String> {
+        let mut b = match &self.bin_dir {
+            Some(d) => Binaries::in_dir(d),
+            None => Binaries::next_to_me(),
+        }
+        .map_err(|e| e.to_string())?;
+        b.daemon_nice = self.daemon_nice;
+        Ok(b)
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Create a scenario's cluster and leave it running (for poking at it with `ip netns exec`,
@@ -62,9 +89,8 @@ enum Cmd {
         /// Where the run's topology, sockets and logs go.
         #[arg(long, default_value = "results/up")]
         out: PathBuf,
-        /// Directory holding mlcc-trainer, mlccd and mlcc-switchd [default: next to this binary].
-        #[arg(long)]
-        bin_dir: Option<PathBuf>,
+        #[command(flatten)]
+        programs: Programs,
         #[command(flatten)]
         links: Links,
     },
@@ -111,8 +137,8 @@ enum Cmd {
         quick: bool,
         #[arg(long, default_value = "results")]
         out: PathBuf,
-        #[arg(long)]
-        bin_dir: Option<PathBuf>,
+        #[command(flatten)]
+        programs: Programs,
         /// Random loss of data segments on every host link, both directions (e.g. `1%`):
         /// overrides the scenario's `loss`.
         #[arg(long)]
@@ -147,8 +173,8 @@ enum Cmd {
         points: Option<Vec<f64>>,
         #[arg(long, default_value = "results/figures")]
         out: PathBuf,
-        #[arg(long)]
-        bin_dir: Option<PathBuf>,
+        #[command(flatten)]
+        programs: Programs,
     },
 }
 
@@ -160,13 +186,6 @@ fn main() -> ExitCode {
             eprintln!("mlcc-testbed: {e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-fn bins(dir: Option<PathBuf>) -> Result<Binaries, RunError> {
-    match dir {
-        Some(d) => Binaries::in_dir(&d),
-        None => Binaries::next_to_me(),
     }
 }
 
@@ -213,14 +232,14 @@ fn real_main(a: Args) -> Result<(), String> {
             cc,
             points,
             out,
-            bin_dir,
+            programs,
         } => {
             let fig = figure::Figure::parse(&name)?;
             if repeat == 0 {
                 return Err("--repeat must be at least 1".into());
             }
             let ccs = cc.map(|names| Cc::parse_list(&names)).transpose()?;
-            let b = bins(bin_dir).map_err(|e| e.to_string())?;
+            let b = programs.binaries()?;
             let md = figure::run(fig, ccs, quick, points.as_deref(), repeat, &b, &out)?;
             println!("{md}");
             println!("written to {}", out.join(fig.dir()).display());
@@ -230,7 +249,7 @@ fn real_main(a: Args) -> Result<(), String> {
             scenario,
             cc,
             out,
-            bin_dir,
+            programs,
             links,
         } => {
             let mut scn = Scenario::find(&scenario).map_err(|e| e.to_string())?;
@@ -241,7 +260,7 @@ fn real_main(a: Args) -> Result<(), String> {
                     "`isolated` and `cassini` shape how jobs start; `up` takes a CC or mlcc".into(),
                 );
             }
-            let b = bins(bin_dir).map_err(|e| e.to_string())?;
+            let b = programs.binaries()?;
             let run = cluster::run_id();
             let c = EmulatedCluster::up(&scn, cc, &b, &out, &run).map_err(|e| e.to_string())?;
             for h in &c.plan.hosts {
@@ -263,7 +282,7 @@ fn real_main(a: Args) -> Result<(), String> {
             repeat,
             quick,
             out,
-            bin_dir,
+            programs,
             loss,
             links,
         } => {
@@ -278,7 +297,7 @@ fn real_main(a: Args) -> Result<(), String> {
                 );
             }
             let ccs = Cc::parse_list(&cc)?;
-            let b = bins(bin_dir).map_err(|e| e.to_string())?;
+            let b = programs.binaries()?;
             let bar = experiment::job_bar((ccs.len() * repeat * scn.jobs.len()) as u64)?;
             let (s, out) = experiment::run_set(&scn, &ccs, repeat, quick, &b, &out, &bar)?;
             bar.finish_and_clear();
