@@ -50,6 +50,23 @@ fn bin_dir() -> PathBuf {
     dir
 }
 
+/// Whether a root test may run: not as another user (it says why it is skipped, needing
+/// `needs`), and only one at a time with nothing of an earlier run left. Hold the guard for the
+/// test's length.
+fn alone_as_root(test: &str, needs: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    if !is_root() {
+        eprintln!("skipped {test}: needs {needs}");
+        return None;
+    }
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    assert!(
+        leftovers().is_empty(),
+        "objects of an earlier run exist: {:?}",
+        leftovers()
+    );
+    Some(serial)
+}
+
 fn leftovers() -> Vec<String> {
     let mut v = Vec::new();
     for d in ["/run/netns", "/sys/fs/bpf", "/dev/shm"] {
@@ -65,18 +82,12 @@ fn leftovers() -> Vec<String> {
 
 #[test]
 fn smoke_scenario_runs_under_reno_mlcc_mltcp_and_isolated_and_leaves_nothing() {
-    if !is_root() {
-        eprintln!(
-            "skipped smoke_scenario_runs_under_reno_mlcc_mltcp_and_isolated_and_leaves_nothing: needs root (network namespaces, tc, BPF)"
-        );
+    let Some(_serial) = alone_as_root(
+        "smoke_scenario_runs_under_reno_mlcc_mltcp_and_isolated_and_leaves_nothing",
+        "root (network namespaces, tc, BPF)",
+    ) else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    assert!(
-        leftovers().is_empty(),
-        "objects of an earlier run exist: {:?}",
-        leftovers()
-    );
+    };
     let bins = bin_dir();
     let out = std::env::temp_dir().join(format!("mlcc-testbed-e2e-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
@@ -295,19 +306,12 @@ struct SlotSample {
 #[test]
 fn two_hosts_achieved_rates_follow_the_plan_and_the_bytes_arrive_intact() {
     const SCENARIO: &str = "e2e-two-hosts";
-    if !is_root() {
-        eprintln!(
-            "skipped two_hosts_achieved_rates_follow_the_plan_and_the_bytes_arrive_intact: needs \
-             root (network namespaces, tc, BPF)"
-        );
+    let Some(_serial) = alone_as_root(
+        "two_hosts_achieved_rates_follow_the_plan_and_the_bytes_arrive_intact",
+        "root (network namespaces, tc, BPF)",
+    ) else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    assert!(
-        leftovers().is_empty(),
-        "objects of an earlier run exist: {:?}",
-        leftovers()
-    );
+    };
     let mut seen: std::collections::BTreeMap<
         (String, String),
         std::collections::BTreeMap<u64, SlotSample>,
@@ -562,19 +566,12 @@ struct Seen {
 #[test]
 fn killed_daemons_and_a_link_flap_lose_no_bytes_and_degrade_and_recover() {
     const SCENARIO: &str = "e2e-faults";
-    if !is_root() {
-        eprintln!(
-            "skipped killed_daemons_and_a_link_flap_lose_no_bytes_and_degrade_and_recover: needs \
-             root (network namespaces, tc, BPF)"
-        );
+    let Some(_serial) = alone_as_root(
+        "killed_daemons_and_a_link_flap_lose_no_bytes_and_degrade_and_recover",
+        "root (network namespaces, tc, BPF)",
+    ) else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    assert!(
-        leftovers().is_empty(),
-        "objects of an earlier run exist: {:?}",
-        leftovers()
-    );
+    };
     // Per host, each change of its Status, with the Unix time it was seen (polls are ~15 ms
     // apart per host).
     let mut states: std::collections::BTreeMap<String, Vec<(Seen, f64)>> = Default::default();
@@ -886,19 +883,12 @@ fn threads_nice(names: &[&str], dir: &Path) -> Vec<(String, u32, i32)> {
 /// that on the testbed's two cores mlccd's slot loop is not starved by the jobs it schedules.
 #[test]
 fn the_daemons_run_at_the_cpu_priority_they_are_given() {
-    if !is_root() {
-        eprintln!(
-            "skipped the_daemons_run_at_the_cpu_priority_they_are_given: needs root (network \
-             namespaces, BPF, a negative nice)"
-        );
+    let Some(_serial) = alone_as_root(
+        "the_daemons_run_at_the_cpu_priority_they_are_given",
+        "root (network namespaces, BPF, a negative nice)",
+    ) else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    assert!(
-        leftovers().is_empty(),
-        "objects of an earlier run exist: {:?}",
-        leftovers()
-    );
+    };
     let out = std::env::temp_dir().join(format!("mlcc-testbed-nice-{}", std::process::id()));
     let said = std::env::temp_dir().join(format!("mlcc-testbed-nice-{}.log", std::process::id()));
     let testbed = || Command::new(env!("CARGO_BIN_EXE_mlcc-testbed"));
