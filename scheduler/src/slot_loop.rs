@@ -2,7 +2,10 @@
 //! manner of quinn's `ConnectionDriver::poll`: observe (progress files, sockets, datapath
 //! counters) → fetch (the switches' feedback) → decide ([`HostScheduler::plan`]) → enforce
 //! (orders to the datapath) → publish (schedules to the switches) and exchange (progress with
-//! the peers), concurrently → record (switch views, degraded modes, metrics, history).
+//! the peers), concurrently → record (switch views, degraded modes, metrics, history). The
+//! publishes and exchanges are settled as their answers come, while the loop waits for the next
+//! slot: a slot ends once they are sent, so a switch or peer slow to answer holds up neither
+//! the next slot nor this slot's hand-overs.
 //!
 //! All decisions are [`crate::host::HostScheduler`]'s; this module only times, reads, sends and
 //! records.
@@ -15,7 +18,7 @@ use mlcc_core::topology::Topology;
 use mlcc_core::{Slot, SlotConfig};
 use mlcc_proto::v1 as pb;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinError, JoinSet};
 
 use crate::config::Config;
 use crate::daemon::{Channels, Outcome, clock_offset, outcome_name, peer_address};
@@ -59,6 +62,10 @@ pub(crate) struct SlotLoop {
     clock_offsets: HashMap<String, i64>,
     /// This slot's hand-overs not yet carried out: when, and the orders then.
     handovers: Vec<(Instant, Vec<RateOrder>)>,
+    /// UpdateSchedule and Exchange calls sent and not yet settled, of this slot or earlier ones.
+    in_flight: JoinSet<Answer>,
+    /// Peers whose exchange failed since the last slot's degraded modes were recorded.
+    silent_peers: BTreeSet<String>,
     flow_gauges: crate::metrics::FlowGauges,
 }
 
@@ -78,18 +85,23 @@ struct Fetched {
     window: (u64, u64),
 }
 
-/// One switch's UpdateSchedule: the switch, the outcome and round trip, and when the reply came
-/// back (realtime ns).
-type Published = (String, (Outcome<pb::UpdateScheduleReply>, Duration), u64);
-
-/// The UpdateSchedule calls of a slot, in flight.
-struct Publishing {
-    calls: Vec<JoinHandle<Published>>,
-    at_ns: u64,
+/// What a call the loop did not wait for brought back.
+enum Answer {
+    /// One switch's UpdateSchedule of `slot`, and when the reply came back (realtime ns).
+    Published {
+        slot: Slot,
+        switch: String,
+        outcome: Outcome<pb::UpdateScheduleReply>,
+        rtt: Duration,
+        at_ns: u64,
+    },
+    /// One peer's Exchange.
+    Exchanged {
+        peer: String,
+        outcome: Outcome<pb::ExchangeReply>,
+        rtt: Duration,
+    },
 }
-
-/// The Exchange calls of a slot, in flight: per peer, the outcome and round trip.
-type Exchanging = Vec<JoinHandle<(String, (Outcome<pb::ExchangeReply>, Duration))>>;
 
 /// One switch's FetchFeedback: name, address, outcome and round trip, and its clock minus ours
 /// where the reply said.
@@ -132,6 +144,8 @@ impl SlotLoop {
             datapath_print: None,
             clock_offsets: HashMap::new(),
             handovers: Vec::new(),
+            in_flight: JoinSet::new(),
+            silent_peers: BTreeSet::new(),
             flow_gauges: Default::default(),
         }
     }
@@ -140,13 +154,18 @@ impl SlotLoop {
         self.cfg.policy.slots
     }
 
-    /// Runs slots until `stop` is set.
+    /// Runs slots until `stop` is set, settling the calls in flight as their answers come.
     pub(crate) async fn run(mut self, mut stop: watch::Receiver<bool>) {
         loop {
             let wait = self.until_next_event();
             tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
+                biased;
                 _ = stop.wait_for(|s| *s) => return,
+                Some(answer) = self.in_flight.join_next(), if !self.in_flight.is_empty() => {
+                    self.settle(answer);
+                    continue;
+                }
+                _ = tokio::time::sleep(wait) => {}
             }
             let woke = now_ns();
             let slot = self.slots().slot_at(woke);
@@ -205,7 +224,7 @@ impl SlotLoop {
         m.slot_late_seconds.observe(late as f64 * 1e-9);
     }
 
-    /// One slot, step by step.
+    /// One slot, step by step; its publishes and exchanges are settled later, in [`Self::run`].
     async fn slot(&mut self, slot: Slot) {
         let mut w = Work::default();
         let t = Instant::now();
@@ -216,7 +235,6 @@ impl SlotLoop {
         let mut plan = self.decide(&fetched);
         w.decide += t.elapsed();
         self.enforce(&mut plan);
-        w.work += t.elapsed();
         // The schedules are kept in the slot's record as published; the batches themselves,
         // and the peers' progress, go out without another copy.
         let schedules = std::mem::take(&mut plan.schedules);
@@ -224,13 +242,10 @@ impl SlotLoop {
             .iter()
             .map(|(k, b)| (k.clone(), b.items.clone()))
             .collect();
-        let publishing = self.publish(slot, schedules);
-        let exchanging = self.exchange(slot, std::mem::take(&mut plan.peers));
-        let published = self.settle_publishing(publishing.calls).await;
-        let silent_peers = self.settle_exchanges(exchanging, &mut w).await;
-        let t = Instant::now();
+        let publish_ns = self.publish(slot, schedules);
+        self.exchange(slot, std::mem::take(&mut plan.peers));
         self.record_switches(slot, fetched.switches, fetched.window);
-        self.record_degraded(&plan, &silent_peers);
+        self.record_degraded(&plan);
         self.record_flows();
         self.record_repairs();
         w.work += t.elapsed();
@@ -239,9 +254,9 @@ impl SlotLoop {
             answers: fetched.answers,
             silent_switches: plan.silent_switches,
             schedules: published_items,
-            published,
+            published: Vec::new(),
             fetch_ns: fetched.window,
-            publish_ns: publishing.at_ns,
+            publish_ns,
         };
         self.record_slot(w, record);
     }
@@ -441,16 +456,15 @@ impl SlotLoop {
             .collect();
     }
 
-    /// UpdateSchedule to every switch the plan books on, in parallel.
+    /// UpdateSchedule to every switch the plan books on, in parallel; when they went out.
     fn publish(
         &mut self,
         slot: Slot,
         schedules: BTreeMap<String, SwitchBatch<pb::ScheduleItem>>,
-    ) -> Publishing {
+    ) -> u64 {
         let deadline = self.cfg.rpc_deadline;
         let at_ns = now_ns();
-        let mut calls = Vec::new();
-        for (name, batch) in schedules {
+        for (switch, batch) in schedules {
             let addr = batch.address.clone();
             let channels = &mut self.channels;
             let Some(sess) = self.sessions.get(&addr, || channels.get(&addr, deadline)) else {
@@ -461,22 +475,27 @@ impl SlotLoop {
                 slot: slot.0,
                 flows: batch.items,
             });
-            calls.push(tokio::spawn(async move {
-                let (out, rtt, _) = session_call(&sess, req, deadline, |r| match r {
+            self.in_flight.spawn(async move {
+                let (outcome, rtt, _) = session_call(&sess, req, deadline, |r| match r {
                     SessionReply::UpdateSchedule(r) => Some(r),
                     _ => None,
                 })
                 .await;
-                (name, (out, rtt), now_ns())
-            }));
+                Answer::Published {
+                    slot,
+                    switch,
+                    outcome,
+                    rtt,
+                    at_ns: now_ns(),
+                }
+            });
         }
-        Publishing { calls, at_ns }
+        at_ns
     }
 
     /// Exchange with every peer this host's flows go to, in parallel, each on its stream.
-    fn exchange(&mut self, slot: Slot, peers: Vec<(String, Vec<pb::FlowProgress>)>) -> Exchanging {
+    fn exchange(&mut self, slot: Slot, peers: Vec<(String, Vec<pb::FlowProgress>)>) {
         let deadline = self.cfg.rpc_deadline;
-        let mut exchanges = Vec::new();
         for (peer, flows) in peers {
             let Some(addr) = peer_address(&self.cfg, &self.topo, &peer) else {
                 continue;
@@ -490,51 +509,47 @@ impl SlotLoop {
                 slot: slot.0,
                 flows,
             };
-            exchanges.push(tokio::spawn(async move {
-                (peer, peers::exchange(route, req, deadline).await)
-            }));
+            self.in_flight.spawn(async move {
+                let (outcome, rtt) = peers::exchange(route, req, deadline).await;
+                Answer::Exchanged { peer, outcome, rtt }
+            });
         }
-        exchanges
     }
 
-    /// The switches that acknowledged the slot's schedules, with when.
-    async fn settle_publishing(&mut self, calls: Vec<JoinHandle<Published>>) -> Vec<(String, u64)> {
-        let mut published = Vec::new();
-        for p in calls {
-            let Ok((name, (out, rtt), acked)) = p.await else {
-                continue;
-            };
-            self.observe_rpc("update_schedule", &name, outcome_name(&out), rtt);
-            if let Outcome::Ok(r) = &out {
-                if let Some(first) = r.rejected.first() {
-                    let rejected = r.rejected.len();
-                    tracing::warn!(switch = %name, rejected, first = %first.message, "schedule items refused");
-                }
-                published.push((name, acked));
-            }
-        }
-        published
-    }
-
-    /// The peers' answers into the scheduler; the peers that did not answer.
-    async fn settle_exchanges(&mut self, exchanges: Exchanging, w: &mut Work) -> Vec<String> {
-        let mut silent_peers = Vec::new();
-        for e in exchanges {
-            let Ok((peer, (out, rtt))) = e.await else {
-                continue;
-            };
-            self.observe_rpc("exchange", &peer, outcome_name(&out), rtt);
-            let t = Instant::now();
-            match out {
-                Outcome::Ok(r) => self.shared.host().on_exchange_reply(&peer, &r.flows),
-                _ => {
-                    self.shared.host().on_exchange_failed(&peer);
-                    silent_peers.push(peer);
+    /// A call's answer, as it comes: a peer's progress into the scheduler (or the peer marked
+    /// silent), a switch's acknowledgement into its slot's record.
+    fn settle(&mut self, answer: Result<Answer, JoinError>) {
+        match answer {
+            Ok(Answer::Published {
+                slot,
+                switch,
+                outcome,
+                rtt,
+                at_ns,
+            }) => {
+                self.observe_rpc("update_schedule", &switch, outcome_name(&outcome), rtt);
+                if let Outcome::Ok(r) = &outcome {
+                    if let Some(first) = r.rejected.first() {
+                        let rejected = r.rejected.len();
+                        tracing::warn!(%switch, rejected, first = %first.message, "schedule items refused");
+                    }
+                    if let Some(rec) = self.shared.status().record_of_mut(slot) {
+                        rec.published.push((switch, at_ns));
+                    }
                 }
             }
-            w.work += t.elapsed();
+            Ok(Answer::Exchanged { peer, outcome, rtt }) => {
+                self.observe_rpc("exchange", &peer, outcome_name(&outcome), rtt);
+                match outcome {
+                    Outcome::Ok(r) => self.shared.host().on_exchange_reply(&peer, &r.flows),
+                    _ => {
+                        self.shared.host().on_exchange_failed(&peer);
+                        self.silent_peers.insert(peer);
+                    }
+                }
+            }
+            Err(e) => tracing::error!("a call to a switch or peer failed to finish: {e}"),
         }
-        silent_peers
     }
 
     fn observe_rpc(
@@ -611,11 +626,13 @@ impl SlotLoop {
         }
     }
 
-    /// The degraded modes in force this slot, for `mlccctl status` and the metrics.
-    fn record_degraded(&self, plan: &SlotPlan, silent_peers: &[String]) {
+    /// The degraded modes in force this slot, for `mlccctl status` and the metrics. A peer is
+    /// silent here when an exchange with it failed since the last slot's record.
+    fn record_degraded(&mut self, plan: &SlotPlan) {
+        let silent_peers = std::mem::take(&mut self.silent_peers);
         let m = &self.shared.metrics;
         let mut degraded = plan.degraded.clone();
-        for p in silent_peers {
+        for p in &silent_peers {
             if !degraded.iter().any(|d| d.contains(&format!("peer {p} "))) {
                 degraded.push(format!("peer {p} unreachable: no dependency adjustment"));
             }

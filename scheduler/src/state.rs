@@ -84,6 +84,7 @@ pub struct SlotRecord {
     pub schedules: BTreeMap<String, Vec<pb::ScheduleItem>>,
     /// Switches that acknowledged this slot's UpdateSchedule in time, with the realtime (ns) the
     /// acknowledgement came back; to the others, the update may have arrived late or not at all.
+    /// Filled in as the acknowledgements come, after the record is made.
     pub published: Vec<(String, u64)>,
     /// Realtime (ns) when the FetchFeedback calls went out and when the last one was settled:
     /// the switches served them in between. A late loop runs a slot's work after its end.
@@ -96,6 +97,11 @@ impl LoopStatus {
     /// The record of `slot`, if still kept.
     pub fn record_of(&self, slot: Slot) -> Option<&SlotRecord> {
         self.history.iter().rev().find(|r| r.slot == slot)
+    }
+
+    /// The record of `slot`, if still kept, to complete as the slot's calls are answered.
+    pub fn record_of_mut(&mut self, slot: Slot) -> Option<&mut SlotRecord> {
+        self.history.iter_mut().rev().find(|r| r.slot == slot)
     }
 }
 

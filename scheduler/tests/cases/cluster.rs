@@ -281,6 +281,14 @@ struct Node {
 
 async fn start_switch(listener: TcpListener, t: &Topology) -> server::Running {
     let slots = SlotConfig::new(Duration::from_millis(TAU_MS), 10).unwrap();
+    start_switch_with(listener, t, slots).await
+}
+
+async fn start_switch_with(
+    listener: TcpListener,
+    t: &Topology,
+    slots: SlotConfig,
+) -> server::Running {
     let emu = Emulator::new(
         t,
         "sw1",
@@ -725,5 +733,137 @@ async fn a_slowed_predecessor_slows_its_successor() {
         "h2 ran {:.0} MB ahead of its slowed predecessor (slack {:.0} MB)",
         (s2 - s1) / 1e6,
         slack / 1e6
+    );
+}
+
+/// A peer that reads every exchange and answers none.
+#[derive(Clone, Default)]
+struct SilentPeer(Arc<std::sync::atomic::AtomicUsize>);
+
+#[tonic::async_trait]
+impl mlcc_proto::v1::peer_server::Peer for SilentPeer {
+    async fn exchange(
+        &self,
+        _req: tonic::Request<mlcc_proto::v1::ExchangeRequest>,
+    ) -> Result<tonic::Response<mlcc_proto::v1::ExchangeReply>, tonic::Status> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        std::future::pending().await
+    }
+
+    type ExchangeStreamStream =
+        tokio_stream::wrappers::ReceiverStream<Result<mlcc_proto::v1::PeerReply, tonic::Status>>;
+
+    async fn exchange_stream(
+        &self,
+        req: tonic::Request<tonic::Streaming<mlcc_proto::v1::PeerRequest>>,
+    ) -> Result<tonic::Response<Self::ExchangeStreamStream>, tonic::Status> {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let mut inbound = req.into_inner();
+        let count = self.0.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(_)) = inbound.message().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            drop(tx);
+        });
+        Ok(tonic::Response::new(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        ))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_peer_holds_up_neither_the_next_slot_nor_the_switches_acknowledgements() {
+    // Long slots, so that the margins hold on a loaded machine: each exchange waits 150 ms for
+    // an answer that never comes, and a slot's record is looked for at half its 200 ms. A loop
+    // that waited for its exchanges would record each slot 150 ms or more after it began.
+    let tau = Duration::from_millis(200);
+    let slots = SlotConfig::new(tau, K as usize).unwrap();
+    let sw_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let t = topo(&sw_listener.local_addr().unwrap().to_string());
+    let switch = start_switch_with(sw_listener, &t, slots).await;
+    let silent = SilentPeer::default();
+    let peer_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_addr = peer_listener.local_addr().unwrap();
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(mlcc_proto::v1::peer_server::PeerServer::new(silent.clone()))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(
+                peer_listener,
+            )),
+    );
+    let shm = tempfile::tempdir().unwrap();
+    let pid = std::process::id();
+    progress(shm.path(), "ring", 1, (0, "worker"), 0, 3, 300_000_000, pid);
+    let sockets = StaticSockets::default();
+    let c = conn("10.0.0.1:40000", "10.0.0.2:5000");
+    sockets.set(pid, vec![c]);
+    let datapath = MemoryDatapath::new();
+    datapath.set_stats(SocketKey::new(1, c.local, c.remote), Default::default());
+    let pl = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let cfg = Config {
+        peers: [
+            ("h2".to_string(), silent_addr),
+            ("h3".to_string(), silent_addr),
+        ]
+        .into(),
+        rpc_deadline: Duration::from_millis(150),
+        ..crate::common::daemon_config("h1", shm.path(), pl.local_addr().unwrap(), slots)
+    };
+    let running = daemon::start(
+        cfg,
+        t.clone(),
+        DatapathPort::memory(datapath),
+        Box::new(sockets),
+        pl,
+        None,
+        None,
+    )
+    .await
+    .unwrap();
+
+    // Until the exchanges have begun and failed.
+    let started = std::time::Instant::now();
+    while silent.0.load(std::sync::atomic::Ordering::Relaxed) < 2
+        || !running
+            .shared
+            .status()
+            .degraded
+            .iter()
+            .any(|d| d.contains("peer h2 unreachable"))
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no failed exchange with h2"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut late = Vec::new();
+    for _ in 0..5 {
+        let now = now_ns();
+        let next = slots.slot_at(now).plus(1);
+        let mid = slots.start_ns(next) + slots.tau_ns() / 2;
+        tokio::time::sleep(Duration::from_nanos(mid - now)).await;
+        if running.shared.status().record_of(next).is_none() {
+            late.push(next.0);
+        }
+    }
+    let acknowledged = {
+        let st = running.shared.status();
+        st.history
+            .iter()
+            .filter(|r| !r.published.is_empty())
+            .count()
+    };
+    running.stop().await;
+    server.abort();
+    let _ = switch.stop().await;
+    assert!(
+        late.is_empty(),
+        "slots {late:?} not yet recorded halfway through: the loop waited for its peer"
+    );
+    assert!(
+        acknowledged >= 5,
+        "{acknowledged} slots' schedules acknowledged by the switch"
     );
 }
