@@ -84,6 +84,17 @@ fn parse_max_sockets(s: &str) -> Result<mlcc_bpf::MaxSockets, String> {
         .map_err(|e: mlcc_bpf::DatapathError| e.to_string())
 }
 
+fn parse_order_expiry(s: &str) -> Result<u32, String> {
+    match s.parse() {
+        Ok(n @ 1..=MAX_ORDER_EXPIRY_SLOTS) => Ok(n),
+        _ => Err(format!("{s:?}: from 1 to {MAX_ORDER_EXPIRY_SLOTS} slots")),
+    }
+}
+
+/// The most slots a rate order may hold unrenewed: a stopped mlccd's flows are released
+/// within this many (3 s at τ = 30 ms).
+const MAX_ORDER_EXPIRY_SLOTS: u32 = 100;
+
 fn parse_worker_threads(s: &str) -> Result<u16, String> {
     match s.parse() {
         Ok(n @ 1..=64) => Ok(n),
@@ -249,6 +260,11 @@ pub struct DaemonArgs {
     /// over the connections it opened.
     #[arg(long, value_name = "PORT")]
     pub ps_scheduler_port: Option<u16>,
+    /// Slots a rate order holds in the datapath unless renewed (1..=100) [default: 3]. A slot
+    /// loop that falls behind by fewer keeps its flows on their last orders; past it, and
+    /// within it once mlccd stops, the flows fall back to the kernel's CC.
+    #[arg(long, value_name = "SLOTS", value_parser = parse_order_expiry)]
+    pub order_expiry: Option<u32>,
     /// Rank rule that orders flows in precedence mode: job-bytes (smaller models first),
     /// attained-service (least bytes sent so far first), remaining-bytes (needs the job's
     /// iteration count; else attained-service), remaining-octaves (the same in whole octaves,
@@ -354,6 +370,7 @@ struct FileConfig {
     fallback: Option<String>,
     max_sockets: Option<u32>,
     ps_scheduler_port: Option<u16>,
+    order_expiry: Option<u32>,
     precedence: Option<RankRule>,
     fill: Option<String>,
     fill_classes: Option<u8>,
@@ -397,6 +414,8 @@ pub struct Config {
     pub fallback: mlcc_bpf::Fallback,
     pub max_sockets: mlcc_bpf::MaxSockets,
     pub ps_scheduler_port: Option<u16>,
+    /// Slots a rate order holds in the datapath unless renewed.
+    pub order_expiry_slots: u32,
     pub log_format: LogFormat,
     /// Tokio worker threads; 1: a current-thread runtime.
     pub worker_threads: u16,
@@ -430,6 +449,7 @@ impl Config {
         crate::host::HostConfig {
             policy: self.policy,
             ps_scheduler_port: self.ps_scheduler_port,
+            order_expiry_slots: self.order_expiry_slots,
             ..crate::host::HostConfig::new(self.host.clone(), self.policy.slots)
         }
     }
@@ -443,6 +463,7 @@ struct FileValues {
     fallback: Option<mlcc_bpf::Fallback>,
     max_sockets: Option<mlcc_bpf::MaxSockets>,
     worker_threads: Option<u16>,
+    order_expiry: Option<u32>,
     cc_name: Option<mlcc_bpf::CcName>,
     mode: Option<FeedbackMode>,
     fill: Option<Fill>,
@@ -478,6 +499,11 @@ impl FileValues {
                 "worker_threads",
                 file.worker_threads.map(|n| n.to_string()).as_deref(),
                 parse_worker_threads,
+            )?,
+            order_expiry: parsed(
+                "order_expiry",
+                file.order_expiry.map(|n| n.to_string()).as_deref(),
+                parse_order_expiry,
             )?,
             cc_name: parsed("bpf_cc_name", file.bpf_cc_name.as_deref(), parse_cc_name)?,
             mode: parsed("feedback_mode", file.feedback_mode.as_deref(), parse_mode)?,
@@ -568,6 +594,10 @@ impl DaemonArgs {
             fallback: self.fallback.or(values.fallback).unwrap_or_default(),
             max_sockets: self.max_sockets.or(values.max_sockets).unwrap_or_default(),
             ps_scheduler_port: self.ps_scheduler_port.or(file.ps_scheduler_port),
+            order_expiry_slots: self
+                .order_expiry
+                .or(values.order_expiry)
+                .unwrap_or(crate::host::ORDER_EXPIRY_SLOTS),
             log_format: self.log_format.or(file.log_format).unwrap_or_default(),
             worker_threads: self.worker_threads.or(values.worker_threads).unwrap_or(1),
             admin_group: self.admin_group.clone().or(file.admin_group),
@@ -907,6 +937,26 @@ mod tests {
             ..args
         };
         assert_eq!(size(&flag), 1024);
+    }
+
+    #[test]
+    fn rate_orders_hold_three_slots_unless_told_otherwise() {
+        let (_dir, p, args) = minimal_config();
+        let slots = |c: &DaemonArgs| c.resolve().unwrap().host_config().order_expiry_slots;
+        assert_eq!(slots(&args), 3);
+        rewrite(&p, "order_expiry = 10\n");
+        assert_eq!(slots(&args), 10);
+        for bad in ["order_expiry = 0\n", "order_expiry = 101\n"] {
+            rewrite(&p, bad);
+            let e = args.resolve().unwrap_err().to_string();
+            assert!(e.contains("order_expiry") && e.contains("1 to 100"), "{e}");
+        }
+        rewrite(&p, "order_expiry = 10\n");
+        let flag = DaemonArgs {
+            order_expiry: Some(20),
+            ..args
+        };
+        assert_eq!(slots(&flag), 20);
     }
 
     #[test]

@@ -227,6 +227,9 @@ impl Cc {
                             args.extend(["--tcp-tso-rtt-log".to_string(), v.to_string()])
                         }
                         "rank" => args.extend(["--precedence".to_string(), v.to_string()]),
+                        "order_expiry" => {
+                            args.extend(["--order-expiry".to_string(), v.to_string()])
+                        }
                         "rto_floor" => {
                             rto_floor = mlcc_bpf::RtoFloor::new(floor(v)?)
                                 .map_err(|e| format!("{s:?}: {e}"))?
@@ -2276,6 +2279,10 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(Cc::parse("mlcc/fallback=vegas").is_err());
+        match Cc::parse("mlcc/order_expiry=3") {
+            Ok(Cc::Mlcc { args, .. }) => assert_eq!(args, ["--order-expiry", "3"]),
+            other => panic!("{other:?}"),
+        }
         match Cc::parse("mlcc/progress=off/learn=off") {
             Ok(Cc::Mlcc { progress, args, .. }) => {
                 assert_eq!(progress, Progress::Learned);

@@ -56,6 +56,12 @@ use orders::Carrier;
 pub use peers::HeardLabel;
 use peers::PeerBook;
 
+/// Slots a rate order holds by default: a stopped mlccd's flows are back on the kernel's CC
+/// within 3τ. A loop that falls behind by more hands its flows to the kernel's CC until it
+/// catches up; 10 slots kept them on their orders through the testbed's stalls but was not
+/// faster overall (docs/results.md, 2026-12-07, "rate orders held ten slots").
+pub const ORDER_EXPIRY_SLOTS: u32 = 3;
+
 /// Knobs of the per-host shell; the policy's own are core's [`PolicyConfig`].
 #[derive(Clone, Debug)]
 pub struct HostConfig {
@@ -63,7 +69,8 @@ pub struct HostConfig {
     pub host: String,
     /// Every rule that decides a rate, with core's defaults.
     pub policy: PolicyConfig,
-    /// Rate orders hold this many slots, so the BPF fallback takes over if mlccd stops.
+    /// Rate orders hold this many slots unless renewed, so the BPF fallback takes over if
+    /// mlccd stops.
     pub order_expiry_slots: u32,
     /// Remote port of the PS-Lite scheduler (DMLC_PS_ROOT_PORT): its control traffic is skipped.
     pub ps_scheduler_port: Option<u16>,
@@ -74,7 +81,7 @@ impl HostConfig {
         HostConfig {
             host: host.into(),
             policy: PolicyConfig::new(slots),
-            order_expiry_slots: 3,
+            order_expiry_slots: ORDER_EXPIRY_SLOTS,
             ps_scheduler_port: None,
         }
     }

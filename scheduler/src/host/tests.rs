@@ -128,6 +128,21 @@ fn ring_h1_observed_at_5() -> (HostScheduler, Observation, FeedbackRequests) {
     (s, obs, req)
 }
 
+/// A scheduler for h1 with `cfg`, h1's ring flow observed in slot 5 with nothing acked yet,
+/// and its first slot's queries.
+fn ring_h1_under(cfg: HostConfig) -> (HostScheduler, FeedbackRequests) {
+    let mut s = HostScheduler::new(cfg, topo()).unwrap();
+    let (p, out) = ring_h1();
+    let req = s.observe(
+        Slot(5),
+        &Observation {
+            processes: vec![p],
+            stats: stats(&[(key(&out), 0)]),
+        },
+    );
+    (s, req)
+}
+
 fn answers_empty(req: &FeedbackRequests) -> FeedbackAnswers {
     req.per_switch
         .iter()
@@ -490,6 +505,30 @@ fn outputs_rates_per_socket_schedules_per_switch_and_peer_messages() {
     assert_eq!(msgs[0].finish_bytes, (d.rate * 0.06) as u64);
 }
 
+#[test]
+fn rate_orders_hold_the_slots_the_host_is_configured_with() {
+    let expiry_of = |slots: u32| {
+        let (mut s, req) = ring_h1_under(HostConfig {
+            order_expiry_slots: slots,
+            ..HostConfig::new("h1", SlotConfig::paper())
+        });
+        let plan = s.plan(&answers_empty(&req));
+        assert!(!plan.orders.is_empty(), "no order to look at");
+        plan.orders.iter().map(|o| o.expiry).collect::<Vec<_>>()
+    };
+    // τ = 60 ms.
+    assert!(
+        expiry_of(3)
+            .iter()
+            .all(|e| *e == Duration::from_millis(180))
+    );
+    assert!(
+        expiry_of(10)
+            .iter()
+            .all(|e| *e == Duration::from_millis(600))
+    );
+}
+
 /// A new topology ends every flow: each withdraws from the switch it booked on, under the
 /// names and address that switch had, while the flow routed anew books on the new switch.
 #[test]
@@ -547,16 +586,7 @@ fn with_the_committed_slot_rule_queries_ask_for_it_and_slot_n_is_planned_around_
         let mut cfg = HostConfig::new("h1", SlotConfig::paper());
         cfg.policy.committed_now = on;
         cfg.policy.mode = mlcc_core::FeedbackMode::Precedence;
-        let mut s = HostScheduler::new(cfg, topo()).unwrap();
-        let (p, out) = ring_h1();
-        let req = s.observe(
-            Slot(5),
-            &Observation {
-                processes: vec![p],
-                stats: stats(&[(key(&out), 0)]),
-            },
-        );
-        (s, req)
+        ring_h1_under(cfg)
     };
     let (mut s, req) = start(true);
     assert!(req.per_switch["sw1"].items.iter().all(|q| q.committed));

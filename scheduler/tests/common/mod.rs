@@ -56,6 +56,7 @@ pub fn daemon_config(
         ps_scheduler_port: None,
         log_format: LogFormat::Human,
         worker_threads: 1,
+        order_expiry_slots: mlcc_scheduler::host::ORDER_EXPIRY_SLOTS,
         admin_group: None,
         clock_offset_ns: 0,
         progress: Default::default(),
