@@ -59,6 +59,8 @@ pub struct Metrics {
     pub skew_seconds: Family<TargetLabels, FloatGauge>,
     pub handovers: Counter,
     pub handovers_dropped: Counter,
+    pub orders_lapsed: Counter,
+    pub orders_lapsed_seconds: Counter<f64, AtomicU64>,
     pub ssthresh_repairs: Gauge,
 }
 
@@ -87,6 +89,8 @@ impl Metrics {
             skew_seconds: Family::default(),
             handovers: Counter::default(),
             handovers_dropped: Counter::default(),
+            orders_lapsed: Counter::default(),
+            orders_lapsed_seconds: Counter::default(),
             ssthresh_repairs: Gauge::default(),
             registry: Registry::default(),
         };
@@ -165,6 +169,17 @@ impl Metrics {
             "Slots that ended before their hand-overs were due (the next slot's orders replaced \
              them)",
             m.handovers_dropped.clone(),
+        );
+        r.register(
+            "sched_orders_lapsed",
+            "Times the slot loop renewed its rate orders only after they had expired (it fell \
+             behind by more than order_expiry slots): the flows ran on the fallback CC meanwhile",
+            m.orders_lapsed.clone(),
+        );
+        r.register(
+            "sched_orders_lapsed_seconds",
+            "Time the flows' rate orders had expired before the slot loop renewed them",
+            m.orders_lapsed_seconds.clone(),
         );
         r.register(
             "datapath_ssthresh_repairs",

@@ -66,6 +66,8 @@ pub(crate) struct SlotLoop {
     in_flight: JoinSet<Answer>,
     /// Peers whose exchange failed since the last slot's degraded modes were recorded.
     silent_peers: BTreeSet<String>,
+    /// Until when the rate orders written last hold.
+    orders_hold: OrderClock,
     flow_gauges: crate::metrics::FlowGauges,
 }
 
@@ -146,6 +148,7 @@ impl SlotLoop {
             handovers: Vec::new(),
             in_flight: JoinSet::new(),
             silent_peers: BTreeSet::new(),
+            orders_hold: OrderClock::default(),
             flow_gauges: Default::default(),
         }
     }
@@ -450,6 +453,16 @@ impl SlotLoop {
             tracing::warn!("datapath set: {e}");
         }
         let ordered = Instant::now();
+        if let Some(lapsed) = self.orders_hold.renewed(ordered, &plan.orders) {
+            let m = &self.shared.metrics;
+            m.orders_lapsed.inc();
+            m.orders_lapsed_seconds.inc_by(lapsed.as_secs_f64());
+            let lapsed_ms = lapsed.as_secs_f64() * 1e3;
+            tracing::warn!(
+                lapsed_ms,
+                "rate orders renewed after they expired: the flows ran on the fallback CC meanwhile"
+            );
+        }
         self.handovers = std::mem::take(&mut plan.handovers)
             .into_iter()
             .map(|(after, orders)| (ordered + after, orders))
@@ -715,6 +728,21 @@ impl SlotLoop {
     }
 }
 
+/// Until when a slot's rate orders hold in the datapath (its hand-overs, renewing some of them
+/// later in the slot, are left out).
+#[derive(Default)]
+struct OrderClock(Option<Instant>);
+
+impl OrderClock {
+    /// A slot's `orders` written at `at`: how long the last slot's had expired by then, if they
+    /// had (the loop late by more than their expiry). No orders: nothing holds.
+    fn renewed(&mut self, at: Instant, orders: &[RateOrder]) -> Option<Duration> {
+        let lapsed = self.0.filter(|until| at > *until).map(|until| at - until);
+        self.0 = orders.iter().map(|o| o.expiry).max().map(|e| at + e);
+        lapsed
+    }
+}
+
 /// One switch's FetchFeedback over its session, with the switch's clock measured from the
 /// reply's stamp (or a shed message's).
 async fn fetch_one(
@@ -779,5 +807,41 @@ fn skew_from_slot(slots: SlotConfig, switch_slot: u64, (sent, received): (u64, u
         slots.start_ns(Slot(switch_slot + 1)) as i64 - sent as i64
     } else {
         0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order(expiry_ms: u64) -> RateOrder {
+        RateOrder {
+            key: SocketKey::new(
+                1,
+                "10.0.0.1:40000".parse().unwrap(),
+                "10.0.0.2:5000".parse().unwrap(),
+            ),
+            bytes_per_sec: 1_000_000,
+            expiry: Duration::from_millis(expiry_ms),
+            fill: None,
+        }
+    }
+
+    #[test]
+    fn orders_renewed_in_time_never_lapse_and_late_ones_lapse_by_the_time_past_their_expiry() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut clock = OrderClock::default();
+        assert_eq!(clock.renewed(t0, &[order(90)]), None, "nothing held before");
+        // Renewed every slot (30 ms), or late by up to the expiry: held throughout.
+        assert_eq!(clock.renewed(t0 + ms(30), &[order(90)]), None);
+        assert_eq!(clock.renewed(t0 + ms(120), &[order(90)]), None);
+        // Four slots late: the orders written at 120 ms held until 210 ms.
+        assert_eq!(clock.renewed(t0 + ms(250), &[order(90)]), Some(ms(40)));
+        // The longest expiry among a slot's orders counts.
+        assert_eq!(clock.renewed(t0 + ms(280), &[order(30), order(300)]), None);
+        assert_eq!(clock.renewed(t0 + ms(570), &[]), None);
+        // A slot with no orders leaves nothing to lapse.
+        assert_eq!(clock.renewed(t0 + ms(2000), &[order(90)]), None);
     }
 }
