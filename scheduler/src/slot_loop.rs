@@ -247,6 +247,11 @@ impl SlotLoop {
             .collect();
         let publish_ns = self.publish(slot, schedules);
         self.exchange(slot, std::mem::take(&mut plan.peers));
+        w.work += t.elapsed();
+        // On a current-thread runtime (mlccd's default) the calls go out only once this task
+        // yields: before the records, not after them.
+        tokio::task::yield_now().await;
+        let t = Instant::now();
         self.record_switches(slot, fetched.switches, fetched.window);
         self.record_degraded(&plan);
         self.record_flows();
