@@ -1,5 +1,6 @@
 //! One mlcc-switchd and three mlccd in one process, talking gRPC over loopback: a ring job
-//! (h1→h2→h3→h1) and a PS job (worker h1, server h3) share the switch's link sw1->h3.
+//! (h1→h2→h3→h1) and a PS job (worker h1, server h3) share the switch's link sw1->h3; and one
+//! mlccd beside a peer that never answers.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -772,12 +773,16 @@ impl mlcc_proto::v1::peer_server::Peer for SilentPeer {
     }
 }
 
+/// mlccd's slot ends once its calls are sent: beside a peer that never answers, each slot is
+/// recorded long before the exchange's deadline, the peer is still reported unreachable, and
+/// the switch's acknowledgements still reach the slots' records.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_peer_holds_up_neither_the_next_slot_nor_the_switches_acknowledgements() {
-    // Long slots, so that the margins hold on a loaded machine: each exchange waits 150 ms for
-    // an answer that never comes, and a slot's record is looked for at half its 200 ms. A loop
-    // that waited for its exchanges would record each slot 150 ms or more after it began.
-    let tau = Duration::from_millis(200);
+    // Long slots, so that the margins hold on a loaded machine: each exchange waits 300 ms for
+    // an answer that never comes, and a slot's record is looked for at half its 400 ms, about
+    // 200 ms after the loop should have made it. A loop that waited for its exchanges would
+    // record each slot 300 ms or more after it began.
+    let tau = Duration::from_millis(400);
     let slots = SlotConfig::new(tau, K as usize).unwrap();
     let sw_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let t = topo(&sw_listener.local_addr().unwrap().to_string());
@@ -807,7 +812,7 @@ async fn a_silent_peer_holds_up_neither_the_next_slot_nor_the_switches_acknowled
             ("h3".to_string(), silent_addr),
         ]
         .into(),
-        rpc_deadline: Duration::from_millis(150),
+        rpc_deadline: Duration::from_millis(300),
         ..crate::common::daemon_config("h1", shm.path(), pl.local_addr().unwrap(), slots)
     };
     let running = daemon::start(
