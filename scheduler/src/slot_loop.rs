@@ -64,8 +64,6 @@ pub(crate) struct SlotLoop {
     handovers: Vec<(Instant, Vec<RateOrder>)>,
     /// UpdateSchedule and Exchange calls sent and not yet settled, of this slot or earlier ones.
     in_flight: JoinSet<Answer>,
-    /// Peers whose exchange failed since the last slot's degraded modes were recorded.
-    silent_peers: BTreeSet<String>,
     /// Until when the rate orders written last hold.
     orders_hold: OrderClock,
     flow_gauges: crate::metrics::FlowGauges,
@@ -147,7 +145,6 @@ impl SlotLoop {
             clock_offsets: HashMap::new(),
             handovers: Vec::new(),
             in_flight: JoinSet::new(),
-            silent_peers: BTreeSet::new(),
             orders_hold: OrderClock::default(),
             flow_gauges: Default::default(),
         }
@@ -560,10 +557,7 @@ impl SlotLoop {
                 self.observe_rpc("exchange", &peer, outcome_name(&outcome), rtt);
                 match outcome {
                     Outcome::Ok(r) => self.shared.host().on_exchange_reply(&peer, &r.flows),
-                    _ => {
-                        self.shared.host().on_exchange_failed(&peer);
-                        self.silent_peers.insert(peer);
-                    }
+                    _ => self.shared.host().on_exchange_failed(&peer),
                 }
             }
             Err(e) => tracing::error!("a call to a switch or peer failed to finish: {e}"),
@@ -644,17 +638,10 @@ impl SlotLoop {
         }
     }
 
-    /// The degraded modes in force this slot, for `mlccctl status` and the metrics. A peer is
-    /// silent here when an exchange with it failed since the last slot's record.
-    fn record_degraded(&mut self, plan: &SlotPlan) {
-        let silent_peers = std::mem::take(&mut self.silent_peers);
+    /// The degraded modes in force this slot, for `mlccctl status` and the metrics.
+    fn record_degraded(&self, plan: &SlotPlan) {
         let m = &self.shared.metrics;
         let mut degraded = plan.degraded.clone();
-        for p in &silent_peers {
-            if !degraded.iter().any(|d| d.contains(&format!("peer {p} "))) {
-                degraded.push(format!("peer {p} unreachable: no dependency adjustment"));
-            }
-        }
         let enforcing = self.shared.enforcing;
         if !enforcing {
             degraded.push("datapath: dry run, nothing enforced".into());
@@ -665,7 +652,7 @@ impl SlotLoop {
         let modes = [
             ("switch_unreachable", !plan.silent_switches.is_empty()),
             ("clock_skew", !plan.unsynced_switches.is_empty()),
-            ("peer_unreachable", !silent_peers.is_empty()),
+            ("peer_unreachable", !plan.silent_peers.is_empty()),
             ("datapath_dry_run", !enforcing),
             ("datapath_error", self.datapath_failed),
         ];

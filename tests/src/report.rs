@@ -111,8 +111,8 @@ pub struct Summary {
     pub link_burst_ms: f64,
     /// Fill classes every port served beneath its default class (`--link-classes`).
     pub link_classes: u8,
-    /// The nice value the daemons ran at (`--daemon-nice`), where the runs say: mlccd's slot
-    /// loop kept up with fewer slots at 0, the figures measured before 2026-12-07.
+    /// The nice value the daemons ran at (`--daemon-nice`); `None` in summaries written before
+    /// 2026-12-07, whose daemons ran at 0, where mlccd's slot loop missed more slots.
     pub daemon_nice: Option<i32>,
     pub runs: Vec<CcRun>,
 }

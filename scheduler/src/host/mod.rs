@@ -163,6 +163,8 @@ pub struct SlotPlan {
     /// Degraded modes in force this slot, human readable.
     pub degraded: Vec<String>,
     pub silent_switches: Vec<String>,
+    /// Peers whose last exchange failed: no dependency adjustment towards them.
+    pub silent_peers: Vec<String>,
     /// Switches whose clock is off by more than τ/4: the flows through them were left to
     /// kernel TCP and their bookings withdrawn.
     pub unsynced_switches: Vec<String>,

@@ -214,6 +214,7 @@ impl Carrier<'_> {
             ));
         }
         plan.silent_switches = self.tally.silent.into_iter().collect();
+        plan.silent_peers = peers.silent().cloned().collect();
         plan.unsynced_switches = self.tally.unsynced.into_iter().collect();
         self.plan
     }

@@ -769,12 +769,14 @@ fn a_slow_predecessor_holds_the_ring_flow_back_and_a_fast_one_speeds_it_up() {
     assert!(slow.reduction > 0.0, "{slow:?}");
     assert!(slow.rate < free.rate);
     // Predecessor far ahead: boost.
-    let (fast, _) = ring_with_predecessor(Some(39 * MB), false);
+    let (fast, fast_plan) = ring_with_predecessor(Some(39 * MB), false);
     assert!(fast.boost > 0.0, "{fast:?}");
+    assert!(fast_plan.silent_peers.is_empty());
     // A stale or silent peer means no adjustment, marked.
     let (_, plan) = ring_with_predecessor(None, true);
     assert_eq!(plan.flows_without_peer, 1);
     assert!(plan.degraded.iter().any(|d| d.contains("peer h2")));
+    assert_eq!(plan.silent_peers, ["h2"]);
 }
 
 #[test]

@@ -303,6 +303,28 @@ async fn start_switch_with(
         .unwrap()
 }
 
+/// An mlccd for `cfg` on topology `t` with an in-memory datapath and the sockets given, serving
+/// peers on `pl`.
+async fn start_mlccd(
+    cfg: Config,
+    t: &Topology,
+    datapath: &MemoryDatapath,
+    sockets: StaticSockets,
+    pl: TcpListener,
+) -> Running {
+    daemon::start(
+        cfg,
+        t.clone(),
+        DatapathPort::memory(datapath.clone()),
+        Box::new(sockets),
+        pl,
+        None,
+        None,
+    )
+    .await
+    .unwrap()
+}
+
 /// The flows booked on `link` in the switch's table now.
 fn booked_on(switch: &server::Running, link: LinkId) -> Vec<String> {
     let emu = switch.shared.lock();
@@ -396,17 +418,7 @@ async fn three_schedulers_share_a_switch_and_degrade_without_it() {
             },
             ..crate::common::daemon_config(&host, shm.path(), pl.local_addr().unwrap(), slots)
         };
-        let running = daemon::start(
-            cfg,
-            t.clone(),
-            DatapathPort::memory(datapath.clone()),
-            Box::new(sockets),
-            pl,
-            None,
-            None,
-        )
-        .await
-        .unwrap();
+        let running = start_mlccd(cfg, &t, &datapath, sockets, pl).await;
         nodes.push(Node {
             running,
             datapath,
@@ -654,17 +666,7 @@ async fn a_slowed_predecessor_slows_its_successor() {
             peers: peers.clone(),
             ..crate::common::daemon_config(&host, shm.path(), pl.local_addr().unwrap(), slots)
         };
-        let running = daemon::start(
-            cfg,
-            t.clone(),
-            DatapathPort::memory(datapath.clone()),
-            Box::new(sockets),
-            pl,
-            None,
-            None,
-        )
-        .await
-        .unwrap();
+        let running = start_mlccd(cfg, &t, &datapath, sockets, pl).await;
         nodes.push(Node {
             running,
             datapath,
@@ -815,17 +817,7 @@ async fn a_silent_peer_holds_up_neither_the_next_slot_nor_the_switches_acknowled
         rpc_deadline: Duration::from_millis(300),
         ..crate::common::daemon_config("h1", shm.path(), pl.local_addr().unwrap(), slots)
     };
-    let running = daemon::start(
-        cfg,
-        t.clone(),
-        DatapathPort::memory(datapath),
-        Box::new(sockets),
-        pl,
-        None,
-        None,
-    )
-    .await
-    .unwrap();
+    let running = start_mlccd(cfg, &t, &datapath, sockets, pl).await;
 
     // Until the exchanges have begun and failed.
     let started = std::time::Instant::now();
