@@ -12,7 +12,7 @@ use mlcc_core::slot::SlotConfig;
 use mlcc_core::units::parse_duration;
 use serde::Deserialize;
 
-pub use mlcc_core::host::{Fill, MAX_FILL_CLASSES, PolicyConfig, RankRule};
+pub use mlcc_core::host::{Fill, MAX_FILL_CLASSES, PolicyConfig, RankRule, parse_link_headroom};
 pub use mlcc_daemon::tls::{TlsArgs, TlsFiles};
 pub use mlcc_daemon::{ConfigError, LogFormat};
 
@@ -286,6 +286,12 @@ pub struct DaemonArgs {
     /// class compressed onto them, so the switches serve leftovers shortest job first.
     #[arg(long, value_name = "N", value_parser = parse_fill_classes)]
     pub fill_classes: Option<u8>,
+    /// Share of every link the plans leave unbooked, 0..=0.5 [default: 0.003, the rate floors'
+    /// room; --rule headroom=off: 0]. More leaves room to traffic mlcc does not schedule while
+    /// training flows hold data, at their cost. Wins over --rule headroom. Every host should run
+    /// the same.
+    #[arg(long, value_name = "SHARE", value_parser = parse_link_headroom)]
+    pub link_headroom: Option<f64>,
     /// Device (repeatable) on whose egress fill bytes are marked, with the BPF datapath
     /// [default: the device holding this host's address in the topology].
     #[arg(long = "fill-dev", value_name = "DEV")]
@@ -374,6 +380,7 @@ struct FileConfig {
     precedence: Option<RankRule>,
     fill: Option<String>,
     fill_classes: Option<u8>,
+    link_headroom: Option<f64>,
     #[serde(default)]
     fill_devs: Vec<String>,
     learn: Option<bool>,
@@ -468,6 +475,7 @@ struct FileValues {
     mode: Option<FeedbackMode>,
     fill: Option<Fill>,
     fill_classes: Option<u8>,
+    link_headroom: Option<f64>,
 }
 
 fn invalid(key: &str, e: String) -> ConfigError {
@@ -512,6 +520,11 @@ impl FileValues {
                 "fill_classes",
                 file.fill_classes.map(|n| n.to_string()).as_deref(),
                 parse_fill_classes,
+            )?,
+            link_headroom: parsed(
+                "link_headroom",
+                file.link_headroom.map(|h| h.to_string()).as_deref(),
+                parse_link_headroom,
             )?,
         })
     }
@@ -676,6 +689,10 @@ impl DaemonArgs {
                 .fill_classes
                 .or(values.fill_classes)
                 .unwrap_or(defaults.fill_classes),
+            link_headroom: self
+                .link_headroom
+                .or(values.link_headroom)
+                .unwrap_or(defaults.link_headroom),
             ..defaults
         })
     }
@@ -957,6 +974,30 @@ mod tests {
             ..args
         };
         assert_eq!(slots(&flag), 20);
+    }
+
+    #[test]
+    fn the_link_headroom_is_the_rate_floors_room_unless_told_otherwise() {
+        let (_dir, p, args) = minimal_config();
+        let headroom = |c: &DaemonArgs| c.resolve().unwrap().policy.link_headroom;
+        assert_eq!(headroom(&args), mlcc_core::host::LINK_HEADROOM_SHARE);
+        rewrite(&p, "link_headroom = 0.1\n");
+        assert_eq!(headroom(&args), 0.1);
+        for bad in ["link_headroom = -0.1\n", "link_headroom = 0.9\n"] {
+            rewrite(&p, bad);
+            let e = args.resolve().unwrap_err().to_string();
+            assert!(
+                e.contains("link_headroom") && e.contains("share of a link"),
+                "{e}"
+            );
+        }
+        rewrite(&p, "link_headroom = 0.1\nrules = { headroom = false }\n");
+        assert_eq!(headroom(&args), 0.1, "the value wins over the rule");
+        let flag = DaemonArgs {
+            link_headroom: Some(0.2),
+            ..args
+        };
+        assert_eq!(headroom(&flag), 0.2);
     }
 
     #[test]

@@ -230,6 +230,9 @@ impl Cc {
                         "order_expiry" => {
                             args.extend(["--order-expiry".to_string(), v.to_string()])
                         }
+                        "link_headroom" => {
+                            args.extend(["--link-headroom".to_string(), v.to_string()])
+                        }
                         "rto_floor" => {
                             rto_floor = mlcc_bpf::RtoFloor::new(floor(v)?)
                                 .map_err(|e| format!("{s:?}: {e}"))?
@@ -2281,6 +2284,10 @@ mod tests {
         assert!(Cc::parse("mlcc/fallback=vegas").is_err());
         match Cc::parse("mlcc/order_expiry=3") {
             Ok(Cc::Mlcc { args, .. }) => assert_eq!(args, ["--order-expiry", "3"]),
+            other => panic!("{other:?}"),
+        }
+        match Cc::parse("mlcc/link_headroom=0.1") {
+            Ok(Cc::Mlcc { args, .. }) => assert_eq!(args, ["--link-headroom", "0.1"]),
             other => panic!("{other:?}"),
         }
         match Cc::parse("mlcc/progress=off/learn=off") {

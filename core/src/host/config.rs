@@ -110,6 +110,23 @@ pub const RATE_FLOOR_BYTES_PER_SEC: u64 = 125_000;
 /// 0.36 MB/s of a 1 Gbit/s link, the rate floor of about three held-back connections.
 pub const LINK_HEADROOM_SHARE: f64 = 0.003;
 
+/// The most of a link a plan may be told to leave unbooked ([`parse_link_headroom`]): beyond
+/// half, the plan would no longer be what schedules the link.
+pub const MAX_LINK_HEADROOM_SHARE: f64 = 0.5;
+
+/// A link headroom as an operator writes it (`mlccd --link-headroom`, `mlcc-sim
+/// mlcc/link-headroom=`): a share of each link from 0 to [`MAX_LINK_HEADROOM_SHARE`]. More than
+/// the default leaves capacity to traffic mlcc does not schedule (cross traffic, storage) while
+/// training flows hold data, at the cost of the training flows' own rate.
+pub fn parse_link_headroom(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|h| (0.0..=MAX_LINK_HEADROOM_SHARE).contains(h))
+        .ok_or_else(|| {
+            format!("{s:?} is not a share of a link from 0 to {MAX_LINK_HEADROOM_SHARE}")
+        })
+}
+
 /// What a held flow kept warm is paced at ([`PolicyConfig::warm_resume`],
 /// [`PolicyConfig::warm_held`]): this share of the rate it is kept warm for, 2.4 MB/s of a
 /// 1 Gbit/s path (a 2-segment burst every 1.2 ms), and never more than
@@ -449,6 +466,17 @@ impl Default for PolicyConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_link_headroom_is_a_share_from_none_to_half_a_link() {
+        assert_eq!(parse_link_headroom("0"), Ok(0.0));
+        assert_eq!(parse_link_headroom("0.1"), Ok(0.1));
+        assert_eq!(parse_link_headroom("0.5"), Ok(MAX_LINK_HEADROOM_SHARE));
+        for bad in ["-0.1", "0.51", "NaN", "inf", "10%", ""] {
+            let e = parse_link_headroom(bad).unwrap_err();
+            assert!(e.contains("share of a link"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn rank_rules_parse_by_name_and_the_old_name_still_works() {

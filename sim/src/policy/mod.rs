@@ -335,7 +335,8 @@ pub fn registry() -> Vec<Entry> {
 /// of its [`PolicyConfig`] (`mlcc/eta=0/split-uplink=off/rank=remaining-bytes`), so an
 /// experiment needs no registry line. Keys: `eta`, `rank`, `mode` (`precedence` |
 /// `all-others`), `fill` (`off` | `excess` | `unbooked` | `scavenge`), `fill-classes` (1..=7),
-/// `peer-stale-slots`, `idle-backlog` (bytes), every rule of [`PolicyConfig::RULES`]
+/// `link-headroom` (a share of each link, 0..=0.5), `peer-stale-slots`, `idle-backlog`
+/// (bytes), every rule of [`PolicyConfig::RULES`]
 /// (`on` | `off`), and `progress=off`: each job's progress learned from its bytes alone, as
 /// mlccd learns a process with no progress file (`progress=told`: and each job's length told,
 /// as mlccd reads it from a learned process's environment).
@@ -411,6 +412,11 @@ pub fn parse(name: &str) -> Result<Entry, String> {
                     })?,
                 ..cfg
             },
+            "link-headroom" => PolicyConfig {
+                link_headroom: mlcc_core::host::parse_link_headroom(v)
+                    .map_err(|e| format!("link-headroom: {e}"))?,
+                ..cfg
+            },
             "mode" => PolicyConfig {
                 mode: match v {
                     "precedence" => Precedence,
@@ -427,7 +433,7 @@ pub fn parse(name: &str) -> Result<Entry, String> {
                 };
                 cfg.with_rule(rule, on).ok_or_else(|| {
                     format!(
-                        "unknown key {rule:?} (eta, rank, mode, fill, fill-classes, peer-stale-slots, idle-backlog, or a rule: {})",
+                        "unknown key {rule:?} (eta, rank, mode, fill, fill-classes, link-headroom, peer-stale-slots, idle-backlog, or a rule: {})",
                         PolicyConfig::RULES.join(", ")
                     )
                 })?

@@ -304,3 +304,29 @@ fn committed_slot_never_overbooks_where_ranked_precedence_does() {
     assert_eq!(overbooked_flow_slots("srpt+committed", &specs, true), 0);
     assert!(overbooked_flow_slots("srpt", &specs, false) > 0);
 }
+
+#[test]
+fn a_link_headroom_leaves_that_share_of_each_link_unplanned() {
+    // A lone ring on two hosts: its flow is planned at the path's rate less the headroom.
+    let specs = [job("a", Arch::Allreduce, 2, 0, 1)];
+    let planned = |name: &str| {
+        let t = topo();
+        let r = Routes::new(&t);
+        let mut p = build(name, &t);
+        let mut e = Engine::new(&t, &r, SlotConfig::paper(), &specs, Placement::Packed, 1).unwrap();
+        while !matches!(e.jobs[0].phase, Phase::Comm { .. }) {
+            e.step(p.as_mut()).unwrap();
+        }
+        e.step(p.as_mut()).unwrap();
+        e.step(p.as_mut()).unwrap();
+        e.jobs[0].flows[0].last_achieved
+    };
+    let half = planned("mlcc/link-headroom=0.5");
+    assert!((half - LINK / 2.0).abs() < 0.01 * LINK, "{half}");
+    assert!(planned("mlcc") > 0.99 * LINK);
+    let e = policy::parse("mlcc/link-headroom=0.6").err().unwrap();
+    assert!(
+        e.contains("link-headroom") && e.contains("share of a link"),
+        "{e}"
+    );
+}
