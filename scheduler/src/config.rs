@@ -12,7 +12,8 @@ use mlcc_core::slot::SlotConfig;
 use mlcc_core::units::parse_duration;
 use serde::Deserialize;
 
-pub use mlcc_core::host::{Fill, MAX_FILL_CLASSES, PolicyConfig, RankRule, parse_link_headroom};
+use mlcc_core::host::parse_link_headroom;
+pub use mlcc_core::host::{Fill, MAX_FILL_CLASSES, PolicyConfig, RankRule};
 pub use mlcc_daemon::tls::{TlsArgs, TlsFiles};
 pub use mlcc_daemon::{ConfigError, LogFormat};
 

@@ -112,10 +112,10 @@ pub const LINK_HEADROOM_SHARE: f64 = 0.003;
 
 /// The most of a link a plan may be told to leave unbooked ([`parse_link_headroom`]): beyond
 /// half, the plan would no longer be what schedules the link.
-pub const MAX_LINK_HEADROOM_SHARE: f64 = 0.5;
+const MAX_LINK_HEADROOM_SHARE: f64 = 0.5;
 
 /// A link headroom as an operator writes it (`mlccd --link-headroom`, `mlcc-sim
-/// mlcc/link-headroom=`): a share of each link from 0 to [`MAX_LINK_HEADROOM_SHARE`]. More than
+/// mlcc/link-headroom=`): a share of each link from 0 to `MAX_LINK_HEADROOM_SHARE`. More than
 /// the default leaves capacity to traffic mlcc does not schedule (cross traffic, storage) while
 /// training flows hold data, at the cost of the training flows' own rate.
 pub fn parse_link_headroom(s: &str) -> Result<f64, String> {

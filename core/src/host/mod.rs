@@ -44,8 +44,8 @@ mod testing;
 mod uplink_split;
 
 pub use config::{
-    Fill, LINK_HEADROOM_SHARE, MAX_FILL_CLASSES, MAX_LINK_HEADROOM_SHARE, PolicyConfig,
-    RATE_FLOOR_BYTES_PER_SEC, RankRule, WARM_MAX_PER_CONNECTION, WARM_SHARE, parse_link_headroom,
+    Fill, LINK_HEADROOM_SHARE, MAX_FILL_CLASSES, PolicyConfig, RATE_FLOOR_BYTES_PER_SEC, RankRule,
+    WARM_MAX_PER_CONNECTION, WARM_SHARE, parse_link_headroom,
 };
 pub use connections::{ConnectionRates, Connections};
 pub use degraded::Degraded;
