@@ -2,7 +2,7 @@
 //! beneath it strict priority between the default class and the fill classes (mlcc's bytes beyond
 //! their plan, marked by [`crate::KernelDatapath::attach_marker`]). This kernel has no `prio`
 //! qdisc: TBF shapes the link as a plain port would, and an HTB child whose classes never throttle
-//! (each may take twice the link) serves them in `prio` order, a byte FIFO each. Unmarked traffic
+//! (each may take twice the link, from a bucket as deep as TBF's) serves them in `prio` order, a byte FIFO each. Unmarked traffic
 //! meets the very queue TBF alone would give it.
 
 use std::time::Duration;
@@ -62,6 +62,10 @@ impl Port {
             return cmds;
         }
         let never = format!("{}bit", self.bits_per_sec.saturating_mul(2));
+        // HTB's own bucket defaults to one MTU on a high-resolution clock, so it would throttle
+        // (and wait for a timer) every time TBF lets its bucket's worth through at once: with
+        // TBF's bucket it never does.
+        let bucket = self.burst_bytes.to_string();
         let limit = self.queue_bytes().to_string();
         cmds.push(args(&[
             "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "htb", "default", "1",
@@ -82,6 +86,10 @@ impl Port {
                 &never,
                 "ceil",
                 &never,
+                "burst",
+                &bucket,
+                "cburst",
+                &bucket,
                 "prio",
                 &class.to_string(),
                 "quantum",
@@ -171,6 +179,14 @@ mod tests {
                 .any(|l| l.contains("dsfield 0x08 0xfc flowid 10:3"))
         );
         assert!(lines.iter().any(|l| l.contains("htb default 1")));
+        // No class throttles below TBF: each may take twice the link, from a bucket as deep as
+        // TBF's, so what TBF lets through at once never waits for HTB's timer.
+        let classes: Vec<&String> = lines.iter().filter(|l| l.contains(" htb rate ")).collect();
+        assert_eq!(classes.len(), 3);
+        for l in classes {
+            assert!(l.contains("rate 2000000000bit ceil 2000000000bit"), "{l}");
+            assert!(l.contains("burst 250000 cburst 250000"), "{l}");
+        }
         assert_eq!(
             lines
                 .iter()

@@ -833,6 +833,11 @@ fn every_link_gets_the_bucket_and_the_classes_its_scenario_asks_for() {
                 usize::from(classes) + usize::from(classes > 0),
                 "{s}"
             );
+            // No class throttles beneath TBF: each takes TBF's bucket (HTB's default is one
+            // MTU, which made single segments wait for HTB's timer one by one).
+            let bucket = bucket_bytes(scn.host_link_bits, burst);
+            let unthrottled = format!("burst {bucket}b cburst {bucket}b");
+            assert_eq!(s.matches(&unthrottled).count(), htb_classes, "{s}");
             for k in 0..classes {
                 let prio = format!("prio {}", k + 1);
                 assert!(s.contains(&prio), "fill class {k}: no {prio} in {s}");
