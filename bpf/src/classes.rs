@@ -2,8 +2,8 @@
 //! beneath it strict priority between the default class and the fill classes (mlcc's bytes beyond
 //! their plan, marked by [`crate::KernelDatapath::attach_marker`]). This kernel has no `prio`
 //! qdisc: TBF shapes the link as a plain port would, and an HTB child whose classes never throttle
-//! (each may take twice the link, from a bucket as deep as TBF's) serves them in `prio` order, a byte FIFO each. Unmarked traffic
-//! meets the very queue TBF alone would give it.
+//! (each may take twice the link, from a bucket as deep as TBF's) serves them in `prio` order, a
+//! byte FIFO each. Unmarked traffic meets the very queue TBF alone would give it.
 
 use std::time::Duration;
 
@@ -62,9 +62,9 @@ impl Port {
             return cmds;
         }
         let never = format!("{}bit", self.bits_per_sec.saturating_mul(2));
-        // HTB's own bucket defaults to one MTU on a high-resolution clock, so it would throttle
-        // (and wait for a timer) every time TBF lets its bucket's worth through at once: with
-        // TBF's bucket it never does.
+        // HTB's own bucket defaults to about an MTU on a high-resolution clock (`tc class show`:
+        // 1250 bytes), so it would throttle, and wait for a timer, between the segments TBF lets
+        // through at once; with TBF's bucket it never does.
         let bucket = self.burst_bytes.to_string();
         let limit = self.queue_bytes().to_string();
         cmds.push(args(&[
