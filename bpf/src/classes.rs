@@ -42,6 +42,7 @@ impl Port {
     /// `fill_classes` fill classes beneath the default one (0: TBF alone, today's port).
     pub fn tc_commands(&self, dev: &str, fill_classes: u8) -> Vec<Vec<String>> {
         let rate = format!("{}bit", self.bits_per_sec);
+        let bucket = self.burst_bytes.to_string();
         let mut cmds = vec![args(&[
             "qdisc",
             "add",
@@ -54,7 +55,7 @@ impl Port {
             "rate",
             &rate,
             "burst",
-            &self.burst_bytes.to_string(),
+            &bucket,
             "latency",
             &format!("{}us", self.latency.as_micros()),
         ])];
@@ -62,10 +63,6 @@ impl Port {
             return cmds;
         }
         let never = format!("{}bit", self.bits_per_sec.saturating_mul(2));
-        // HTB's own bucket defaults to about an MTU on a high-resolution clock (`tc class show`:
-        // 1250 bytes), so it would throttle, and wait for a timer, between the segments TBF lets
-        // through at once; with TBF's bucket it never does.
-        let bucket = self.burst_bytes.to_string();
         let limit = self.queue_bytes().to_string();
         cmds.push(args(&[
             "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "htb", "default", "1",
@@ -86,6 +83,9 @@ impl Port {
                 &never,
                 "ceil",
                 &never,
+                // HTB's own bucket defaults to 1250 bytes on a high-resolution clock (`tc class
+                // show`), below one segment, so it would throttle, and wait for a timer, between
+                // the segments TBF lets through at once; with TBF's bucket it never does.
                 "burst",
                 &bucket,
                 "cburst",

@@ -789,7 +789,8 @@ fn every_link_gets_the_bucket_and_the_classes_its_scenario_asks_for() {
     ] {
         scn.link_burst = burst;
         scn.link_classes = classes;
-        let want = format!("burst {}b", bucket_bytes(scn.host_link_bits, burst));
+        let bucket = bucket_bytes(scn.host_link_bits, burst);
+        let want = format!("burst {bucket}b");
         let plan = NetPlan::new(&format!("lb{}", std::process::id()), &scn);
         plan.create().expect("create the links");
         let mut shown = Vec::new();
@@ -833,9 +834,8 @@ fn every_link_gets_the_bucket_and_the_classes_its_scenario_asks_for() {
                 usize::from(classes) + usize::from(classes > 0),
                 "{s}"
             );
-            // No class throttles beneath TBF: each takes TBF's bucket (HTB's default is one
-            // MTU, which made single segments wait for HTB's timer one by one).
-            let bucket = bucket_bytes(scn.host_link_bits, burst);
+            // No class throttles beneath TBF: each takes TBF's bucket (HTB's default, 1250
+            // bytes, made single segments wait for HTB's timer one by one).
             let unthrottled = format!("burst {bucket}b cburst {bucket}b");
             assert_eq!(s.matches(&unthrottled).count(), htb_classes, "{s}");
             for k in 0..classes {
