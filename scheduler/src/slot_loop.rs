@@ -31,7 +31,7 @@ use crate::metrics::{ModeLabels, RpcLabels, TargetLabels};
 use crate::monitor::ProgressDir;
 use crate::peers::{self, PeerStreams};
 use crate::session::{Session, SessionFailure, Sessions};
-use crate::sockets::{DatapathSockets, SocketSource};
+use crate::sockets::{DatapathSockets, SocketSource, datapath_inodes};
 use crate::state::{HISTORY_SLOTS, Shared, SlotRecord, now_ns};
 use mlcc_core::learn::LearnerConfig;
 use pb::session_reply::Reply as SessionReply;
@@ -274,6 +274,8 @@ impl SlotLoop {
         let keys = stats.as_deref().map(|s| s.iter().map(|(k, _)| k));
         self.sockets
             .next_slot(DatapathSockets::since(&mut self.datapath_print, keys));
+        self.sockets
+            .datapath_inodes(stats.as_deref().map(datapath_inodes).unwrap_or_default());
         let mut processes = self.read_processes();
         let (learned, learning) = self.learn(slot, &processes, stats.as_deref());
         {

@@ -34,7 +34,10 @@
 //! sockets (on the testbed, the other hosts' processes in their own namespaces, and every
 //! short-lived iperf3 client). [`SocketSource::socket_inodes`] gives a process's socket inodes
 //! from its fds alone, which the datapath's stats name for each socket, so such a process is
-//! passed over without a table read.
+//! passed over without a table read. A socket on mlcc's CC whose inode the datapath has
+//! recorded ([`SocketSource::datapath_inodes`]) is resolved from that, with no table read
+//! either: a table is read for what only it can tell (a listening socket, a socket not on
+//! the CC or not yet named by the datapath) and for what nothing resolves (Unix sockets).
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -43,7 +46,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use crate::datapath::SocketKey;
+use crate::datapath::{SocketInode, SocketKey, SocketStats};
 
 /// One established TCP connection of a process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -74,6 +77,27 @@ pub trait SocketSource: Send {
     /// about in the slot that ended are forgotten. `datapath` says whether the datapath's own
     /// socket list moved since the last slot.
     fn next_slot(&self, _datapath: DatapathSockets) {}
+    /// The sockets on mlcc's CC whose inodes the datapath has recorded, this slot: a process's
+    /// socket found among them is had without reading its namespace's TCP table.
+    fn datapath_inodes(&self, _known: DatapathInodes) {}
+}
+
+/// Socket inode → (local, remote) address, as the datapath's stats name them. Socket inodes
+/// are unique across namespaces while the socket lives, and a 4-tuple never changes while its
+/// fd stays open, so an entry stands for the row the TCP table would give.
+pub type DatapathInodes = HashMap<u64, (SocketAddr, SocketAddr)>;
+
+/// The inodes the datapath recorded among `stats`, with their sockets' addresses.
+pub fn datapath_inodes<'a>(
+    stats: impl IntoIterator<Item = &'a (SocketKey, SocketStats)>,
+) -> DatapathInodes {
+    stats
+        .into_iter()
+        .filter_map(|(k, s)| match s.inode {
+            SocketInode::Is(i) => Some((i, (k.src, k.dst))),
+            _ => None,
+        })
+        .collect()
 }
 
 /// What the datapath's socket list did since the last slot. Every socket on mlcc's CC is in
@@ -159,6 +183,8 @@ struct SocketCache {
     quiet: bool,
     /// TCP tables read this slot, by namespace: inode → row.
     tables: HashMap<NetNs, HashMap<u64, TcpRow>>,
+    /// The sockets the datapath named this slot.
+    datapath: DatapathInodes,
     procs: HashMap<u32, ProcEntry>,
     /// Table reads so far (tests check the cache saves them).
     table_reads: u64,
@@ -381,13 +407,27 @@ impl ProcSockets {
         Ok(changed)
     }
 
-    /// `pid`'s connections from its socket inodes, looking the new ones (and, when due, the
-    /// unresolved ones) up in its namespace's TCP table, read at most once a slot.
+    /// `pid`'s connections from its socket inodes, the new ones (and, when due, the
+    /// unresolved ones) taken from the datapath's sockets where it names them, else looked up
+    /// in the namespace's TCP table, read at most once a slot.
     fn resolve_inodes(&self, c: &mut SocketCache, pid: u32) -> Vec<TcpConn> {
         let slot = c.slot;
         let e = c.procs.get_mut(&pid).expect("looked at just now");
         let inodes: HashSet<u64> = e.fds.values().flatten().copied().collect();
         e.inodes.retain(|i, _| inodes.contains(i));
+        for i in &inodes {
+            if let Some(&(local, remote)) = c.datapath.get(i)
+                && e.inodes.get(i).is_none_or(Option::is_none)
+            {
+                let row = TcpRow {
+                    local,
+                    remote,
+                    state: TCP_ESTABLISHED,
+                    inode: *i,
+                };
+                e.inodes.insert(*i, Some(row));
+            }
+        }
         let unseen = inodes.iter().any(|i| !e.inodes.contains_key(i));
         let retry = slot >= e.retry_at && e.inodes.values().any(Option::is_none);
         if unseen || retry {
@@ -516,7 +556,9 @@ impl SocketSource for ProcSockets {
         let changed = self.look_at_fds(c, pid)?;
         let slot = c.slot;
         let e = c.procs.get_mut(&pid).expect("looked at just now");
-        let lookup_due = slot >= e.retry_at && e.inodes.values().any(Option::is_none);
+        let unresolved = e.inodes.iter().filter(|(_, r)| r.is_none());
+        let lookup_due = unresolved.clone().any(|(i, _)| c.datapath.contains_key(i))
+            || (slot >= e.retry_at && unresolved.clone().next().is_some());
         // Same fds and no lookup due: last slot's answer holds.
         if !changed
             && !lookup_due
@@ -548,6 +590,10 @@ impl SocketSource for ProcSockets {
         c.quiet = datapath == DatapathSockets::Same;
         c.tables.clear();
         c.procs.retain(|_, e| e.last_asked + FORGET_SLOTS > ended);
+    }
+
+    fn datapath_inodes(&self, known: DatapathInodes) {
+        self.cache().datapath = known;
     }
 }
 
@@ -898,6 +944,27 @@ mod tests {
         );
     }
 
+    /// A Python child running `script`, told what to do on its stdin, once it printed "ready".
+    fn python_child(
+        script: &str,
+    ) -> (
+        std::process::Child,
+        std::io::BufReader<std::process::ChildStdout>,
+    ) {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready");
+        (child, out)
+    }
+
     #[test]
     fn sockets_that_are_no_tcp_connection_are_looked_up_less_and_less_often() {
         use std::io::{BufRead, Write};
@@ -919,16 +986,8 @@ mod tests {
             addr.ip(),
             addr.port()
         );
-        let mut child = std::process::Command::new("python3")
-            .args(["-c", &script])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let (mut child, mut out) = python_child(&script);
         let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "ready");
         let pid = child.id();
         let src = ProcSockets::default();
         let reads_over = |slots: u64| {
@@ -997,6 +1056,70 @@ mod tests {
         assert!(conns.iter().any(|c| c.local == a.local_addr().unwrap()));
         assert_eq!(src.table_reads(), 1);
         assert!(StaticSockets::default().socket_inodes(1).is_none());
+    }
+
+    #[test]
+    fn a_socket_the_datapath_names_is_resolved_without_reading_the_table() {
+        use std::io::{BufRead, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        // A child that connects when told to, twice, and says each socket's inode and address.
+        let script = format!(
+            "import os, socket, sys\n\
+             held = []\n\
+             print('ready', flush=True)\n\
+             for _ in range(2):\n\
+             \x20   sys.stdin.readline()\n\
+             \x20   t = socket.create_connection(('{}', {}))\n\
+             \x20   held.append(t)\n\
+             \x20   print(os.fstat(t.fileno()).st_ino, t.getsockname()[1], flush=True)\n\
+             sys.stdin.readline()\n",
+            addr.ip(),
+            addr.port()
+        );
+        let (mut child, mut out) = python_child(&script);
+        let mut line = String::new();
+        let pid = child.id();
+        let mut accepted = Vec::new();
+        let mut connect = || {
+            writeln!(child.stdin.as_mut().unwrap()).unwrap();
+            accepted.push(l.accept().unwrap().0);
+            line.clear();
+            out.read_line(&mut line).unwrap();
+            let mut f = line.split_whitespace().map(|x| x.parse::<u64>().unwrap());
+            let (inode, port) = (f.next().unwrap(), f.next().unwrap());
+            (inode, SocketAddr::from(([127, 0, 0, 1], port as u16)))
+        };
+        let src = ProcSockets::default();
+        let slot = |known: DatapathInodes| {
+            src.next_slot(DatapathSockets::Changed);
+            src.datapath_inodes(known);
+            src.connections(pid).unwrap()
+        };
+        // Not named by the datapath: the table is read for it.
+        let (first, first_local) = connect();
+        let conns = slot(DatapathInodes::new());
+        assert!(
+            conns
+                .iter()
+                .any(|c| c.local == first_local && c.remote == addr)
+        );
+        assert_eq!(src.table_reads(), 1);
+        // Named by the datapath: had from that, as the table gives it.
+        let (second, second_local) = connect();
+        let known =
+            DatapathInodes::from([(first, (first_local, addr)), (second, (second_local, addr))]);
+        let conns = slot(known);
+        assert_eq!(src.table_reads(), 1, "no table read");
+        let second_conn = TcpConn {
+            local: second_local,
+            remote: addr,
+            accepted: false,
+        };
+        assert!(conns.contains(&second_conn), "{conns:?}");
+        assert_eq!(conns.len(), 2, "{conns:?}");
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     #[test]
