@@ -1006,6 +1006,18 @@ impl EmulatedCluster {
         self.pin_dir.as_deref()
     }
 
+    /// CPU time (s) the daemons running now have used, `None` where none runs or none could
+    /// be read.
+    pub fn daemons_cpu_s(&self) -> Option<f64> {
+        let used: Vec<f64> = self
+            .daemons
+            .iter()
+            .filter(|d| !d.down)
+            .filter_map(|d| cpu_s(d.child.id()))
+            .collect();
+        (!used.is_empty()).then(|| used.iter().sum())
+    }
+
     /// Stops the daemons (SIGTERM, then SIGKILL), deletes namespaces, pins and shm dirs.
     pub fn down(&mut self) {
         if self.removed {
@@ -1206,6 +1218,11 @@ pub struct CcRun {
     pub bandwidth: Vec<BandwidthSeries>,
     /// The scenario's scheduled faults as applied in this run.
     pub faults: Vec<FaultEvent>,
+    /// CPU time (user and system, s) the daemons (mlccd, the switch emulators) used over the
+    /// run, where any ran; a daemon a fault restarted counts from its restart. On this
+    /// testbed they share the cores with the jobs, so what they use the jobs may lose.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub daemons_cpu_s: Option<f64>,
     /// Every process the run started (daemons, trainers, iperf3), for the cleanup check.
     #[serde(skip)]
     pub pids: Vec<u32>,
@@ -1387,6 +1404,7 @@ pub fn run_jobs(
         .collect::<Vec<_>>();
     pids.extend(cross.pids.iter().copied());
     pids.extend(spawned);
+    let daemons_cpu_s = c.daemons_cpu_s();
     let (cross_flows, cross) = cross.stop();
     add_learning(c, &mut results);
     results.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s).then(a.job.cmp(&b.job)));
@@ -1401,6 +1419,7 @@ pub fn run_jobs(
             .map(|(host, samples)| BandwidthSeries { host, samples })
             .collect(),
         faults: faults.events,
+        daemons_cpu_s,
         pids,
     })
 }
@@ -2144,8 +2163,28 @@ fn run_isolated(
         cross: None,
         bandwidth: Vec::new(),
         faults: Vec::new(),
+        daemons_cpu_s: None,
         pids,
     })
+}
+
+/// User and system CPU time (s) process `pid` has used, from `/proc/<pid>/stat`.
+fn cpu_s(pid: u32) -> Option<f64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    cpu_s_of_stat(&stat)
+}
+
+/// utime + stime (fields 14 and 15, in clock ticks) of a `/proc/<pid>/stat` line, in seconds.
+/// The command name (field 2, in parentheses) may hold spaces and parentheses itself, so the
+/// fields are counted from its last `)`.
+fn cpu_s_of_stat(stat: &str) -> Option<f64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut f = rest.split_whitespace().skip(11);
+    let utime: u64 = f.next()?.parse().ok()?;
+    let stime: u64 = f.next()?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| (utime + stime) as f64 / hz as f64)
 }
 
 /// Objects a finished run might have left: `ip netns`, bpffs pins, shm dirs, and any of the
@@ -2187,6 +2226,26 @@ impl EmulatedCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_cpu_time_is_read_past_a_command_name_with_spaces_and_parentheses() {
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        let stat = "4242 (mlccd (h1) x) S 1 4242 4242 0 -1 4194560 1523 0 0 0 \
+                    66 17 0 0 10 -10 3 0 1234 0 0";
+        let cpu = cpu_s_of_stat(stat).unwrap();
+        assert!((cpu - 83.0 / hz).abs() < 1e-9, "{cpu}");
+        assert_eq!(cpu_s_of_stat("4242 (torn"), None);
+        assert_eq!(cpu_s_of_stat("4242 (x) S 1 2"), None);
+        // This process's own stat reads, and shows the CPU it spends (a tick at most later).
+        let me = std::process::id();
+        let start = Instant::now();
+        while cpu_s(me).unwrap() == 0.0 && start.elapsed() < Duration::from_secs(5) {
+            std::hint::black_box((0..10_000u64).sum::<u64>());
+        }
+        let mine = cpu_s(me).unwrap();
+        assert!(mine > 0.0 && mine < 1e6, "{mine}");
+    }
 
     #[test]
     fn one_stalled_iteration_stands_out_from_the_median_and_none_is_zero() {

@@ -56,6 +56,9 @@ pub struct CcSummary {
     /// Where its repetitions' means lie against the best TCP's (absent for the best TCP
     /// itself): all below them is below it by more than the repetitions' spread.
     pub spread_vs_best_tcp: Option<Spread>,
+    /// CPU time the daemons (mlccd, the switch emulators) used per repetition, where they ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub daemons_cpu_s_per_repetition: Option<f64>,
 }
 
 impl CcSummary {
@@ -231,6 +234,7 @@ pub fn summarize(
                 ),
                 worst_job_vs_best_tcp: None,
                 spread_vs_best_tcp: None,
+                daemons_cpu_s_per_repetition: mean_of(mine.iter().filter_map(|r| r.daemons_cpu_s)),
             }
         })
         .collect();
@@ -460,6 +464,23 @@ fn stalls_line(s: &Summary) -> String {
     )
 }
 
+/// What the daemons cost in CPU, per CC that ran them; nothing where none did.
+fn daemons_cpu_line(s: &Summary) -> String {
+    let used: Vec<String> = s
+        .ccs
+        .iter()
+        .filter_map(|c| Some(format!("{} {:.2}", c.cc, c.daemons_cpu_s_per_repetition?)))
+        .collect();
+    if used.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\nCPU the daemons used (mlccd and the switch emulators; CPU-s per repetition, on the \
+         cores the jobs share): {}.\n",
+        used.join(", ")
+    )
+}
+
 pub fn markdown(s: &Summary) -> String {
     let nice = s
         .daemon_nice
@@ -507,6 +528,7 @@ pub fn markdown(s: &Summary) -> String {
         t += &against_best_line(s);
     }
     t += &stalls_line(s);
+    t += &daemons_cpu_line(s);
     if s.isolated_mean_jct_s.is_some() {
         t += "\n`isolated`: every job alone on its hosts (kernel TCP, no cross traffic); \
               contention recovered = (best TCP − CC) / (best TCP − isolated), in mean JCT.\n";
@@ -761,8 +783,33 @@ mod tests {
             cross: None,
             bandwidth: vec![],
             faults: vec![],
+            daemons_cpu_s: None,
             pids: vec![],
         }
+    }
+
+    #[test]
+    fn the_daemons_cpu_is_averaged_per_cc_that_ran_them_and_said_only_there() {
+        let with_cpu = |cc: &str, jct: f64, cpu: f64| CcRun {
+            daemons_cpu_s: Some(cpu),
+            ..run(cc, &[jct])
+        };
+        let summary = |runs| summarize("t", true, std::time::Duration::from_millis(2), 7, runs);
+        let s = summary(vec![
+            run("cubic", &[10.0]),
+            with_cpu("mlcc", 9.0, 0.5),
+            run("cubic", &[11.0]),
+            with_cpu("mlcc", 9.5, 0.7),
+        ]);
+        let row = |cc: &str| s.ccs.iter().find(|c| c.cc == cc).unwrap();
+        assert_eq!(row("cubic").daemons_cpu_s_per_repetition, None);
+        let mlcc = row("mlcc").daemons_cpu_s_per_repetition.unwrap();
+        assert!((mlcc - 0.6).abs() < 1e-9, "{mlcc}");
+        let md = markdown(&s);
+        assert!(md.contains("CPU-s per repetition"), "{md}");
+        assert!(md.contains("): mlcc 0.60.\n"), "{md}");
+        let md = markdown(&summary(vec![run("cubic", &[10.0]), run("bbr", &[9.0])]));
+        assert!(!md.contains("CPU the daemons used"), "{md}");
     }
 
     #[test]
