@@ -31,7 +31,7 @@ use crate::metrics::{ModeLabels, RpcLabels, TargetLabels};
 use crate::monitor::ProgressDir;
 use crate::peers::{self, PeerStreams};
 use crate::session::{Session, SessionFailure, Sessions};
-use crate::sockets::{DatapathSockets, SocketSource, datapath_inodes};
+use crate::sockets::{DatapathSockets, SocketSource, named_inodes};
 use crate::state::{HISTORY_SLOTS, Shared, SlotRecord, now_ns};
 use mlcc_core::learn::LearnerConfig;
 use pb::session_reply::Reply as SessionReply;
@@ -275,7 +275,7 @@ impl SlotLoop {
         self.sockets
             .next_slot(DatapathSockets::since(&mut self.datapath_print, keys));
         self.sockets
-            .datapath_inodes(stats.as_deref().map(datapath_inodes).unwrap_or_default());
+            .datapath_inodes(stats.as_deref().map(named_inodes).unwrap_or_default());
         let mut processes = self.read_processes();
         let (learned, learning) = self.learn(slot, &processes, stats.as_deref());
         {

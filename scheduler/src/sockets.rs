@@ -88,7 +88,7 @@ pub trait SocketSource: Send {
 pub type DatapathInodes = HashMap<u64, (SocketAddr, SocketAddr)>;
 
 /// The inodes the datapath recorded among `stats`, with their sockets' addresses.
-pub fn datapath_inodes<'a>(
+pub fn named_inodes<'a>(
     stats: impl IntoIterator<Item = &'a (SocketKey, SocketStats)>,
 ) -> DatapathInodes {
     stats
