@@ -31,7 +31,7 @@ use crate::metrics::{ModeLabels, RpcLabels, TargetLabels};
 use crate::monitor::ProgressDir;
 use crate::peers::{self, PeerStreams};
 use crate::session::{Session, SessionFailure, Sessions};
-use crate::sockets::{DatapathSockets, SocketSource, named_inodes};
+use crate::sockets::{DatapathSockets, SocketSource};
 use crate::state::{HISTORY_SLOTS, Shared, SlotRecord, now_ns};
 use mlcc_core::learn::LearnerConfig;
 use pb::session_reply::Reply as SessionReply;
@@ -274,8 +274,7 @@ impl SlotLoop {
         let keys = stats.as_deref().map(|s| s.iter().map(|(k, _)| k));
         self.sockets
             .next_slot(DatapathSockets::since(&mut self.datapath_print, keys));
-        self.sockets
-            .datapath_inodes(stats.as_deref().map(named_inodes).unwrap_or_default());
+        self.sockets.datapath_stats(stats.as_deref());
         let mut processes = self.read_processes();
         let (learned, learning) = self.learn(slot, &processes, stats.as_deref());
         {

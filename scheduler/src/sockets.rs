@@ -35,7 +35,7 @@
 //! short-lived iperf3 client). [`SocketSource::socket_inodes`] gives a process's socket inodes
 //! from its fds alone, which the datapath's stats name for each socket, so such a process is
 //! passed over without a table read. A socket on mlcc's CC whose inode the datapath has
-//! recorded ([`SocketSource::datapath_inodes`]) is resolved from that, with no table read
+//! recorded ([`SocketSource::datapath_stats`]) is resolved from that, with no table read
 //! either: a table is read for what only it can tell (a listening socket, a socket not on
 //! the CC or not yet named by the datapath) and for what nothing resolves (Unix sockets).
 
@@ -77,27 +77,24 @@ pub trait SocketSource: Send {
     /// about in the slot that ended are forgotten. `datapath` says whether the datapath's own
     /// socket list moved since the last slot.
     fn next_slot(&self, _datapath: DatapathSockets) {}
-    /// The sockets on mlcc's CC whose inodes the datapath has recorded, this slot: a process's
-    /// socket found among them is had without reading its namespace's TCP table.
-    fn datapath_inodes(&self, _known: DatapathInodes) {}
+    /// This slot's datapath stats (after [`SocketSource::next_slot`]; `None`: unreadable): a
+    /// process's socket whose inode they name is had without reading its namespace's TCP table.
+    fn datapath_stats(&self, _stats: Option<&[(SocketKey, SocketStats)]>) {}
 }
 
 /// Socket inode → (local, remote) address, as the datapath's stats name them. Socket inodes
 /// are unique across namespaces while the socket lives, and a 4-tuple never changes while its
 /// fd stays open, so an entry stands for the row the TCP table would give.
-pub type DatapathInodes = HashMap<u64, (SocketAddr, SocketAddr)>;
+type DatapathInodes = HashMap<u64, (SocketAddr, SocketAddr)>;
 
 /// The inodes the datapath recorded among `stats`, with their sockets' addresses.
-pub fn named_inodes<'a>(
-    stats: impl IntoIterator<Item = &'a (SocketKey, SocketStats)>,
-) -> DatapathInodes {
-    stats
-        .into_iter()
-        .filter_map(|(k, s)| match s.inode {
-            SocketInode::Is(i) => Some((i, (k.src, k.dst))),
-            _ => None,
-        })
-        .collect()
+fn named_inodes(
+    stats: &[(SocketKey, SocketStats)],
+) -> impl Iterator<Item = (u64, (SocketAddr, SocketAddr))> {
+    stats.iter().filter_map(|(k, s)| match s.inode {
+        SocketInode::Is(i) => Some((i, (k.src, k.dst))),
+        _ => None,
+    })
 }
 
 /// What the datapath's socket list did since the last slot. Every socket on mlcc's CC is in
@@ -183,7 +180,7 @@ struct SocketCache {
     quiet: bool,
     /// TCP tables read this slot, by namespace: inode → row.
     tables: HashMap<NetNs, HashMap<u64, TcpRow>>,
-    /// The sockets the datapath named this slot.
+    /// The sockets the datapath names, as of this slot.
     datapath: DatapathInodes,
     procs: HashMap<u32, ProcEntry>,
     /// Table reads so far (tests check the cache saves them).
@@ -556,9 +553,11 @@ impl SocketSource for ProcSockets {
         let changed = self.look_at_fds(c, pid)?;
         let slot = c.slot;
         let e = c.procs.get_mut(&pid).expect("looked at just now");
-        let unresolved = e.inodes.iter().filter(|(_, r)| r.is_none());
-        let lookup_due = unresolved.clone().any(|(i, _)| c.datapath.contains_key(i))
-            || (slot >= e.retry_at && unresolved.clone().next().is_some());
+        // An unresolved inode is looked up again when its wait is over or the datapath names it.
+        let lookup_due = e
+            .inodes
+            .iter()
+            .any(|(i, r)| r.is_none() && (slot >= e.retry_at || c.datapath.contains_key(i)));
         // Same fds and no lookup due: last slot's answer holds.
         if !changed
             && !lookup_due
@@ -592,8 +591,15 @@ impl SocketSource for ProcSockets {
         c.procs.retain(|_, e| e.last_asked + FORGET_SLOTS > ended);
     }
 
-    fn datapath_inodes(&self, known: DatapathInodes) {
-        self.cache().datapath = known;
+    fn datapath_stats(&self, stats: Option<&[(SocketKey, SocketStats)]>) {
+        let mut c = self.cache();
+        let stats = stats.unwrap_or_default();
+        // The same sockets as last slot and as many named: the same map, as a socket's inode
+        // never changes once named. Rebuilt only when a socket came, went or was named.
+        if c.quiet && named_inodes(stats).count() == c.datapath.len() {
+            return;
+        }
+        c.datapath = named_inodes(stats).collect();
     }
 }
 
@@ -1091,14 +1097,14 @@ mod tests {
             (inode, SocketAddr::from(([127, 0, 0, 1], port as u16)))
         };
         let src = ProcSockets::default();
-        let slot = |known: DatapathInodes| {
+        let slot = |named: &[(SocketKey, SocketStats)]| {
             src.next_slot(DatapathSockets::Changed);
-            src.datapath_inodes(known);
+            src.datapath_stats(Some(named));
             src.connections(pid).unwrap()
         };
         // Not named by the datapath: the table is read for it.
         let (first, first_local) = connect();
-        let conns = slot(DatapathInodes::new());
+        let conns = slot(&[]);
         assert!(
             conns
                 .iter()
@@ -1107,9 +1113,10 @@ mod tests {
         assert_eq!(src.table_reads(), 1);
         // Named by the datapath: had from that, as the table gives it.
         let (second, second_local) = connect();
-        let known =
-            DatapathInodes::from([(first, (first_local, addr)), (second, (second_local, addr))]);
-        let conns = slot(known);
+        let conns = slot(&[
+            datapath_socket(first_local, addr, SocketInode::Is(first)),
+            datapath_socket(second_local, addr, SocketInode::Is(second)),
+        ]);
         assert_eq!(src.table_reads(), 1, "no table read");
         let second_conn = TcpConn {
             local: second_local,
@@ -1120,6 +1127,46 @@ mod tests {
         assert_eq!(conns.len(), 2, "{conns:?}");
         let _ = child.kill();
         let _ = child.wait();
+    }
+
+    /// A socket on the datapath from `local` to `remote`, its inode as `inode` says.
+    fn datapath_socket(
+        local: SocketAddr,
+        remote: SocketAddr,
+        inode: SocketInode,
+    ) -> (SocketKey, SocketStats) {
+        let stats = SocketStats {
+            inode,
+            ..SocketStats::default()
+        };
+        (SocketKey::new(1, local, remote), stats)
+    }
+
+    #[test]
+    fn the_datapath_s_names_are_taken_again_when_a_socket_comes_goes_or_is_named() {
+        let src = ProcSockets::default();
+        let peer: SocketAddr = "10.0.0.2:80".parse().unwrap();
+        let a = |inode| datapath_socket("10.0.0.1:5000".parse().unwrap(), peer, inode);
+        let b = datapath_socket("10.0.0.1:5001".parse().unwrap(), peer, SocketInode::Is(9));
+        let named = |datapath, stats: &[(SocketKey, SocketStats)]| {
+            src.next_slot(datapath);
+            src.datapath_stats(Some(stats));
+            let mut v: Vec<u64> = src.cache().datapath.keys().copied().collect();
+            v.sort();
+            v
+        };
+        assert!(named(DatapathSockets::Changed, &[a(SocketInode::NotYet)]).is_empty());
+        // Named later, the socket list the same.
+        assert_eq!(named(DatapathSockets::Same, &[a(SocketInode::Is(7))]), [7]);
+        assert_eq!(named(DatapathSockets::Same, &[a(SocketInode::Is(7))]), [7]);
+        assert_eq!(
+            named(DatapathSockets::Changed, &[b]),
+            [9],
+            "one went, one came"
+        );
+        src.next_slot(DatapathSockets::Changed);
+        src.datapath_stats(None);
+        assert!(src.cache().datapath.is_empty(), "unreadable: nothing named");
     }
 
     #[test]

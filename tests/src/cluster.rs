@@ -1009,13 +1009,11 @@ impl EmulatedCluster {
     /// CPU time (s) the daemons running now have used, `None` where none runs or none could
     /// be read.
     pub fn daemons_cpu_s(&self) -> Option<f64> {
-        let used: Vec<f64> = self
-            .daemons
+        self.daemons
             .iter()
             .filter(|d| !d.down)
             .filter_map(|d| cpu_s(d.child.id()))
-            .collect();
-        (!used.is_empty()).then(|| used.iter().sum())
+            .reduce(|a, b| a + b)
     }
 
     /// Stops the daemons (SIGTERM, then SIGKILL), deletes namespaces, pins and shm dirs.
