@@ -1728,14 +1728,24 @@ mod tests {
                 let true_period = x.len() as f64 / 10.0;
                 prop_assert!((e.period_slots - true_period).abs() <= 1.0, "{e:?}");
             }
+        }
+    }
 
-            /// Flows of random size, rate and spacing never cross the bar.
-            #[test]
-            fn random_flows_are_never_learned(seed in any::<u64>()) {
-                let x = random_flows(seed);
-                let mut l = Learner::new(LearnerConfig::default());
-                prop_assert!(feed(&mut l, &x).iter().all(Option::is_none));
-            }
+    /// Flows of random size, rate and spacing do not cross the bar: 512 series, the same in
+    /// every run. Not drawn afresh each run, because the bar is not proof against chance:
+    /// about one series in 10,000 to 40,000 of this generator shows three or four "iterations"
+    /// agreeing within 2 % at an autocorrelation just over 0.8 and is learned (seeds
+    /// 3460541110678476754 and 17749575565837323598, at slots 350 and 330 of 500;
+    /// docs/notes/2026-12-06-two-exact-iterations.md), so 64 fresh draws a run would fail
+    /// about one CI run in a few hundred on a learner that did not change.
+    #[test]
+    fn random_flows_are_never_learned() {
+        for i in 0..512u64 {
+            let seed = i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let x = random_flows(seed);
+            let mut l = Learner::new(LearnerConfig::default());
+            let learned = feed(&mut l, &x).iter().position(Option::is_some);
+            assert!(learned.is_none(), "seed {seed} learned at slot {learned:?}");
         }
     }
 }
