@@ -15,6 +15,7 @@ use mlcc_core::job::Arch;
 use rustix::process::{Pid, Signal};
 use serde::Serialize;
 
+use crate::cpu_load::CpuLoad;
 use crate::learned::{self, JobLearning, MemberTruth};
 use crate::net::{self, NetPlan, PREFIX};
 use crate::scenario::{Fault, FaultKind, JobKind, JobSpec, Scenario};
@@ -114,11 +115,14 @@ impl Binaries {
 pub enum Cc {
     /// `cc`, the kernel's, as `name` says: `cubic`, or `cubic/rto_floor=10ms` for the same RTO
     /// floor mlcc's datapath sets (`net.ipv4.tcp_rto_min_us` in every host), so a figure can
-    /// show what the floor alone is worth.
+    /// show what the floor alone is worth; `bbr/cpu_load=0.6` burns that many cores' worth of
+    /// CPU at the daemons' priority while the jobs run ([`CpuLoad`]), the burden mlcc's daemons
+    /// put on the cores a kernel CC's run otherwise has to itself.
     Kernel {
         name: String,
         cc: String,
         rto_floor: Option<Duration>,
+        cpu_load: Option<CpuLoad>,
         /// Cassini: each job's start held back by the simulator's Cassini shift for this
         /// scenario ([`crate::cassini`]), `cc` underneath. Named `cassini` (over cubic) or
         /// `cassini/<kernel CC>`.
@@ -238,6 +242,12 @@ impl Cc {
                                 .map_err(|e| format!("{s:?}: {e}"))?
                         }
                         "fallback" => fallback = v.parse().map_err(|e| format!("{s:?}: {e}"))?,
+                        "cpu_load" => {
+                            return Err(format!(
+                                "{s:?}: cpu_load is for a kernel CC, standing in for the CPU \
+                                 mlcc's own daemons use"
+                            ));
+                        }
                         rule => args.extend(["--rule".to_string(), format!("{rule}={v}")]),
                     }
                 }
@@ -256,12 +266,14 @@ impl Cc {
                     name: s.to_string(),
                     cc: "cubic".into(),
                     rto_floor: None,
+                    cpu_load: None,
                     cassini: true,
                 }),
                 Some(k) if kernel(k) && parts.next().is_none() => Ok(Cc::Kernel {
                     name: s.to_string(),
                     cc: k.into(),
                     rto_floor: None,
+                    cpu_load: None,
                     cassini: true,
                 }),
                 Some(_) => Err(format!("{s:?}: say cassini or cassini/<kernel CC>")),
@@ -284,13 +296,17 @@ impl Cc {
                 Some(_) => Err(format!("{s:?}: say isolated or isolated/<kernel CC>")),
             },
             k if kernel(k) => {
-                let mut rto_floor = None;
+                let (mut rto_floor, mut cpu_load) = (None, None);
                 for kv in parts {
                     match key_value(kv)? {
                         ("rto_floor", v) => rto_floor = Some(floor(v)?).filter(|d| !d.is_zero()),
+                        ("cpu_load", v) => {
+                            cpu_load = Some(CpuLoad::parse(v).map_err(|e| format!("{s:?}: {e}"))?)
+                        }
                         (k, _) => {
                             return Err(format!(
-                                "{s:?}: a kernel CC takes only rto_floor=DURATION, not {k}"
+                                "{s:?}: a kernel CC takes only rto_floor=DURATION and \
+                                 cpu_load=CORES, not {k}"
                             ));
                         }
                     }
@@ -299,6 +315,7 @@ impl Cc {
                     name: s.to_string(),
                     cc: k.to_string(),
                     rto_floor,
+                    cpu_load,
                     cassini: false,
                 })
             }
@@ -312,6 +329,7 @@ impl Cc {
             name: cc.to_string(),
             cc: cc.to_string(),
             rto_floor: None,
+            cpu_load: None,
             cassini: false,
         }
     }
@@ -336,6 +354,14 @@ impl Cc {
             }
         }
         Ok(ccs)
+    }
+
+    /// The synthetic CPU load a kernel CC's run carries, if it names one.
+    pub fn cpu_load(&self) -> Option<CpuLoad> {
+        match self {
+            Cc::Kernel { cpu_load, .. } => *cpu_load,
+            _ => None,
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -1218,7 +1244,8 @@ pub struct CcRun {
     pub faults: Vec<FaultEvent>,
     /// CPU time (user and system, s) the daemons (mlccd, the switch emulators) used over the
     /// run, where any ran; a daemon a fault restarted counts from its restart. On this
-    /// testbed they share the cores with the jobs, so what they use the jobs may lose.
+    /// testbed they share the cores with the jobs, so what they use the jobs may lose. For a
+    /// kernel CC with a `cpu_load`, what that load used in their stead.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub daemons_cpu_s: Option<f64>,
     /// Every process the run started (daemons, trainers, iperf3), for the cleanup check.
@@ -1325,6 +1352,7 @@ pub fn run_jobs(
         .partition(|(_, j)| j.kind == JobKind::TorchDdp);
     pending.reverse();
     let mut running = prelaunch(c, bins, scn, torch_jobs)?;
+    let load = c.cc.cpu_load().map(|l| l.start(c.daemon_nice));
     let start = Instant::now();
     for j in &mut running {
         j.arrived = start + j.spec.arrival;
@@ -1402,7 +1430,7 @@ pub fn run_jobs(
         .collect::<Vec<_>>();
     pids.extend(cross.pids.iter().copied());
     pids.extend(spawned);
-    let daemons_cpu_s = c.daemons_cpu_s();
+    let daemons_cpu_s = c.daemons_cpu_s().or(load.map(|l| l.stop()));
     let (cross_flows, cross) = cross.stop();
     add_learning(c, &mut results);
     results.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s).then(a.job.cmp(&b.job)));
@@ -2268,6 +2296,7 @@ mod tests {
                 name: "cubic/rto_floor=10ms".into(),
                 cc: "cubic".into(),
                 rto_floor: Some(Duration::from_millis(10)),
+                cpu_load: None,
                 cassini: false,
             })
         );
@@ -2277,6 +2306,7 @@ mod tests {
                 name: "cassini/bbr".into(),
                 cc: "bbr".into(),
                 rto_floor: None,
+                cpu_load: None,
                 cassini: true,
             })
         );
@@ -2289,6 +2319,13 @@ mod tests {
         assert!(Cc::parse("cassini/isolated").is_err());
         assert!(Cc::parse("cubic/eta=1").is_err());
         assert!(Cc::parse("cubic/rto_floor=1s").is_err());
+        let loaded = Cc::parse("bbr/cpu_load=0.6").unwrap();
+        assert_eq!(loaded.name(), "bbr/cpu_load=0.6");
+        assert_eq!(loaded.cpu_load(), Some(CpuLoad::parse("0.6").unwrap()));
+        assert_eq!(Cc::kernel("bbr").cpu_load(), None);
+        assert!(Cc::parse("bbr/cpu_load=0").is_err());
+        assert!(Cc::parse("mlcc/cpu_load=0.6").is_err());
+        assert!(Cc::parse("cassini/bbr/cpu_load=0.6").is_err());
         assert!(Cc::parse("mlcc/rto_floor=soon").is_err());
         match Cc::parse("mlcc/rto_floor=kernel") {
             Ok(Cc::Mlcc {

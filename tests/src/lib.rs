@@ -5,6 +5,7 @@
 
 pub mod cassini;
 pub mod cluster;
+pub mod cpu_load;
 pub mod experiment;
 pub mod figure;
 pub mod learned;

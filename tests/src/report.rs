@@ -107,6 +107,12 @@ pub struct Summary {
     pub best_tcp: Option<String>,
     /// 1 - mlcc mean JCT / best TCP mean JCT (the paper claims >= 0.15).
     pub mlcc_reduction_vs_best_tcp: Option<f64>,
+    /// The best of the kernel CCs that ran with a synthetic CPU load (`bbr/cpu_load=0.6`), the
+    /// burden mlcc's daemons put on the cores, and 1 - mlcc mean JCT / its mean JCT.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub best_loaded_tcp: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mlcc_reduction_vs_best_loaded_tcp: Option<f64>,
     /// Mean JCT with every job alone (`--cc isolated`), if it ran.
     pub isolated_mean_jct_s: Option<f64>,
     /// Every link's token bucket in this run, as line time (`--link-burst`): runs with
@@ -122,10 +128,32 @@ pub struct Summary {
 
 /// Whether a row is a kernel TCP as the kernel ships it (cubic, reno, bbr, or one with an RTO
 /// floor): not mlcc or one of its variants, not a peer built on TCP (MLTCP's CC, Cassini's
-/// shifts), not the isolated bound. "Best TCP" is the best of these.
+/// shifts), not the isolated bound, not one that ran beside a synthetic CPU load. "Best TCP"
+/// is the best of these.
 pub fn is_tcp(cc: &str) -> bool {
+    kernel_tcp(cc) && !has_cpu_load(cc)
+}
+
+/// Whether a row is a kernel TCP that ran beside a synthetic CPU load (`bbr/cpu_load=0.6`).
+pub fn is_loaded_tcp(cc: &str) -> bool {
+    kernel_tcp(cc) && has_cpu_load(cc)
+}
+
+fn kernel_tcp(cc: &str) -> bool {
     let base = cc.split('/').next().unwrap_or_default();
     !["isolated", "mlcc", "mltcp", "cassini"].contains(&base)
+}
+
+fn has_cpu_load(cc: &str) -> bool {
+    cc.split('/').skip(1).any(|kv| kv.starts_with("cpu_load="))
+}
+
+/// The row with the lowest mean JCT among those `which` picks, by name and mean JCT.
+fn best_of(ccs: &[CcSummary], which: fn(&str) -> bool) -> Option<(String, f64)> {
+    ccs.iter()
+        .filter(|c| which(&c.cc))
+        .min_by(|a, b| a.mean_jct_s.total_cmp(&b.mean_jct_s))
+        .map(|c| (c.cc.clone(), c.mean_jct_s))
 }
 
 /// The mean of `v`, or none when it is empty.
@@ -238,11 +266,8 @@ pub fn summarize(
             }
         })
         .collect();
-    let best = ccs
-        .iter()
-        .filter(|c| is_tcp(&c.cc))
-        .min_by(|a, b| a.mean_jct_s.total_cmp(&b.mean_jct_s))
-        .map(|c| (c.cc.clone(), c.mean_jct_s));
+    let best = best_of(&ccs, is_tcp);
+    let best_loaded = best_of(&ccs, is_loaded_tcp);
     let isolated = ccs
         .iter()
         .find(|c| c.cc == "isolated")
@@ -266,17 +291,20 @@ pub fn summarize(
             }
         }
     }
-    let reduction = best.as_ref().and_then(|(_, b)| {
-        ccs.iter()
-            .find(|c| c.cc == "mlcc")
-            .map(|m| 1.0 - m.mean_jct_s / b)
-    });
+    let mlcc_against = |best: &Option<(String, f64)>| {
+        let (_, b) = best.as_ref()?;
+        let m = ccs.iter().find(|c| c.cc == "mlcc")?;
+        Some(1.0 - m.mean_jct_s / b)
+    };
+    let (reduction, reduction_loaded) = (mlcc_against(&best), mlcc_against(&best_loaded));
     Summary {
         scenario: scenario.to_string(),
         quick,
         repetitions: ccs.iter().map(|c| c.repetitions).max().unwrap_or(0),
         best_tcp: best.map(|b| b.0),
         mlcc_reduction_vs_best_tcp: reduction,
+        best_loaded_tcp: best_loaded.map(|b| b.0),
+        mlcc_reduction_vs_best_loaded_tcp: reduction_loaded,
         isolated_mean_jct_s: isolated,
         link_burst_ms: link_burst.as_secs_f64() * 1e3,
         link_classes,
@@ -475,8 +503,8 @@ fn daemons_cpu_line(s: &Summary) -> String {
         return String::new();
     }
     format!(
-        "\nCPU the daemons used (mlccd and the switch emulators; CPU-s per repetition, on the \
-         cores the jobs share): {}.\n",
+        "\nCPU the daemons used (mlccd and the switch emulators, or a kernel CC's synthetic \
+         `cpu_load`; CPU-s per repetition, on the cores the jobs share): {}.\n",
         used.join(", ")
     )
 }
@@ -526,6 +554,14 @@ pub fn markdown(s: &Summary) -> String {
             if r >= 0.0 { "below" } else { "above" }
         );
         t += &against_best_line(s);
+    }
+    if let (Some(best), Some(r)) = (&s.best_loaded_tcp, s.mlcc_reduction_vs_best_loaded_tcp) {
+        t += &format!(
+            "Against the best kernel CC that ran beside a synthetic CPU load in place of the \
+             daemons' ({best}): {:.1} % {}.\n",
+            r.abs() * 100.0,
+            if r >= 0.0 { "below" } else { "above" }
+        );
     }
     t += &stalls_line(s);
     t += &daemons_cpu_line(s);
@@ -788,12 +824,16 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_daemons_cpu_is_averaged_per_cc_that_ran_them_and_said_only_there() {
-        let with_cpu = |cc: &str, jct: f64, cpu: f64| CcRun {
+    /// A run of one job's `jct` in which the daemons (or a CPU load) used `cpu` CPU-s.
+    fn with_cpu(cc: &str, jct: f64, cpu: f64) -> CcRun {
+        CcRun {
             daemons_cpu_s: Some(cpu),
             ..run(cc, &[jct])
-        };
+        }
+    }
+
+    #[test]
+    fn the_daemons_cpu_is_averaged_per_cc_that_ran_them_and_said_only_there() {
         let summary = |runs| summarize("t", true, std::time::Duration::from_millis(2), 7, runs);
         let s = summary(vec![
             run("cubic", &[10.0]),
@@ -849,6 +889,34 @@ mod tests {
             "{md}"
         );
         assert!(!md.contains("Learned without progress files"), "{md}");
+    }
+
+    #[test]
+    fn a_kernel_cc_beside_a_cpu_load_is_not_the_best_tcp_but_mlcc_is_set_against_it_too() {
+        let s = summary_of(vec![
+            run("bbr", &[10.0, 12.0]),
+            with_cpu("bbr/cpu_load=0.6", 10.5, 14.0),
+            run("cubic/cpu_load=0.6", &[9.6, 10.4]),
+            with_cpu("mlcc", 8.0, 15.0),
+        ]);
+        assert!(is_loaded_tcp("bbr/cpu_load=0.6") && !is_tcp("bbr/cpu_load=0.6"));
+        assert!(!is_loaded_tcp("bbr") && !is_loaded_tcp("mlcc/cpu_load=0.6"));
+        // The fastest row that is a TCP is the loaded cubic (10.0): still bbr (11.0) is best.
+        assert_eq!(s.best_tcp.as_deref(), Some("bbr"));
+        assert!((s.mlcc_reduction_vs_best_tcp.unwrap() - (1.0 - 8.0 / 11.0)).abs() < 1e-12);
+        assert_eq!(s.best_loaded_tcp.as_deref(), Some("cubic/cpu_load=0.6"));
+        assert!((s.mlcc_reduction_vs_best_loaded_tcp.unwrap() - 0.2).abs() < 1e-12);
+        let md = markdown(&s);
+        assert!(
+            md.contains("in place of the daemons' (cubic/cpu_load=0.6): 20.0 % below."),
+            "{md}"
+        );
+        assert!(
+            md.contains("): bbr/cpu_load=0.6 14.00, mlcc 15.00.\n"),
+            "{md}"
+        );
+        let plain = markdown(&summary_of(vec![run("bbr", &[10.0]), run("mlcc", &[9.0])]));
+        assert!(!plain.contains("synthetic CPU load in place"), "{plain}");
     }
 
     /// A quick run's summary of `runs`, 2-ms links, no classes.

@@ -119,7 +119,7 @@ enum Cmd {
         /// Comma-separated congestion controls: a kernel CC (cubic, reno, bbr), `mlcc`, an mlcc
         /// variant `mlcc/key=value/...` (mlccd options as in mlcc-sim's variants: eta, rank,
         /// mode, policy, or a rule NAME=on|off; `rto_floor=10ms|kernel` sets the datapath's
-        /// RTO floor, `tso_rtt_log=N|keep` mlccd's net.ipv4.tcp_tso_rtt_log, `order_expiry=SLOTS` how long its rate orders hold unrenewed), a kernel CC with mlcc's RTO floor (`cubic/rto_floor=10ms`), `mltcp`
+        /// RTO floor, `tso_rtt_log=N|keep` mlccd's net.ipv4.tcp_tso_rtt_log, `order_expiry=SLOTS` how long its rate orders hold unrenewed), a kernel CC with mlcc's RTO floor (`cubic/rto_floor=10ms`) or beside a synthetic CPU load of as many cores as mlcc's daemons used (`bbr/cpu_load=0.6`: threads at the daemons' nice, busy in 30-ms periods; not a candidate for best TCP, reported beside it), `mltcp`
         /// (the MLTCP peer baseline: its BPF CC over Reno and a ratio feeder per host) or
         /// `mltcp/cubic` (the same over the kernel's CUBIC; `mltcp/reno` is `mltcp`), or
         /// `isolated[/<kernel CC>]` (every job alone on its hosts under cubic or the CC named,
