@@ -260,6 +260,9 @@ fn real_main(a: Args) -> Result<(), String> {
                     "`isolated` and `cassini` shape how jobs start; `up` takes a CC or mlcc".into(),
                 );
             }
+            if cc.cpu_load().is_some() {
+                return Err("`cpu_load` runs beside a run's jobs; `up` starts none".into());
+            }
             let b = programs.binaries()?;
             let run = cluster::run_id();
             let c = EmulatedCluster::up(&scn, cc, &b, &out, &run).map_err(|e| e.to_string())?;
