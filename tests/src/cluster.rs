@@ -1430,7 +1430,9 @@ pub fn run_jobs(
         .collect::<Vec<_>>();
     pids.extend(cross.pids.iter().copied());
     pids.extend(spawned);
-    let daemons_cpu_s = c.daemons_cpu_s().or(load.map(|l| l.stop()));
+    // A kernel CC's load stands where the daemons would: its CPU is reported in their place.
+    let load_cpu_s = load.map(crate::cpu_load::Burner::stop);
+    let daemons_cpu_s = c.daemons_cpu_s().or(load_cpu_s);
     let (cross_flows, cross) = cross.stop();
     add_learning(c, &mut results);
     results.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s).then(a.job.cmp(&b.job)));

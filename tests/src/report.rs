@@ -492,6 +492,12 @@ fn stalls_line(s: &Summary) -> String {
     )
 }
 
+/// A reduction `r` (1 - mlcc / other) said as mlcc's place: "12.3 % below" or "4.0 % above".
+fn below_or_above(r: f64) -> String {
+    let side = if r >= 0.0 { "below" } else { "above" };
+    format!("{:.1} % {side}", r.abs() * 100.0)
+}
+
 /// What the daemons cost in CPU, per CC that ran them; nothing where none did.
 fn daemons_cpu_line(s: &Summary) -> String {
     let used: Vec<String> = s
@@ -549,18 +555,16 @@ pub fn markdown(s: &Summary) -> String {
     }
     if let (Some(best), Some(r)) = (&s.best_tcp, s.mlcc_reduction_vs_best_tcp) {
         t += &format!(
-            "\nmlcc mean JCT is {:.1} % {} the best TCP ({best}).\n",
-            r.abs() * 100.0,
-            if r >= 0.0 { "below" } else { "above" }
+            "\nmlcc mean JCT is {} the best TCP ({best}).\n",
+            below_or_above(r)
         );
         t += &against_best_line(s);
     }
     if let (Some(best), Some(r)) = (&s.best_loaded_tcp, s.mlcc_reduction_vs_best_loaded_tcp) {
         t += &format!(
             "Against the best kernel CC that ran beside a synthetic CPU load in place of the \
-             daemons' ({best}): {:.1} % {}.\n",
-            r.abs() * 100.0,
-            if r >= 0.0 { "below" } else { "above" }
+             daemons' ({best}): {}.\n",
+            below_or_above(r)
         );
     }
     t += &stalls_line(s);
