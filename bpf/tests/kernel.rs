@@ -1918,8 +1918,11 @@ fn mean_burst(
 /// a socket with no order on the BBR fallback still sends the bursts the kernel's BBR would
 /// (up to 64 KB at a small min RTT, whatever the rate), as the kernel's default log gives them.
 /// Sent at the smaller bursts, behind another CC's standing queue, its window stayed a third of
-/// the kernel's BBR's (testbed `micro-coexistence`: 20–22 s against 16–17). The controls: the same link and sysctl under the kernel's BBR, and the
-/// socket under an order.
+/// the kernel's BBR's (testbed `micro-coexistence`: 20–22 s against 16–17). The control is the
+/// kernel's BBR on the same link at the default log (9), measured in the same run: a busy CPU
+/// that defers and merges sends grows both alike (the kernel's BBR at log 0 is printed to show
+/// what the sysctl alone does, and not compared: it merges too, and once reached half the
+/// fallback's bursts on a loaded machine). The socket under an order sends its rate's bursts.
 #[test]
 fn an_unordered_socket_on_the_bbr_fallback_sends_the_kernels_tso_bursts() {
     let Some(_serial) =
@@ -1928,24 +1931,34 @@ fn an_unordered_socket_on_the_bbr_fallback_sends_the_kernels_tso_bursts() {
         return;
     };
     let link = VethPair::create(Some(LINK_BITS / 10)).expect("veth pair");
-    link.sender
-        .enter(|| std::fs::write("/proc/sys/net/ipv4/tcp_tso_rtt_log", "0"))
-        .expect("tcp_tso_rtt_log");
+    let tso_rtt_log = |log: &str| {
+        link.sender
+            .enter(|| std::fs::write("/proc/sys/net/ipv4/tcp_tso_rtt_log", log))
+            .expect("tcp_tso_rtt_log");
+    };
     let mut bbr = Loaded::with_fallback(Fallback::Bbr);
     let cc = bbr.dp().cc_name().clone();
     let kernel_bbr = CcName::new("bbr").unwrap();
+    tso_rtt_log("9");
     let kernel = mean_burst(&mut bbr, &link, Some(&kernel_bbr), None);
+    tso_rtt_log("0");
+    let kernel_log0 = mean_burst(&mut bbr, &link, Some(&kernel_bbr), None);
     let unordered = mean_burst(&mut bbr, &link, Some(&cc), None);
     let ordered = mean_burst(&mut bbr, &link, Some(&cc), Some(mbit(80)));
     println!(
-        "mean burst at 100 Mbit/s, tcp_tso_rtt_log 0: unordered on the bbr fallback {unordered:.0} \
-         B, the kernel's bbr {kernel:.0} B, ordered 80 Mbit/s {ordered:.0} B; load {}",
+        "mean burst at 100 Mbit/s: the kernel's bbr at tcp_tso_rtt_log 9 {kernel:.0} B; at log 0: \
+         the kernel's bbr {kernel_log0:.0} B, unordered on the bbr fallback {unordered:.0} B, \
+         ordered 80 Mbit/s {ordered:.0} B; load {}",
         load_average()
     );
+    let ratio = unordered / kernel.max(1.0);
     assert!(
-        unordered >= 2.0 * kernel.max(ordered),
-        "unordered {unordered:.0} B a burst, the kernel's bbr at log 0 {kernel:.0}, ordered \
-         {ordered:.0}"
+        (0.7..=1.0 / 0.7).contains(&ratio),
+        "unordered {unordered:.0} B a burst at log 0, the kernel's bbr at log 9 {kernel:.0}"
+    );
+    assert!(
+        unordered >= 2.0 * ordered,
+        "unordered {unordered:.0} B a burst, ordered {ordered:.0}"
     );
 }
 
