@@ -32,7 +32,7 @@ use crate::monitor::ProgressDir;
 use crate::peers::{self, PeerStreams};
 use crate::session::{Session, SessionFailure, Sessions};
 use crate::sockets::{DatapathSockets, SocketSource};
-use crate::state::{HISTORY_SLOTS, Shared, SlotRecord, now_ns};
+use crate::state::{HISTORY_SLOTS, Shared, SlotRecord, SwitchView, now_ns};
 use mlcc_core::learn::LearnerConfig;
 use pb::session_reply::Reply as SessionReply;
 use pb::session_request::Request as SessionRequest;
@@ -382,9 +382,10 @@ impl SlotLoop {
     }
 
     /// FetchFeedback from every switch on active paths, in parallel, each with its deadline.
-    async fn fetch(&mut self, slot: Slot, req: FeedbackRequests) -> Fetched {
+    async fn fetch(&mut self, slot: Slot, mut req: FeedbackRequests) -> Fetched {
         let deadline = self.cfg.rpc_deadline;
         let start = now_ns();
+        self.probe_unreachable(slot, &mut req);
         let mut calls = Vec::new();
         for (name, batch) in req.per_switch {
             let addr = batch.address.clone();
@@ -425,6 +426,21 @@ impl SlotLoop {
         }
         fetched.window.1 = now_ns();
         fetched
+    }
+
+    /// An empty call to each switch whose last call failed and that no flow asks this slot, so
+    /// that its return is seen when it answers, not when a flow next needs it.
+    fn probe_unreachable(&self, slot: Slot, req: &mut FeedbackRequests) {
+        let status = self.shared.status();
+        let due = |v: &SwitchView| v.silent_since.is_some_and(|since| probe_due(since, slot));
+        for (name, v) in status.switches.iter().filter(|(_, v)| due(v)) {
+            req.per_switch
+                .entry(name.clone())
+                .or_insert_with(|| SwitchBatch {
+                    address: v.address.clone(),
+                    items: Vec::new(),
+                });
+        }
     }
 
     /// The scheduler's plan with the switches' answers. Plans are booked by slot number: with a
@@ -602,6 +618,7 @@ impl SlotLoop {
                         tracing::info!(switch = %name, "switch answers again");
                     }
                     v.reachable = true;
+                    v.silent_since = None;
                     v.last_reply_slot = switch_slot;
                     v.skew_slots = switch_slot as i64 - slot.0 as i64;
                     let target = TargetLabels {
@@ -622,6 +639,7 @@ impl SlotLoop {
                         tracing::warn!(switch = %name, "switch unreachable ({why}): planning its links as unbooked");
                     }
                     v.reachable = false;
+                    v.silent_since.get_or_insert(slot);
                     v.failed_calls += 1;
                 }
             }
@@ -650,8 +668,16 @@ impl SlotLoop {
         if self.datapath_failed {
             degraded.push("datapath: unreadable, S from progress files".into());
         }
+        let mut status = self.shared.status();
+        let idle_silent = unreachable_unplanned(&status.switches, &plan.silent_switches);
+        degraded.extend(idle_silent.iter().map(|s| {
+            format!("switch {s} unreachable at its last call: no flow through it planned now")
+        }));
         let modes = [
-            ("switch_unreachable", !plan.silent_switches.is_empty()),
+            (
+                "switch_unreachable",
+                !plan.silent_switches.is_empty() || !idle_silent.is_empty(),
+            ),
             ("clock_skew", !plan.unsynced_switches.is_empty()),
             ("peer_unreachable", !plan.silent_peers.is_empty()),
             ("datapath_dry_run", !enforcing),
@@ -665,7 +691,7 @@ impl SlotLoop {
                 m.degraded_slots.get_or_create(&ModeLabels { mode }).inc();
             }
         }
-        self.shared.status().degraded = degraded;
+        status.degraded = degraded;
     }
 
     /// Per flow: planned and achieved rates, retransmissions.
@@ -803,9 +829,65 @@ fn skew_from_slot(slots: SlotConfig, switch_slot: u64, (sent, received): (u64, u
     }
 }
 
+/// Switches whose last call failed and that no flow planned this slot went through: a flow
+/// between its bursts asks its switches nothing, so without these an operator (or a status
+/// poll) would see a dead switch only in the slots a flow happened to be planned across it.
+fn unreachable_unplanned(
+    switches: &BTreeMap<String, SwitchView>,
+    planned_silent: &[String],
+) -> Vec<String> {
+    switches
+        .iter()
+        .filter(|(name, v)| !v.reachable && !planned_silent.contains(name))
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+/// Slots a silent switch is probed every slot, then every [`PROBE_EVERY`]-th: a switch gone
+/// for good (or on no active path any more) costs the slot's fetch a deadline's wait only now
+/// and then.
+const PROBE_EVERY_SLOT_FOR: u64 = 100;
+const PROBE_EVERY: u64 = 32;
+
+/// Whether a switch silent since `since` is probed in `slot`.
+fn probe_due(since: Slot, slot: Slot) -> bool {
+    let silent_for = slot.0.saturating_sub(since.0);
+    silent_for < PROBE_EVERY_SLOT_FOR || silent_for.is_multiple_of(PROBE_EVERY)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_silent_switch_is_probed_every_slot_at_first_then_now_and_then() {
+        let since = Slot(1000);
+        let probed = |n: u64| (0..n).filter(|i| probe_due(since, Slot(1000 + i))).count();
+        assert_eq!(probed(PROBE_EVERY_SLOT_FOR), PROBE_EVERY_SLOT_FOR as usize);
+        let later = probed(PROBE_EVERY_SLOT_FOR + 10 * PROBE_EVERY) - probed(PROBE_EVERY_SLOT_FOR);
+        assert_eq!(
+            later, 10,
+            "one probe in every {PROBE_EVERY} slots after the first ones"
+        );
+    }
+
+    #[test]
+    fn a_switch_whose_last_call_failed_stays_degraded_while_no_flow_asks_it() {
+        let view = |reachable| SwitchView {
+            reachable,
+            failed_calls: 1,
+            ..SwitchView::default()
+        };
+        let switches: BTreeMap<String, SwitchView> = [
+            ("tor1".to_string(), view(false)),
+            ("tor2".to_string(), view(true)),
+            ("agg1".to_string(), view(false)),
+        ]
+        .into();
+        // agg1 is already reported by the plan; tor2 answered; tor1 is silent and unplanned.
+        assert_eq!(unreachable_unplanned(&switches, &["agg1".into()]), ["tor1"]);
+        assert!(unreachable_unplanned(&switches, &["agg1".into(), "tor1".into()]).is_empty());
+    }
 
     fn order(expiry_ms: u64) -> RateOrder {
         RateOrder {

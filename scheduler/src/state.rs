@@ -40,6 +40,8 @@ pub struct SwitchView {
     pub skew_ns: i64,
     pub last_reply_slot: u64,
     pub failed_calls: u64,
+    /// The slot of the first call of the current outage that failed; `None` while it answers.
+    pub silent_since: Option<Slot>,
     pub last_rtt: Duration,
 }
 
