@@ -1705,6 +1705,8 @@ mod tests {
             /// most four whole iterations (three where the correlation is strong from the
             /// start; the jitter of the shortest shapes weakens it), bytes within 5 %, period
             /// within a slot of the one drawn. (Shorter iterations are below what 30 ms slots resolve.)
+            /// Drawn afresh each run: none of 200,000 draws failed (a release build with the
+            /// case count raised), so 64 a run fail well under one run in a thousand.
             #[test]
             fn periodic_shapes_are_learned(
                 active in 2usize..12,
