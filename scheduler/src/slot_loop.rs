@@ -381,7 +381,8 @@ impl SlotLoop {
         }
     }
 
-    /// FetchFeedback from every switch on active paths, in parallel, each with its deadline.
+    /// FetchFeedback from every switch on active paths, in parallel, each with its deadline,
+    /// and an empty one to each silent switch whose probe is due.
     async fn fetch(&mut self, slot: Slot, mut req: FeedbackRequests) -> Fetched {
         let deadline = self.cfg.rpc_deadline;
         let start = now_ns();

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use mlcc_core::Slot;
+use mlcc_core::topology::{NodeKind, Topology};
 use mlcc_daemon::clock::{Clock, SystemClock};
 use mlcc_proto::v1 as pb;
 
@@ -71,6 +72,23 @@ pub struct LoopStatus {
     pub history: VecDeque<SlotRecord>,
 }
 
+impl LoopStatus {
+    /// After a topology change: forgets the switches `topo` no longer has (or no longer
+    /// emulates), so none is reported or probed as silent, and takes each kept one's address
+    /// from it.
+    pub fn keep_switches_of(&mut self, topo: &Topology) {
+        self.switches.retain(|name, v| {
+            let emulator = topo
+                .node_by_name(name)
+                .and_then(|n| match &topo.node(n).kind {
+                    NodeKind::Switch { emulator, .. } => emulator.clone(),
+                    NodeKind::Host { .. } => None,
+                });
+            emulator.map(|a| v.address = a).is_some()
+        });
+    }
+}
+
 /// How many slots of [`SlotRecord`] are kept.
 pub const HISTORY_SLOTS: usize = 32;
 
@@ -113,5 +131,37 @@ impl Shared {
     }
     pub fn status(&self) -> MutexGuard<'_, LoopStatus> {
         self.status.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mlcc_core::topology::TopologyBuilder;
+    use mlcc_core::units::parse_rate;
+
+    #[test]
+    fn a_new_topology_forgets_the_switches_it_dropped_and_moves_the_ones_it_readdressed() {
+        let mut b = TopologyBuilder::new();
+        b.add_switch("tor1", 0, Some("10.9.0.1:50070".into()));
+        b.add_switch("tor2", 0, None);
+        b.add_host("h1", Some("10.0.0.1".parse().unwrap()), None);
+        b.add_duplex("h1", "tor1", parse_rate("1Gbit").unwrap());
+        b.add_duplex("h1", "tor2", parse_rate("1Gbit").unwrap());
+        let topo = b.build().unwrap();
+        let mut st = LoopStatus::default();
+        for (name, address) in [("tor1", "10.9.0.9:1"), ("tor2", "x:1"), ("gone", "y:1")] {
+            let v = SwitchView {
+                address: address.into(),
+                silent_since: Some(Slot(7)),
+                ..SwitchView::default()
+            };
+            st.switches.insert(name.into(), v);
+        }
+        st.keep_switches_of(&topo);
+        // tor2 is no longer emulated, "gone" no longer exists; tor1 moved.
+        assert_eq!(st.switches.keys().collect::<Vec<_>>(), ["tor1"]);
+        assert_eq!(st.switches["tor1"].address, "10.9.0.1:50070");
+        assert_eq!(st.switches["tor1"].silent_since, Some(Slot(7)));
     }
 }

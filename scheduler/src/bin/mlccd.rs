@@ -242,8 +242,11 @@ async fn serve(config: Config) -> Result<(), String> {
             _ = hup.recv() => {
                 let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading]);
                 match Topology::load(&config.topology) {
-                    Ok(t) => match running.shared.host().set_topology(std::sync::Arc::new(t)) {
-                        Ok(()) => tracing::info!(topology = %config.topology.display(), "SIGHUP: topology reloaded"),
+                    Ok(t) => match running.shared.host().set_topology(std::sync::Arc::new(t.clone())) {
+                        Ok(()) => {
+                            running.shared.status().keep_switches_of(&t);
+                            tracing::info!(topology = %config.topology.display(), "SIGHUP: topology reloaded");
+                        }
                         Err(e) => tracing::error!("SIGHUP: new topology refused, keeping the old one: {e}"),
                     },
                     Err(e) => tracing::error!("SIGHUP: {e}; keeping the old topology"),
