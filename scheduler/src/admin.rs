@@ -310,7 +310,7 @@ impl pb::admin_server::Admin for AdminService {
                 .map(|(name, v)| pb::SwitchStatus {
                     switch_name: name.clone(),
                     address: v.address.clone(),
-                    reachable: v.reachable,
+                    reachable: v.reachable(),
                     skew_slots: v.skew_slots,
                     skew_ns: v.skew_ns,
                     last_reply_slot: v.last_reply_slot,

@@ -615,11 +615,9 @@ impl SlotLoop {
             }
             match out {
                 Outcome::Ok(switch_slot) => {
-                    if !v.reachable && v.failed_calls > 0 {
+                    if v.silent_since.take().is_some() {
                         tracing::info!(switch = %name, "switch answers again");
                     }
-                    v.reachable = true;
-                    v.silent_since = None;
                     v.last_reply_slot = switch_slot;
                     v.skew_slots = switch_slot as i64 - slot.0 as i64;
                     let target = TargetLabels {
@@ -632,14 +630,13 @@ impl SlotLoop {
                     }
                 }
                 Outcome::Timeout | Outcome::Error(_) => {
-                    if v.reachable || v.failed_calls == 0 {
+                    if v.silent_since.is_none() {
                         let why = match &out {
                             Outcome::Error(e) => e.clone(),
                             _ => format!("no answer within {:?}", self.cfg.rpc_deadline),
                         };
                         tracing::warn!(switch = %name, "switch unreachable ({why}): planning its links as unbooked");
                     }
-                    v.reachable = false;
                     v.silent_since.get_or_insert(slot);
                     v.failed_calls += 1;
                 }
@@ -839,7 +836,7 @@ fn unreachable_unplanned(
 ) -> Vec<String> {
     switches
         .iter()
-        .filter(|(name, v)| !v.reachable && !planned_silent.contains(name))
+        .filter(|(name, v)| !v.reachable() && !planned_silent.contains(name))
         .map(|(name, _)| name.clone())
         .collect()
 }
@@ -874,8 +871,8 @@ mod tests {
 
     #[test]
     fn a_switch_whose_last_call_failed_stays_degraded_while_no_flow_asks_it() {
-        let view = |reachable| SwitchView {
-            reachable,
+        let view = |reachable: bool| SwitchView {
+            silent_since: (!reachable).then_some(Slot(7)),
             failed_calls: 1,
             ..SwitchView::default()
         };

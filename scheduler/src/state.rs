@@ -34,7 +34,6 @@ pub fn now_ns() -> u64 {
 #[derive(Clone, Debug, Default)]
 pub struct SwitchView {
     pub address: String,
-    pub reachable: bool,
     pub skew_slots: i64,
     /// The least clock difference (switch minus here, ns) consistent with the last reply: 0
     /// when the switch's slot was one this host's clock passed through while the call ran.
@@ -44,6 +43,13 @@ pub struct SwitchView {
     /// The slot of the first call of the current outage that failed; `None` while it answers.
     pub silent_since: Option<Slot>,
     pub last_rtt: Duration,
+}
+
+impl SwitchView {
+    /// Whether the last call answered.
+    pub fn reachable(&self) -> bool {
+        self.silent_since.is_none()
+    }
 }
 
 /// State the services read and the loop writes.
@@ -78,13 +84,17 @@ impl LoopStatus {
     /// from it.
     pub fn keep_switches_of(&mut self, topo: &Topology) {
         self.switches.retain(|name, v| {
-            let emulator = topo
-                .node_by_name(name)
-                .and_then(|n| match &topo.node(n).kind {
-                    NodeKind::Switch { emulator, .. } => emulator.clone(),
-                    NodeKind::Host { .. } => None,
-                });
-            emulator.map(|a| v.address = a).is_some()
+            let node = topo.node_by_name(name).map(|n| &topo.node(n).kind);
+            match node {
+                Some(NodeKind::Switch {
+                    emulator: Some(address),
+                    ..
+                }) => {
+                    v.address.clone_from(address);
+                    true
+                }
+                _ => false,
+            }
         });
     }
 }

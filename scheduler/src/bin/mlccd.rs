@@ -241,8 +241,8 @@ async fn serve(config: Config) -> Result<(), String> {
             _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: stopping"); break; }
             _ = hup.recv() => {
                 let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading]);
-                match Topology::load(&config.topology) {
-                    Ok(t) => match running.shared.host().set_topology(std::sync::Arc::new(t.clone())) {
+                match Topology::load(&config.topology).map(std::sync::Arc::new) {
+                    Ok(t) => match running.shared.host().set_topology(t.clone()) {
                         Ok(()) => {
                             running.shared.status().keep_switches_of(&t);
                             tracing::info!(topology = %config.topology.display(), "SIGHUP: topology reloaded");
