@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::cluster::{Binaries, Cc};
 use crate::experiment;
 use crate::report::Summary;
-use crate::scenario::Scenario;
+use crate::scenario::{LinkOverrides, Scenario};
 
 /// A figure the command reproduces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -325,17 +325,31 @@ pub struct FigureResult {
     pub points: Vec<PointResult>,
 }
 
+/// How a figure's sweep runs: its length, its repetitions, its x values, and what the command
+/// line changes of how the links are emulated.
+pub struct Sweep<'a> {
+    pub quick: bool,
+    pub repeat: usize,
+    /// The x values instead of the figure's own.
+    pub points: Option<&'a [f64]>,
+    pub links: LinkOverrides,
+}
+
 /// Runs `fig`'s sweep and writes its page; returns the Markdown.
 /// `ccs` replaces the figure's own [`Figure::ccs`] (it must hold `mlcc`).
 pub fn run(
     fig: Figure,
     ccs: Option<Vec<Cc>>,
-    quick: bool,
-    points: Option<&[f64]>,
-    repeat: usize,
+    sweep: &Sweep,
     bins: &Binaries,
     out: &Path,
 ) -> Result<String, String> {
+    let &Sweep {
+        quick,
+        repeat,
+        points,
+        links,
+    } = sweep;
     if points.is_some() && fig.default_points(false).is_empty() {
         return Err(format!(
             "{} has a single point: --points does not apply",
@@ -356,7 +370,10 @@ pub fn run(
         let xs: Vec<String> = xs.iter().map(|x| x.to_string()).collect();
         format!(" --points {}", xs.join(","))
     });
-    let points = fig.points(quick, points)?;
+    let mut points = fig.points(quick, points)?;
+    for p in &mut points {
+        links.apply(&mut p.scenario)?;
+    }
     let jobs: usize = points.iter().map(|p| p.scenario.jobs.len()).sum();
     let bar = experiment::job_bar((jobs * ccs.len() * repeat) as u64)?;
     let mut results = Vec::new();
@@ -387,10 +404,11 @@ pub fn run(
         quick,
         repetitions: repeat,
         command: format!(
-            "mlcc-testbed figure {}{}{} --repeat {repeat}{}",
+            "mlcc-testbed figure {}{}{}{} --repeat {repeat}{}",
             fig.name(),
             if quick { " --quick" } else { "" },
             chosen.unwrap_or_default(),
+            links.flags(),
             if custom {
                 format!(
                     " --cc {}",

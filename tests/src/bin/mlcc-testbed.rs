@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use mlcc_testbed::cluster::{self, Binaries, Cc, EmulatedCluster};
-use mlcc_testbed::scenario::Scenario;
+use mlcc_testbed::scenario::{LinkOverrides, Scenario};
 use mlcc_testbed::{experiment, figure, report};
 
 /// Emulated cluster testbed: real jobs over real TCP between network namespaces, under kernel
@@ -35,16 +35,15 @@ struct Links {
 }
 
 impl Links {
+    fn overrides(&self) -> LinkOverrides {
+        LinkOverrides {
+            burst: self.link_burst,
+            classes: self.link_classes,
+        }
+    }
+
     fn apply(&self, scn: &mut Scenario) -> Result<(), String> {
-        if let Some(b) = self.link_burst {
-            scn.link_burst = mlcc_testbed::scenario::check_link_burst(b)
-                .map_err(|e| format!("--link-burst: {e}"))?;
-        }
-        if let Some(n) = self.link_classes {
-            scn.link_classes = mlcc_testbed::scenario::check_link_classes(n)
-                .map_err(|e| format!("--link-classes: {e}"))?;
-        }
-        Ok(())
+        self.overrides().apply(scn)
     }
 }
 
@@ -175,6 +174,8 @@ enum Cmd {
         out: PathBuf,
         #[command(flatten)]
         programs: Programs,
+        #[command(flatten)]
+        links: Links,
     },
 }
 
@@ -233,6 +234,7 @@ fn real_main(a: Args) -> Result<(), String> {
             points,
             out,
             programs,
+            links,
         } => {
             let fig = figure::Figure::parse(&name)?;
             if repeat == 0 {
@@ -240,7 +242,13 @@ fn real_main(a: Args) -> Result<(), String> {
             }
             let ccs = cc.map(|names| Cc::parse_list(&names)).transpose()?;
             let b = programs.binaries()?;
-            let md = figure::run(fig, ccs, quick, points.as_deref(), repeat, &b, &out)?;
+            let sweep = figure::Sweep {
+                quick,
+                repeat,
+                points: points.as_deref(),
+                links: links.overrides(),
+            };
+            let md = figure::run(fig, ccs, &sweep, &b, &out)?;
             println!("{md}");
             println!("written to {}", out.join(fig.dir()).display());
             Ok(())
