@@ -361,18 +361,19 @@ pub fn run(
     if !ccs.iter().any(|c| c.name() == "mlcc") {
         return Err("a figure's CCs must include mlcc: every table compares against it".into());
     }
-    let dir = out.join(fig.dir());
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    if fig == Figure::RateConsistency {
-        return rate_consistency_page(&dir, out);
-    }
     let chosen = points.map(|xs| {
         let xs: Vec<String> = xs.iter().map(|x| x.to_string()).collect();
         format!(" --points {}", xs.join(","))
     });
+    // Built and checked before anything is written: a bad flag leaves no empty page behind.
     let mut points = fig.points(quick, points)?;
     for p in &mut points {
         links.apply(&mut p.scenario)?;
+    }
+    let dir = out.join(fig.dir());
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if fig == Figure::RateConsistency {
+        return rate_consistency_page(&dir, out);
     }
     let jobs: usize = points.iter().map(|p| p.scenario.jobs.len()).sum();
     let bar = experiment::job_bar((jobs * ccs.len() * repeat) as u64)?;

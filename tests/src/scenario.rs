@@ -4,11 +4,19 @@ pub use mlcc_sim::testbed::*;
 
 use std::time::Duration;
 
-/// What a command line changes of how the testbed emulates a scenario's links (`--link-burst`,
-/// `--link-classes`), applied over the scenario's own settings.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// How the testbed emulates links, beside what the scenario says: the command line's
+/// `--link-burst` and `--link-classes` (`run`, `up`, `figure`), applied over the scenario's own.
+#[derive(clap::Args, Clone, Copy, Debug, Default, PartialEq)]
 pub struct LinkOverrides {
+    /// Every emulated link's token bucket, as line time (e.g. `4ms`, the bucket of the figures
+    /// measured before 2026-11-26's eleventh round) [default: the scenario's `link_burst`, else
+    /// 2ms].
+    #[arg(long = "link-burst", value_name = "DURATION", value_parser = mlcc_core::units::parse_duration)]
     pub burst: Option<Duration>,
+    /// Fill classes every port serves beneath its default class, strict priority on DSCP 1..=N
+    /// (0: TBF alone, the ports of the figures measured before 2026-11-27) [default: the
+    /// scenario's `link_classes`, else 7]. Unmarked traffic meets the same queue either way.
+    #[arg(long = "link-classes", value_name = "N")]
     pub classes: Option<u8>,
 }
 

@@ -19,34 +19,6 @@ struct Args {
     cmd: Cmd,
 }
 
-/// How the testbed emulates links, beside what the scenario says.
-#[derive(clap::Args, Debug)]
-struct Links {
-    /// Every emulated link's token bucket, as line time (e.g. `4ms`, the bucket of the figures
-    /// measured before 2026-11-26's eleventh round) [default: the scenario's `link_burst`, else
-    /// 2ms].
-    #[arg(long, value_name = "DURATION", value_parser = mlcc_core::units::parse_duration)]
-    link_burst: Option<std::time::Duration>,
-    /// Fill classes every port serves beneath its default class, strict priority on DSCP 1..=N
-    /// (0: TBF alone, the ports of the figures measured before 2026-11-27) [default: the
-    /// scenario's `link_classes`, else 7]. Unmarked traffic meets the same queue either way.
-    #[arg(long, value_name = "N")]
-    link_classes: Option<u8>,
-}
-
-impl Links {
-    fn overrides(&self) -> LinkOverrides {
-        LinkOverrides {
-            burst: self.link_burst,
-            classes: self.link_classes,
-        }
-    }
-
-    fn apply(&self, scn: &mut Scenario) -> Result<(), String> {
-        self.overrides().apply(scn)
-    }
-}
-
 /// Where the testbed's programs are, and how its daemons run.
 #[derive(clap::Args, Debug)]
 struct Programs {
@@ -91,7 +63,7 @@ enum Cmd {
         #[command(flatten)]
         programs: Programs,
         #[command(flatten)]
-        links: Links,
+        links: LinkOverrides,
     },
     /// Remove every testbed object on the machine: namespaces with their processes, BPF pins,
     /// shared-memory directories.
@@ -143,7 +115,7 @@ enum Cmd {
         #[arg(long)]
         loss: Option<String>,
         #[command(flatten)]
-        links: Links,
+        links: LinkOverrides,
     },
     /// Reproduce one of the paper's testbed figures: fig10 (training speed vs random loss),
     /// fig8 / fig9 / table1 (one sweep of link rates: JCT, per-model speed-up, JCT statistics),
@@ -175,7 +147,7 @@ enum Cmd {
         #[command(flatten)]
         programs: Programs,
         #[command(flatten)]
-        links: Links,
+        links: LinkOverrides,
     },
 }
 
@@ -246,7 +218,7 @@ fn real_main(a: Args) -> Result<(), String> {
                 quick,
                 repeat,
                 points: points.as_deref(),
-                links: links.overrides(),
+                links,
             };
             let md = figure::run(fig, ccs, &sweep, &b, &out)?;
             println!("{md}");
